@@ -1,0 +1,1 @@
+"""The `lcg` command line."""

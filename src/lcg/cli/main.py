@@ -1,0 +1,135 @@
+"""The `lcg` command line: a thin layer that builds settings, opens the engine and prints.
+
+Every `LcgError` is turned into a one-line message and the error's `exit_code` by `main`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from lcg.config import load_settings
+from lcg.engine import Engine, open_engine
+from lcg.errors import LcgError
+from lcg.service.registry import Context, dispatch
+
+__all__ = ["cli", "main"]
+
+T = TypeVar("T")
+console = Console(stderr=True)
+
+
+def _engine(ctx: click.Context) -> Engine:
+    overrides: dict[str, Any] = {}
+    if ctx.obj.get("home"):
+        overrides["home"] = ctx.obj["home"]
+    return open_engine(load_settings(overrides=overrides))
+
+
+def _run(engine: Engine, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    try:
+        return anyio.run(fn)
+    finally:
+        engine.close()
+
+
+def _print(result: Any) -> None:
+    click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+
+
+@click.group()
+@click.option("--home", type=click.Path(file_okay=False), default=None,
+              help="State directory (default: $LCG_HOME or ./.lcg).")
+@click.version_option(package_name="lcg")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None) -> None:
+    """lcg: a local-first, bi-temporal context graph."""
+    ctx.ensure_object(dict)
+    ctx.obj["home"] = home
+
+
+@cli.command()
+@click.pass_context
+def status(ctx: click.Context) -> None:
+    """Print knowledge_status as JSON."""
+    engine = _engine(ctx)
+    _print(_run(engine, lambda: dispatch(engine, "knowledge_status", {})))
+
+
+@cli.command()
+@click.argument("query")
+@click.pass_context
+def cypher(ctx: click.Context, query: str) -> None:
+    """Run one Cypher statement (knowledge_query_cypher) and print the rows."""
+    engine = _engine(ctx)
+    _print(_run(engine, lambda: dispatch(engine, "knowledge_query_cypher", {"query": query})))
+
+
+@cli.command()
+@click.option("--group", "groups", multiple=True, help="Group to rebuild (repeatable; default: every group with a WAL).")
+@click.option("--force-clear/--no-force-clear", default=True, show_default=True,
+              help="Purge a group that holds data before replaying it.")
+@click.option("--dry-run", is_flag=True, help="Count what would be replayed; change nothing.")
+@click.pass_context
+def rebuild(ctx: click.Context, groups: tuple[str, ...], force_clear: bool, dry_run: bool) -> None:
+    """Re-derive groups of the graph from the write-ahead log."""
+    engine = _engine(ctx)
+    targets = list(groups) or engine.wal.groups()
+    if not targets:
+        raise click.ClickException(f"no WAL groups under {engine.wal.root}")
+
+    async def run_all() -> list[dict[str, Any]]:
+        results = []
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed} ops"),
+                      TimeElapsedColumn(), console=console, transient=True) as bar:
+            for group in targets:
+                task = bar.add_task(f"rebuild {group}", total=None)
+
+                def progress(frame: dict[str, Any], task: Any = task) -> None:
+                    bar.update(task, completed=frame.get("mutations_replayed_so_far", 0))
+
+                params = {"group_id": group, "force_clear": force_clear, "dry_run": dry_run}
+                results.append(await dispatch(engine, "knowledge_rebuild_from_wal", params,
+                                              Context(progress=progress)))
+                bar.update(task, completed=results[-1].get("mutations_replayed", 0))
+        return results
+
+    for result in _run(engine, run_all):
+        console.print(f"[bold]{result['group_id']}[/]: {result['mutations_replayed']} operations replayed "
+                      f"({result.get('replay_mode')}), {result['failed_lines']} failed, "
+                      f"{result['unparseable_lines']} unparseable, in {result.get('duration_seconds')} s")
+        if result.get("fidelity_warning"):
+            console.print(f"[yellow]warning:[/] {result['fidelity_warning']}")
+        _print(result)
+
+
+@cli.command()
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=".lcg-demo",
+              show_default=True, help="Workspace for the demo; it is reset on every run.")
+def demo(directory: str) -> None:
+    """Build a small bi-temporal graph from examples/ and show what it knows."""
+    from lcg.cli.demo import run_demo
+
+    run_demo(Path(directory), console)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        console.print("aborted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except LcgError as exc:
+        console.print(f"[red]error:[/] {exc.wire_message()}")
+        sys.exit(exc.exit_code)

@@ -1,0 +1,909 @@
+"""`Engine`: the library API of lcg — WAL, graph store, embedder and name index composed.
+
+Invariants it keeps:
+- **WAL before acknowledgement.** A write is applied inside a DB transaction, appended to the WAL
+  (fsync) while that transaction is open, its group's applied position is set in the same
+  transaction, and only then committed. A failure before the append leaves no trace; a crash
+  after it is repaired by replaying the tail at the next open.
+- **One writer.** Writes are serialised by `_write_lock`; reads run in parallel on their own
+  connections (Kuzu gives them snapshot isolation). Embedding happens before the lock is taken.
+- **Validated before anything.** Engine methods receive typed, validated arguments (the
+  registry's params models); what can only be checked against the graph is checked inside the
+  write transaction, before the WAL append.
+
+Public methods are async (anyio); the Kuzu work runs in worker threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import shutil
+import threading
+import uuid as uuidlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, ParamSpec, TypeVar
+
+import anyio.to_thread
+
+from lcg.config import Settings
+from lcg.embedding.base import Embedder
+from lcg.embedding.hashing import HashEmbedder
+from lcg.errors import (
+    ConflictError,
+    InvalidRequestError,
+    LcgError,
+    NotFoundError,
+    StorageError,
+    UnavailableError,
+    WalError,
+    WalGenerationError,
+)
+from lcg.models import (
+    DEFAULT_GROUP_ID,
+    EmbeddingRow,
+    Entity,
+    Episode,
+    Fact,
+    canonical_attributes,
+    entity_to_wire,
+    episode_to_wire,
+    fact_to_wire,
+    normalize_labels,
+    normalize_name,
+)
+from lcg.names import NameIndex
+from lcg.replay import ReplayReport, position_key, replay_group, write_position
+from lcg.storage import graph
+from lcg.storage.schema import FTS_INDEXES, create_missing_fts_indexes
+from lcg.storage.store import Conn, Store, delete_database_files
+from lcg.telemetry import EventSink, NullSink
+from lcg.timeutil import from_wal, now, to_iso_z, to_read_format, to_wal
+from lcg.vectors import embed_plan, plan_for_ops, text_hash
+from lcg.wal.layout import group_dir, ordered_files
+from lcg.wal.reader import ReadStats, iter_records
+from lcg.wal.records import OPS, Op, entity_op, episode_op, fact_op
+from lcg.wal.writer import Wal
+
+__all__ = ["Engine", "EpisodeCommit", "Invalidation", "open_engine"]
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# A tail longer than this is replayed with the full-text indexes dropped and rebuilt after:
+# maintaining them row by row costs more than rebuilding them once.
+_LONG_TAIL = 2000
+
+_MUTATION_TOKENS = frozenset({"CREATE", "MERGE", "SET", "DELETE", "DETACH", "DROP", "REMOVE",
+                              "COPY", "ALTER"})
+
+
+def is_mutation(query: str) -> bool:
+    """The reference's heuristic: a whole-word mutating keyword outside string literals."""
+    text = []
+    quoted = None
+    for ch in query:
+        if quoted:
+            if ch == quoted:
+                quoted = None
+            text.append(" ")
+        elif ch in "'\"":
+            quoted = ch
+            text.append(" ")
+        else:
+            text.append(ch)
+    upper = "".join(text).upper()
+    for sep in "()[]{},;:.=<>-":
+        upper = upper.replace(sep, " ")
+    tokens = set(upper.split())
+    if "CREATE_FTS_INDEX" in upper or "DROP_FTS_INDEX" in upper:
+        return False
+    return bool(tokens & _MUTATION_TOKENS)
+
+
+@dataclass(frozen=True)
+class Invalidation:
+    """Supersession of an existing fact: when it stopped being true, when the graph retired it."""
+
+    fact_uuid: str
+    invalid_at: datetime | None
+    expired_at: datetime
+
+
+@dataclass(frozen=True)
+class EpisodeCommit:
+    """Everything one ingested episode changes, committed as one WAL batch and one transaction."""
+
+    group_id: str
+    episode: Episode
+    entities: Sequence[Entity] = ()
+    facts: Sequence[Fact] = ()
+    invalidations: Sequence[Invalidation] = ()
+    mentions: Sequence[str] = ()
+
+
+@dataclass
+class _Batch:
+    """Operations of one group, plus the vectors they need (computed before the lock)."""
+
+    group_id: str
+    ops: list[Op]
+    vectors: list[EmbeddingRow] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+
+
+class Engine:
+    """The context graph: one workspace's store, WAL and embedder."""
+
+    def __init__(self, settings: Settings, store: Store, wal: Wal, embedder: Embedder,
+                 events: EventSink | None = None) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.events: EventSink = events or NullSink()
+        self._store: Store | None = store
+        self._wal = wal
+        self._write_lock = threading.RLock()
+        self._names = NameIndex()
+        self.indices_built = False
+        self.degraded_reason: str | None = None
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise UnavailableError(self.degraded_reason or "unknown")
+        return self._store
+
+    @property
+    def wal(self) -> Wal:
+        return self._wal
+
+    async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    def _read(self, fn: Callable[[Conn], T]) -> T:
+        with self.store.read() as conn:
+            return fn(conn)
+
+    def startup(self) -> None:
+        """Repair torn WAL tails, catch every group up to its WAL, load the name index."""
+        with self._write_lock:
+            for torn in self._wal.open_all():
+                logger.warning("WAL %s: cut a torn final line (%d bytes) left by a crash",
+                               torn.path, torn.bytes_dropped)
+                self.events.emit("wal_torn_tail", group_id=torn.group_id, path=str(torn.path),
+                                 bytes_dropped=torn.bytes_dropped, lines=1)
+            for group in self._wal.groups():
+                self._catch_up(group)
+            self._names.load(self._read(graph.name_rows))
+            self.indices_built = self._indices_present()
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._wal.close()
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    # -- positions and catch-up ------------------------------------------------------------
+
+    def _position(self, conn: Conn, group_id: str) -> tuple[int | None, str | None] | None:
+        raw = graph.get_meta(conn, position_key(group_id))
+        if raw is None:
+            return None
+        value = json.loads(raw)
+        return value.get("applied_seq"), value.get("generation")
+
+    def _group_has_data(self, conn: Conn, group_id: str) -> bool:
+        return any(graph.group_counts(conn, group_id).values())
+
+    def _catch_up(self, group_id: str) -> ReplayReport | None:
+        """Apply what the group's WAL holds beyond its applied position (write lock held)."""
+        bounds = self._wal.bounds(group_id)
+        if bounds.max_seq is None:
+            return None
+        generation = self._wal.generation(group_id)
+        with self.store.read() as conn:
+            position = self._position(conn, group_id)
+            has_data = self._group_has_data(conn, group_id)
+        directory = self._wal.directory(group_id)
+        if position is None or position[0] is None or position[1] != generation:
+            if has_data:
+                logger.warning("group %r: WAL position unknown or its generation changed; "
+                               "run knowledge_rebuild_from_wal to re-derive it", group_id)
+                return None
+            report = replay_group(self.store, directory, group_id, self.embedder,
+                                  generation=generation, bulk_load=True,
+                                  batch_size=self.settings.replay_batch_size)
+        elif position[0] < bounds.max_seq:
+            report = replay_group(self.store, directory, group_id, self.embedder,
+                                  generation=generation, from_seq=position[0] + 1,
+                                  batch_size=self.settings.replay_batch_size,
+                                  suspend_fulltext=bounds.max_seq - position[0] > _LONG_TAIL)
+        else:
+            return None
+        self._emit_replay(report)
+        return report
+
+    def _emit_replay(self, report: ReplayReport) -> None:
+        self.events.emit("wal_replay_complete", **report.to_wire(
+            self.settings.replay_failure_samples, self.settings.replay_fidelity_threshold))
+
+    # -- the commit primitive --------------------------------------------------------------
+
+    def _prepare(self, group_id: str, ops: list[Op]) -> _Batch:
+        """Plan and compute a batch's vectors (no lock held)."""
+        plan = plan_for_ops(group_id, ops)
+        return _Batch(group_id, ops, embed_plan(plan, self.embedder), plan.stale)
+
+    def _commit(self, batches: Sequence[_Batch]) -> list[tuple[int, int]]:
+        """Apply, log and commit batches of several groups atomically (write lock held).
+
+        Returns each batch's (first, last) seq.
+
+        Raises:
+            StorageError, WalError: nothing was applied or logged.
+        """
+        batches = [b for b in batches if b.ops]
+        if not batches:
+            return []
+        appended: list[tuple[str, int, int]] = []
+        body_done = False
+        try:
+            with self.store.transaction() as tx:
+                for batch in batches:
+                    graph.apply_ops(tx, batch.group_id, batch.ops)
+                    graph.put_embeddings(tx, batch.vectors)
+                    graph.delete_embeddings(tx, batch.stale)
+                for batch in batches:
+                    stream = self._wal.stream(batch.group_id)
+                    first, last = stream.append(batch.ops)
+                    appended.append((batch.group_id, first, last))
+                    write_position(tx, batch.group_id, last, stream.generation)
+                body_done = True
+        except BaseException:
+            if not appended or not self._recover_failed_commit(appended, body_done):
+                raise
+        for batch in batches:
+            self._index_names(batch)
+        return [(first, last) for _, first, last in appended]
+
+    def _recover_failed_commit(self, appended: list[tuple[str, int, int]], body_done: bool) -> bool:
+        """A commit failed after WAL lines were written: make the WAL and the DB agree again.
+
+        Returns True when the write turned out to be committed (the COMMIT raised but the
+        positions it set are visible), False when it was rolled back and its lines were removed.
+        """
+        if body_done:
+            with self.store.read() as conn:
+                if all((self._position(conn, g) or (None, None))[0] == last for g, _, last in appended):
+                    return True
+        for group_id, first, _ in appended:
+            try:
+                self._wal.stream(group_id).truncate_from(first)
+            except WalError:
+                # The lines are durable and cannot be removed: apply them so the DB matches.
+                logger.exception("could not remove WAL lines of group %r; applying them instead", group_id)
+                self._catch_up(group_id)
+        return False
+
+    def _index_names(self, batch: _Batch) -> None:
+        for op in batch.ops:
+            if op.name == "entity.upsert":
+                d = op.data
+                self._names.put(batch.group_id, d["name"], d["uuid"], from_wal(d.get("created_at")),
+                                "Merged" in d.get("labels", ()))
+            elif op.name == "group.purge":
+                self._names.drop_group(batch.group_id)
+            elif op.name == "cypher.exec":
+                self._reload_names()
+
+    def _reload_names(self) -> None:
+        try:
+            self._names.load(self._read(graph.name_rows))
+        except StorageError:
+            logger.exception("name index reload failed; marking it untrusted")
+            self._names.trusted = False
+
+    async def commit_episode(self, commit: EpisodeCommit) -> list[tuple[int, int]]:
+        """Write one episode with its entities, facts, supersessions and mentions atomically."""
+        ops: list[Op] = [entity_op(e) for e in commit.entities]
+        ops += [fact_op(f) for f in commit.facts]
+        ops += [Op("fact.invalidate", {"uuid": inv.fact_uuid, "invalid_at": to_wal(inv.invalid_at),
+                                        "expired_at": to_wal(inv.expired_at)})
+                for inv in commit.invalidations]
+        ops.append(episode_op(commit.episode))
+        if commit.mentions:
+            ops.append(Op("mentions.add", {"episode": commit.episode.uuid,
+                                           "entities": list(dict.fromkeys(commit.mentions))}))
+        for op in ops:
+            if op.name not in OPS:  # pragma: no cover - guarded by construction
+                raise InvalidRequestError(f"unknown operation {op.name}")
+        batch = await self._run(self._prepare, commit.group_id, ops)
+
+        def write() -> list[tuple[int, int]]:
+            with self._write_lock:
+                return self._commit([batch])
+
+        return await self._run(write)
+
+    # -- resolution ------------------------------------------------------------------------
+
+    def _resolve_name(self, conn: Conn, group_id: str, name: str) -> Entity | None:
+        """Exact (trimmed, case-insensitive) name in the group, earliest first, tombstones followed."""
+        hits = self._names.lookup(group_id, name)
+        if not hits:
+            return None
+        entity = graph.entity_by_uuid(conn, hits[0][0])
+        if entity is None:  # index out of date: trust the database
+            self._reload_names()
+            hits = self._names.lookup(group_id, name)
+            entity = graph.entity_by_uuid(conn, hits[0][0]) if hits else None
+            if entity is None:
+                return None
+        return self._follow_merged(conn, entity, f"name '{name}'")
+
+    def _follow_merged(self, conn: Conn, entity: Entity, what: str) -> Entity:
+        seen = {entity.uuid}
+        current = entity
+        while "Merged" in current.labels:
+            target_uuid = current.merged_into or json.loads(current.attributes or "{}").get("merged_into")
+            target = graph.entity_by_uuid(conn, target_uuid) if isinstance(target_uuid, str) else None
+            if target is None or target.group_id != entity.group_id or target.uuid in seen:
+                raise InvalidRequestError(
+                    f"{what} resolves to a Merged tombstone whose merged_into chain is missing, "
+                    f"dangling, cyclic or crosses groups; refusing to guess")
+            seen.add(target.uuid)
+            current = target
+        return current
+
+    async def entity_by_name(self, group_id: str, name: str) -> Entity | None:
+        """The entity a name resolves to in a group (exact, case-insensitive; merges followed)."""
+
+        def read(conn: Conn) -> Entity | None:
+            return self._resolve_name(conn, group_id, name)
+
+        return await self._run(self._read, read)
+
+    # -- direct writes ---------------------------------------------------------------------
+
+    async def assert_entity(self, name: str, group_id: str, entity_uuid: str | None = None,
+                            labels: list[str] | None = None, summary: str = "",
+                            attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Create or update one entity by name (or uuid) in a group. See API.md §2.6."""
+        name = name.strip()
+        label_tuple = normalize_labels(labels)
+        attrs = canonical_attributes(attributes or {})
+        vectors = await self._run(self.embedder.embed, [name, summary] if summary else [name])
+
+        def write() -> dict[str, Any]:
+            with self._write_lock, self.store.read() as conn:
+                if entity_uuid is not None:
+                    found = graph.entity_by_uuid(conn, entity_uuid)
+                    if found is None or found.group_id != group_id:
+                        raise NotFoundError("entity", entity_uuid,
+                                            f"entity_uuid '{entity_uuid}' does not exist in group '{group_id}'")
+                    current: Entity | None = self._follow_merged(conn, found, f"entity_uuid '{entity_uuid}'")
+                else:
+                    current = self._resolve_name(conn, group_id, name)
+                if current is not None and normalize_name(current.name) != normalize_name(name):
+                    for other, merged in self._names.lookup(group_id, name):
+                        if other != current.uuid and not merged:
+                            raise ConflictError(
+                                f"cannot rename entity '{current.uuid}' to '{name}': an active "
+                                f"entity in group '{group_id}' already uses that name")
+                if current is None:
+                    row = Entity(uuid=str(uuidlib.uuid4()), group_id=group_id, name=name,
+                                 labels=label_tuple, summary=summary, attributes=attrs,
+                                 created_at=now())
+                else:
+                    row = replace(current, name=name, labels=label_tuple, summary=summary,
+                                  attributes=attrs)
+                batch = _Batch(group_id, [entity_op(row)], *self._vectors_for_entity(row, vectors))
+                if current is not None and current == row:
+                    return {"entity_uuid": row.uuid, "created": False, "embedding_warning": None}
+                self._commit([batch])
+                return {"entity_uuid": row.uuid, "created": current is None, "embedding_warning": None}
+
+        return await self._run(write)
+
+    def _vectors_for_entity(self, e: Entity, vectors: Any) -> tuple[list[EmbeddingRow], list[str]]:
+        model = self.embedder.identity.model
+        rows = [EmbeddingRow("entity_name", e.uuid, e.group_id, text_hash(model, e.name), vectors[0])]
+        stale = []
+        if e.summary:
+            rows.append(EmbeddingRow("entity_summary", e.uuid, e.group_id, text_hash(model, e.summary), vectors[1]))
+        else:
+            stale.append(f"entity_summary:{e.uuid}")
+        return rows, stale
+
+    async def assert_relationship(self, source_name: str, target_name: str, predicate: str,
+                                  group_id: str, fact: str | None = None,
+                                  attributes: dict[str, Any] | None = None,
+                                  valid_at: datetime | None = None,
+                                  relation_type: str | None = None) -> dict[str, Any]:
+        """Create or update one directed fact between two entities of a group. See API.md §2.7."""
+        predicate = predicate.strip()
+        text = fact if fact and fact.strip() else f"{source_name} {predicate} {target_name}"
+        attrs = canonical_attributes(attributes or {})
+        vectors = await self._run(self.embedder.embed, [text])
+
+        def write() -> dict[str, Any]:
+            with self._write_lock, self.store.read() as conn:
+                ends = []
+                for name in (source_name, target_name):
+                    entity = self._resolve_name(conn, group_id, name)
+                    if entity is None:
+                        raise NotFoundError(
+                            "entity", name,
+                            f"'{name}' does not exist in group '{group_id}' — knowledge_assert_relationship "
+                            "only resolves endpoints within its own group_id and never falls back to a "
+                            "cross-group search; use knowledge_add_cross_group_edge to connect entities "
+                            "across groups")
+                    ends.append(entity)
+                current = graph.find_active_fact(conn, group_id, ends[0].uuid, predicate, ends[1].uuid)
+                if current is None:
+                    row = Fact(uuid=str(uuidlib.uuid4()), group_id=group_id, source_uuid=ends[0].uuid,
+                               target_uuid=ends[1].uuid, name=predicate, fact=text,
+                               relation_type=relation_type, attributes=attrs, valid_at=valid_at,
+                               created_at=now())
+                else:
+                    row = replace(current, fact=text, valid_at=valid_at, relation_type=relation_type,
+                                  attributes=attrs)
+                if current is not None and current == row:
+                    return {"edge_uuid": row.uuid, "created": False, "embedding_warning": None}
+                vec = EmbeddingRow("fact", row.uuid, group_id,
+                                   text_hash(self.embedder.identity.model, text), vectors[0])
+                self._commit([_Batch(group_id, [fact_op(row)], [vec])])
+                return {"edge_uuid": row.uuid, "created": current is None, "embedding_warning": None}
+
+        return await self._run(write)
+
+    # -- deletes ---------------------------------------------------------------------------
+
+    def _delete_episodes(self, matches: list[tuple[str, str]]) -> None:
+        by_group: dict[str, list[Op]] = {}
+        for ep_uuid, gid in matches:
+            by_group.setdefault(gid, []).append(Op("episode.delete", {"uuid": ep_uuid}))
+        self._commit([_Batch(gid, ops) for gid, ops in by_group.items()])
+
+    async def delete_episode(self, episode_uuid: str) -> dict[str, Any]:
+        def write() -> dict[str, Any]:
+            with self._write_lock:
+                groups = self._read(lambda c: graph.episode_groups(c, [episode_uuid]))
+                self._delete_episodes(list(groups.items()))
+            return {"status": "deleted"}
+
+        return await self._run(write)
+
+    async def delete_by_source(self, source_file: str, group_ids: list[str]) -> dict[str, Any]:
+        def write() -> dict[str, Any]:
+            with self._write_lock:
+                matches = self._read(lambda c: graph.episodes_matching(c, group_ids, source_file=source_file))
+                self._delete_episodes(matches)
+            return {"success": True, "source_file": source_file, "deleted_count": len(matches),
+                    "deleted_uuids": [m[0] for m in matches]}
+
+        return await self._run(write)
+
+    async def delete_chunk_episode(self, chunk_id: str, group_ids: list[str]) -> dict[str, Any]:
+        def write() -> dict[str, Any]:
+            with self._write_lock:
+                matches = self._read(lambda c: graph.episodes_matching(c, group_ids, chunk_id=chunk_id))
+                self._delete_episodes(matches)
+            return {"success": True, "chunk_id": chunk_id, "deleted_count": len(matches),
+                    "deleted_uuids": [m[0] for m in matches]}
+
+        return await self._run(write)
+
+    async def delete_by_group(self, group_ids: list[str], dry_run: bool, confirm: bool) -> dict[str, Any]:
+        if not dry_run and not confirm:
+            raise InvalidRequestError(
+                "Must set 'confirm' to true to purge group data (or 'dry_run' to preview)", field="confirm")
+
+        def write() -> dict[str, Any]:
+            with self._write_lock:
+                counts = self._read(lambda c: [graph.group_counts(c, g) for g in group_ids])
+                if not dry_run:
+                    self._commit([_Batch(g, [Op("group.purge", {})])
+                                  for g, n in zip(group_ids, counts, strict=True) if any(n.values())])
+            return {"success": True, "dry_run": dry_run,
+                    "groups": [{"group_id": g, **n} for g, n in zip(group_ids, counts, strict=True)],
+                    "unbound_impacts": [], "applied_seq_reset": False}
+
+        return await self._run(write)
+
+    async def clear_all(self, confirm: bool, preserve_wal: bool) -> dict[str, Any]:
+        """Delete the whole graph (and, unless `preserve_wal`, the whole WAL); start empty."""
+        if not confirm:
+            raise InvalidRequestError("Must set 'confirm' to true to clear graph", field="confirm")
+
+        def write() -> dict[str, Any]:
+            with self._write_lock:
+                marks = {g: (self._wal.bounds(g).max_seq, self._wal.generation(g))
+                         for g in self._wal.groups()} if preserve_wal else {}
+                store = self.store
+                self._store = None
+                self.degraded_reason = "unknown"
+                store.close()
+                self._wal.close()
+                try:
+                    delete_database_files(store.path)
+                    if not preserve_wal and self._wal.root.exists():
+                        shutil.rmtree(self._wal.root)
+                except OSError as exc:
+                    raise InvalidRequestError(f"failed to delete DB or WAL files: {exc}") from exc
+                try:
+                    fresh = Store(store.path, buffer_pool_mb=self.settings.kuzu_buffer_pool_mb)
+                except LcgError as exc:
+                    raise InvalidRequestError(
+                        f"Graph files deleted but reinitialization failed: {exc}. "
+                        "Restart the service to recover.") from exc
+                with fresh.transaction() as tx:
+                    # A preserved WAL is history the user chose to keep but not to show: record
+                    # each stream as applied so a restart does not resurrect it; an explicit
+                    # knowledge_rebuild_from_wal brings it back.
+                    for g, (max_seq, gen) in marks.items():
+                        if max_seq is not None:
+                            write_position(tx, g, max_seq, gen)
+                self._store = fresh
+                self.degraded_reason = None
+                self._names.load([])
+                self.indices_built = False
+            return {"success": True, "message": "Graph cleared and reinitialized successfully"}
+
+        return await self._run(write)
+
+    # -- raw Cypher, indexes -------------------------------------------------------------------
+
+    async def query_cypher(self, query: str) -> dict[str, Any]:
+        """Run a Cypher statement verbatim; mutations are logged to the default group's WAL."""
+        def write() -> dict[str, Any]:
+            with self._write_lock:
+                if not is_mutation(query):
+                    with self.store.read() as conn:
+                        return {"rows": _stringify_rows(conn.rows(query))}
+                rows: list[list[Any]] = []
+                op = Op("cypher.exec", {"query": query})
+
+                # Run it first (a statement that fails is never logged), log it, then commit.
+                appended: list[tuple[str, int, int]] = []
+                body_done = False
+                try:
+                    with self.store.transaction() as tx:
+                        rows = tx.rows(query)
+                        stream = self._wal.stream(DEFAULT_GROUP_ID)
+                        first, last = stream.append([op])
+                        appended.append((DEFAULT_GROUP_ID, first, last))
+                        write_position(tx, DEFAULT_GROUP_ID, last, stream.generation)
+                        body_done = True
+                except BaseException:
+                    if not appended or not self._recover_failed_commit(appended, body_done):
+                        raise
+                self._reload_names()
+                return {"rows": _stringify_rows(rows)}
+
+        return await self._run(write)
+
+    def _indices_present(self) -> bool:
+        try:
+            with self.store.read() as conn:
+                names = {row[1] for row in conn.rows("CALL SHOW_INDEXES() RETURN *")}
+        except StorageError:
+            return False
+        return all(name in names for _, name, _ in FTS_INDEXES)
+
+    async def build_indices(self) -> dict[str, Any]:
+        def write() -> dict[str, Any]:
+            with self._write_lock:
+                try:
+                    with self.store.writer() as w:
+                        create_missing_fts_indexes(w.run)
+                except StorageError:
+                    self.indices_built = False
+                    raise
+                self.indices_built = True
+            return {"status": "ok", "indices_built": True}
+
+        return await self._run(write)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def get_episodes(self, group_id: str, last_n: int) -> dict[str, Any]:
+        def read(conn: Conn) -> dict[str, Any]:
+            episodes = graph.episodes_recent(conn, group_id, last_n) if last_n else []
+            mentions = graph.episode_mentions(conn, [e.uuid for e in episodes]) if episodes else {}
+            out = [episode_to_wire(e, mentions.get(e.uuid, [])) for e in episodes]
+            return {"episodes": out, "count": len(out)}
+
+        return await self._run(self._read, read)
+
+    async def get_nodes_by_group(self, group_ids: list[str] | None) -> dict[str, Any]:
+        def read(conn: Conn) -> dict[str, Any]:
+            nodes = [] if group_ids == [] else [entity_to_wire(e) for e in graph.entities_in_groups(conn, group_ids)]
+            return {"nodes": nodes, "count": len(nodes)}
+
+        return await self._run(self._read, read)
+
+    async def get_edges_by_group(self, group_ids: list[str] | None) -> dict[str, Any]:
+        def read(conn: Conn) -> dict[str, Any]:
+            edges = [] if group_ids == [] else [fact_to_wire(f) for f in graph.facts_with_hops(conn, group_ids)]
+            return {"edges": edges, "count": len(edges)}
+
+        return await self._run(self._read, read)
+
+    async def get_edges_by_uuids(self, uuids: list[str]) -> dict[str, Any]:
+        def read(conn: Conn) -> dict[str, Any]:
+            edges = [fact_to_wire(f) for f in graph.facts_with_hops(conn, uuids=uuids)] if uuids else []
+            return {"edges": edges, "count": len(edges)}
+
+        return await self._run(self._read, read)
+
+    def _entities_with_provenance(self, conn: Conn, entities: list[Entity],
+                                  groups: list[str] | None) -> list[dict[str, Any]]:
+        prov = graph.provenance(conn, [e.uuid for e in entities], groups) if entities else {}
+        return [entity_to_wire(e, [p[0] for p in prov.get(e.uuid, [])], [p[1] for p in prov.get(e.uuid, [])])
+                for e in entities]
+
+    def _facts_with_provenance(self, conn: Conn, facts: list[Fact]) -> list[dict[str, Any]]:
+        ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
+        prov = graph.provenance(conn, ends, None) if facts else {}
+        out = []
+        for f in facts:
+            merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
+            out.append(fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged]))
+        return out
+
+    async def list_entities(self, num_results: int, group_ids: list[str] | None) -> dict[str, Any]:
+        def read(conn: Conn) -> dict[str, Any]:
+            entities = graph.entities_in_groups(conn, group_ids, limit=num_results)
+            nodes = self._entities_with_provenance(conn, entities, group_ids)
+            return {"nodes": nodes, "count": len(nodes)}
+
+        return await self._run(self._read, read)
+
+    async def list_relationships(self, num_results: int, group_ids: list[str] | None) -> dict[str, Any]:
+        def read(conn: Conn) -> dict[str, Any]:
+            facts = graph.facts_with_hops(conn, group_ids, limit=num_results)
+            out = self._facts_with_provenance(conn, facts)
+            return {"facts": out, "count": len(out)}
+
+        return await self._run(self._read, read)
+
+    async def get_entity_neighbors(self, entity_uuid: str, num_results: int,
+                                   group_ids: list[str] | None) -> dict[str, Any]:
+        def read(conn: Conn) -> dict[str, Any]:
+            facts = graph.neighbor_facts(conn, entity_uuid, group_ids, num_results)
+            others = list(dict.fromkeys(
+                f.target_uuid if f.source_uuid == entity_uuid else f.source_uuid for f in facts))
+            found = graph.entities_by_uuids(conn, others)
+            nodes = self._entities_with_provenance(conn, [found[u] for u in others if u in found], None)
+            edges = self._facts_with_provenance(conn, facts)
+            return {"center_uuid": entity_uuid, "nodes": nodes, "edges": edges, "count": len(nodes),
+                    "node_count": len(nodes), "edge_count": len(edges)}
+
+        return await self._run(self._read, read)
+
+    async def get_entities_by_source(self, source: str, num_results: int,
+                                     group_ids: list[str] | None) -> dict[str, Any]:
+        def read(conn: Conn) -> dict[str, Any]:
+            entities = graph.entities_by_source(conn, source, group_ids, num_results)
+            nodes = self._entities_with_provenance(conn, entities, group_ids)
+            return {"source": source, "nodes": nodes, "count": len(nodes)}
+
+        return await self._run(self._read, read)
+
+    # -- status ----------------------------------------------------------------------------
+
+    def _wal_state(self, conn: Conn, group_id: str) -> dict[str, Any]:
+        bounds = self._wal.bounds(group_id)
+        generation = self._wal.generation(group_id)
+        position = self._position(conn, group_id)
+        applied = position[0] if position else None
+        max_seq = bounds.max_seq
+        if generation is not None:
+            gen_status = "known"
+        elif max_seq is None:
+            gen_status = "not_applicable"
+        else:
+            gen_status = "unknown"
+        if max_seq is None or max_seq == 0:
+            hydration = "not_applicable"
+        elif (applied if applied is not None else 0) >= max_seq:
+            hydration = "hydrated"
+        else:
+            hydration = "wal_ahead"
+        return {"applied_seq": applied, "max_seq": max_seq, "generation": generation,
+                "generation_status": gen_status, "hydration_status": hydration}
+
+    async def status(self) -> dict[str, Any]:
+        """`knowledge_status` (API.md §3.1): counts, WAL positions, index and embedder state."""
+        def read(conn: Conn) -> dict[str, Any]:
+            c = graph.counts(conn)
+            default_dir = group_dir(self._wal.root, DEFAULT_GROUP_ID)
+            files = ordered_files(default_dir)
+            wal = {"exists": default_dir.is_dir(), "file_count": len(files),
+                   "byte_size": sum(p.stat().st_size for p in files),
+                   **self._wal_state(conn, DEFAULT_GROUP_ID)}
+            identity = self.embedder.identity
+            out: dict[str, Any] = {
+                "database_path": self.settings.database_path_text,
+                "embedding_model": identity.model,
+                "embedding_dim": identity.dim,
+                "embedding_lexical_only": identity.lexical_only,
+                "entity_count": c["entities"],
+                "relationship_count": c["facts"],
+                "episode_count": c["episodes"],
+                "last_index_time": to_read_format(c["last_episode"]),
+            }
+            if c["first_episode"] is not None:
+                out["index_created_at"] = to_iso_z(c["first_episode"])
+            out.update({
+                "context_graph_initialized": True, "connected": True, "queryable": True,
+                "initializing": False, "wal": wal,
+                "wal_groups": {g: self._wal_state(conn, g) for g in self._wal.groups()},
+                "indices_built": self.indices_built,
+                "name_index_trusted": self._names.trusted,
+                "name_index_fallback_scans": 0,
+                "cross_group_pointers": {"bound": 0, "unbound": 0, "ambiguous": 0},
+                "ontology": {"present": False, "loaded": False, "mode": None, "entity_type_count": 0,
+                             "relation_type_count": 0, "drifted": False, "drift_summary": None},
+                "schema_version": self.store.schema_version,
+            })
+            return out
+
+        return await self._run(self._read, read)
+
+    async def health(self) -> dict[str, Any]:
+        if self._store is None:
+            return {"ok": False, "healthy": False, "state": "degraded",
+                    "reason": self.degraded_reason or "unknown"}
+
+        def probe(conn: Conn) -> dict[str, Any]:
+            conn.scalar("RETURN 1")
+            return {"ok": True, "healthy": True, "state": "healthy"}
+
+        return await self._run(self._read, probe)
+
+    # -- rebuild ---------------------------------------------------------------------------
+
+    async def rebuild_from_wal(self, group_id: str, from_seq: int = 0, to_seq: int | None = None,
+                               dry_run: bool = False, force_clear: bool = False,
+                               progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Replay a group's WAL into the graph (API.md §2.34, synchronous form)."""
+        return await self._run(self._rebuild, group_id, from_seq, to_seq, dry_run, force_clear, progress)
+
+    def _rebuild(self, group_id: str, from_seq: int, to_seq: int | None, dry_run: bool,
+                 force_clear: bool, progress: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+        directory = self._wal.directory(group_id)
+        if not directory.is_dir() or not any(directory.glob("*.jsonl")):
+            raise InvalidRequestError(f"No WAL files found at {directory}")
+        with self._write_lock:
+            with self.store.read() as conn:
+                position = self._position(conn, group_id)
+                has_data = self._group_has_data(conn, group_id)
+            applied, previous = position if position else (None, None)
+            generation = self._wal.generation(group_id)
+            if applied is not None and generation is None:
+                raise WalGenerationError(
+                    f'group "{group_id}": {directory}/.wal-generation.json is absent or unreadable — '
+                    "republish the full WAL directory including its dot-files, or create the file by "
+                    'hand with {"generation": "<any unique string>"}')
+            reset = applied is not None and generation != previous
+            if reset and dry_run:
+                return {"success": True, "group_id": group_id, "dry_run": True, "reset_detected": True,
+                        "previous_generation": previous, "generation": generation,
+                        "message": "the WAL stream's generation changed since it was applied; a real "
+                                   "rebuild will purge the group and replay the whole stream"}
+            if reset:
+                from_seq, to_seq, force_clear = 0, None, True
+            if from_seq == 0 and has_data:
+                prefix = (f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
+                          "from_seq: 0 is a full rebuild.")
+                if dry_run:
+                    raise ConflictError(f"{prefix} A dry run cannot preview this cleanly — purge the "
+                                        "group first or pass a from_seq > 0.")
+                if not force_clear:
+                    raise ConflictError(f"{prefix} Pass force_clear: true to purge the group and replay "
+                                        "it, or a from_seq > 0 to replay a tail.")
+            if dry_run:
+                return self._dry_run(directory, group_id, from_seq, to_seq, previous, generation)
+            if from_seq == 0 and has_data:
+                with self.store.transaction() as tx:
+                    graph.purge_group(tx, group_id)
+                    write_position(tx, group_id, None, generation)
+                self.indices_built = False
+            self._wal.drop_stream(group_id)
+            report = replay_group(self.store, directory, group_id, self.embedder,
+                                  generation=generation, from_seq=from_seq, to_seq=to_seq,
+                                  bulk_load=from_seq == 0,
+                                  batch_size=self.settings.replay_batch_size, progress=progress,
+                                  suspend_fulltext=True)
+            self._reload_names()
+            self.indices_built = self._indices_present()
+            self._emit_replay(report)
+            result = report.to_wire(self.settings.replay_failure_samples,
+                                    self.settings.replay_fidelity_threshold)
+            result.update({"success": True, "dry_run": False, "indices_built": self.indices_built,
+                           "reset_detected": reset, "previous_generation": previous,
+                           "generation": generation, "cross_group_rebind": None})
+            return result
+
+    def _dry_run(self, directory: Any, group_id: str, from_seq: int, to_seq: int | None,
+                 previous: str | None, generation: str | None) -> dict[str, Any]:
+        stats = ReadStats()
+        report = ReplayReport(group_id, from_seq, to_seq, mode="dry_run")
+        for rec in iter_records(directory, from_seq, to_seq, stats):
+            if rec.op in OPS:
+                report.mutations_replayed += 1
+            else:
+                report.unrecognised_lines += 1
+        report.unparseable_lines = stats.unparseable
+        report.torn_tail_lines = stats.torn_tail
+        report.wal_files_processed = stats.files_processed
+        result = report.to_wire(self.settings.replay_failure_samples,
+                                self.settings.replay_fidelity_threshold)
+        result.update({"success": True, "dry_run": True, "reset_detected": False,
+                       "previous_generation": previous, "generation": generation,
+                       "cross_group_rebind": None})
+        return result
+
+    def maybe_checkpoint(self) -> bool:
+        """Checkpoint Kuzu's journal if it is large and no reader is active (never blocks writes)."""
+        limit = self.settings.checkpoint_wal_bytes
+        if self._store is None or limit <= 0 or self._store.journal_bytes() < limit:
+            return False
+        if not self._write_lock.acquire(blocking=False):
+            return False
+        try:
+            return self._store.checkpoint()
+        finally:
+            self._write_lock.release()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, datetime):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_cell(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_cell(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _stringify_rows(rows: list[list[Any]]) -> list[list[str]]:
+    return [[_cell(v) for v in row] for row in rows]
+
+
+def open_engine(settings: Settings, *, embedder: Embedder | None = None,
+                events: EventSink | None = None) -> Engine:
+    """Build an engine from settings: open the store and WAL, catch up, load indexes.
+
+    Raises:
+        StorageError: the database cannot be opened.
+        ConfigError: a setting is invalid.
+    """
+    settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    store = Store(settings.db_path, buffer_pool_mb=settings.kuzu_buffer_pool_mb)
+    wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
+    engine = Engine(settings, store, wal, embedder or HashEmbedder(settings.embedding_dim), events)
+    try:
+        engine.startup()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            engine.close()
+        raise
+    return engine

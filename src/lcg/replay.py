@@ -1,0 +1,266 @@
+"""Replaying a group's WAL stream into the graph, and the report of what happened.
+
+Two modes, one result:
+- **bulk** (a whole stream into an empty group): fold every operation into final rows, embed
+  them in batches, then load them with `COPY` in one transaction that also records the position;
+- **incremental** (a tail, a bounded range, or a stream with raw Cypher): apply operations in
+  transactions of `batch_size`, each advancing the position; a batch that fails is retried one
+  operation per transaction so one bad line costs only itself.
+
+Nothing is dropped silently: unparseable lines, unknown operations, failed operations and no-ops
+are counted, and failures are sampled by (operation, error).
+
+The caller holds the engine's write lock for the whole replay.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lcg.embedding.base import Embedder
+from lcg.errors import StorageError
+from lcg.storage import bulk, graph
+from lcg.storage.store import Store
+from lcg.vectors import embed_plan, plan_for_ops, plan_for_rows
+from lcg.wal.fold import fold
+from lcg.wal.reader import ReadStats, iter_records
+from lcg.wal.records import OPS, Op, WalRecord
+
+__all__ = ["ReplayReport", "position_key", "replay_group", "write_position"]
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+def position_key(group_id: str) -> str:
+    return f"wal_position:{group_id}"
+
+
+def write_position(conn: Any, group_id: str, applied_seq: int | None, generation: str | None) -> None:
+    graph.set_meta(conn, position_key(group_id), json.dumps({"applied_seq": applied_seq, "generation": generation}))
+
+
+@dataclass
+class ReplayReport:
+    group_id: str
+    from_seq: int
+    to_seq: int | None
+    mode: str = "incremental"
+    mutations_replayed: int = 0
+    match_prefixed_replayed: int = 0
+    wal_files_processed: int = 0
+    wal_files_total: int = 0
+    unrecognised_lines: int = 0
+    failed_lines: int = 0
+    unparseable_lines: int = 0
+    noop_lines: int = 0
+    torn_tail_lines: int = 0
+    rolled_back_lines: int = 0
+    last_committed_seq: int | None = None
+    transactions_committed: int = 0
+    transactions_rolled_back: int = 0
+    seconds: float = 0.0
+    failures: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    @property
+    def total_lines(self) -> int:
+        return (self.mutations_replayed + self.failed_lines + self.unrecognised_lines
+                + self.unparseable_lines)
+
+    def to_wire(self, sample_cap: int, fidelity_threshold: float) -> dict[str, Any]:
+        """The statistics keys of `knowledge_rebuild_from_wal` (spec/API.md §2.34)."""
+        ranked = self.failures.most_common()
+        samples = [{"cypher": template[:200], "error": error, "count": count}
+                   for (template, error), count in ranked[:sample_cap]]
+        ineffective = self.failed_lines + self.noop_lines + self.unrecognised_lines + self.unparseable_lines
+        total = self.total_lines
+        warning = None
+        if total and ineffective / total > fidelity_threshold:
+            warning = (f"{ineffective} of {total} WAL lines ({ineffective / total:.1%}) had no effect "
+                       f"(failed {self.failed_lines}, no-op {self.noop_lines}, unrecognised "
+                       f"{self.unrecognised_lines}, unparseable {self.unparseable_lines}); the rebuilt "
+                       f"graph may differ from the original")
+        return {
+            "group_id": self.group_id,
+            "from_seq": self.from_seq,
+            "to_seq": self.to_seq,
+            "mutations_replayed": self.mutations_replayed,
+            "match_prefixed_replayed": self.match_prefixed_replayed,
+            "wal_files_processed": self.wal_files_processed,
+            "indexes_created": 0,
+            "unrecognised_lines": self.unrecognised_lines,
+            "failed_lines": self.failed_lines,
+            "unparseable_lines": self.unparseable_lines,
+            "legacy_skipped_lines": 0,
+            "lines_skipped": self.unrecognised_lines + self.failed_lines + self.unparseable_lines,
+            "failed_samples": samples,
+            "failed_sample_categories_dropped": max(0, len(ranked) - sample_cap),
+            "fidelity_warning": warning,
+            "rolled_back_lines": self.rolled_back_lines,
+            "last_committed_seq": self.last_committed_seq,
+            "transactions_committed": self.transactions_committed,
+            "transactions_rolled_back": self.transactions_rolled_back,
+            "replay_mode": self.mode,
+            "noop_lines": self.noop_lines,
+            "torn_tail_lines": self.torn_tail_lines,
+            "duration_seconds": round(self.seconds, 3),
+        }
+
+
+def _template(op: str, data: dict[str, Any]) -> str:
+    if op == "cypher.exec" and isinstance(data.get("query"), str):
+        return str(data["query"])
+    return op
+
+
+def replay_group(
+    store: Store,
+    directory: Path,
+    group_id: str,
+    embedder: Embedder,
+    *,
+    generation: str | None,
+    from_seq: int = 0,
+    to_seq: int | None = None,
+    bulk_load: bool = False,
+    batch_size: int = 64,
+    progress: Progress | None = None,
+    suspend_fulltext: bool = False,
+) -> ReplayReport:
+    """Replay `[from_seq, to_seq]` of a group's stream; see the module docstring for the modes.
+
+    `bulk_load` may only be asked for when the group holds no rows. Bulk loads, and replays
+    with `suspend_fulltext`, run with the full-text indexes dropped and rebuild them at the end.
+    """
+    if bulk_load or suspend_fulltext:
+        with store.fulltext_suspended():
+            return _replay(store, directory, group_id, embedder, generation, from_seq, to_seq,
+                           bulk_load, batch_size, progress)
+    return _replay(store, directory, group_id, embedder, generation, from_seq, to_seq,
+                   bulk_load, batch_size, progress)
+
+
+def _replay(store: Store, directory: Path, group_id: str, embedder: Embedder,
+            generation: str | None, from_seq: int, to_seq: int | None, bulk_load: bool,
+            batch_size: int, progress: Progress | None) -> ReplayReport:
+    started = time.perf_counter()
+    report = ReplayReport(group_id, from_seq, to_seq)
+    stats = ReadStats()
+    if bulk_load:
+        records = list(iter_records(directory, from_seq, to_seq, stats))
+        folded = fold(group_id, records)
+        if folded.needs_statement_replay:
+            _incremental(store, group_id, embedder, records, report, generation, batch_size, progress)
+        else:
+            report.mode = "bulk"
+            _bulk(store, group_id, embedder, folded, report, generation)
+    else:
+        _incremental(store, group_id, embedder, iter_records(directory, from_seq, to_seq, stats),
+                     report, generation, batch_size, progress)
+    report.unparseable_lines = stats.unparseable
+    report.torn_tail_lines = stats.torn_tail
+    report.wal_files_processed = stats.files_processed
+    report.wal_files_total = stats.files_total
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _bulk(store: Store, group_id: str, embedder: Embedder, folded: Any, report: ReplayReport,
+          generation: str | None) -> None:
+    report.unrecognised_lines = folded.unrecognised
+    report.noop_lines = folded.noops
+    report.failed_lines = len(folded.failures)
+    for failure in folded.failures:
+        report.failures[(failure.op, failure.error)] += 1
+    plan = plan_for_rows(folded.entities.values(), folded.facts.values(), folded.episodes.values())
+    vectors = embed_plan(plan, embedder)
+    try:
+        with store.transaction() as tx:
+            bulk.load_folded(tx, folded, vectors)
+            if folded.last_seq is not None:
+                write_position(tx, group_id, folded.last_seq, generation)
+    except StorageError as exc:
+        report.transactions_rolled_back += 1
+        report.rolled_back_lines += folded.applied
+        report.failed_lines += folded.applied
+        report.failures[("bulk load", str(exc))] += 1
+        return
+    report.transactions_committed += 1
+    report.mutations_replayed = folded.applied
+    report.last_committed_seq = folded.last_seq
+
+
+def _apply_batch(store: Store, group_id: str, embedder: Embedder, batch: Sequence[WalRecord],
+                 generation: str | None) -> None:
+    ops = [Op(r.op, r.data) for r in batch]
+    plan = plan_for_ops(group_id, ops)
+    with store.transaction() as tx:
+        graph.apply_ops(tx, group_id, ops)
+        stored = graph.stored_text_hashes(tx, plan.keys())
+        graph.put_embeddings(tx, embed_plan(plan, embedder, stored))
+        graph.delete_embeddings(tx, plan.stale)
+        write_position(tx, group_id, batch[-1].seq, generation)
+
+
+def _incremental(store: Store, group_id: str, embedder: Embedder, records: Any,
+                 report: ReplayReport, generation: str | None, batch_size: int,
+                 progress: Progress | None) -> None:
+    pending: list[WalRecord] = []
+    reported = [0]
+
+    def flush() -> None:
+        if not pending:
+            return
+        try:
+            _apply_batch(store, group_id, embedder, pending, generation)
+            _committed(report, pending)
+        except (StorageError, ValueError) as exc:
+            report.transactions_rolled_back += 1
+            report.rolled_back_lines += len(pending)
+            if len(pending) == 1:
+                report.failed_lines += 1
+                report.failures[(_template(pending[0].op, pending[0].data), str(exc))] += 1
+            else:
+                for rec in pending:  # isolate the failing line(s)
+                    try:
+                        _apply_batch(store, group_id, embedder, [rec], generation)
+                        _committed(report, [rec])
+                    except (StorageError, ValueError) as one_exc:
+                        report.transactions_rolled_back += 1
+                        report.failed_lines += 1
+                        report.failures[(_template(rec.op, rec.data), str(one_exc))] += 1
+        pending.clear()
+        if progress is not None and report.mutations_replayed - reported[0] >= 1000:
+            reported[0] = report.mutations_replayed
+            progress({"message": f"replayed {report.mutations_replayed} mutations",
+                      "mutations_replayed_so_far": report.mutations_replayed,
+                      "failed_lines_so_far": report.failed_lines})
+
+    for rec in records:
+        if rec.op not in OPS:
+            report.unrecognised_lines += 1
+            continue
+        if rec.op == "cypher.exec":  # raw statements run on their own
+            flush()
+            pending.append(rec)
+            flush()
+            continue
+        pending.append(rec)
+        if len(pending) >= batch_size:
+            flush()
+    flush()
+
+
+def _committed(report: ReplayReport, batch: Sequence[WalRecord]) -> None:
+    report.transactions_committed += 1
+    report.mutations_replayed += len(batch)
+    report.last_committed_seq = batch[-1].seq
+    report.match_prefixed_replayed += sum(
+        1 for r in batch
+        if r.op == "cypher.exec" and str(r.data.get("query", "")).lstrip().upper().startswith("MATCH")
+    )

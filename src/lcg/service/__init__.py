@@ -1,0 +1,1 @@
+"""Transports over the engine: the method registry now; JSON-RPC, MCP and HTTP build on it."""

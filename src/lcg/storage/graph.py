@@ -1,0 +1,526 @@
+"""Typed reads and writes of lcg's graph: the only Cypher the engine runs (besides pass-through).
+
+Writes take the writer `Conn` inside a transaction; reads take any `Conn`. Rows come back as
+`lcg.models` values. Batches use `UNWIND` with explicit casts, because Kuzu infers a struct
+field that is null in every row as STRING and then refuses to store it in a TIMESTAMP column.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.storage.store import Conn
+from lcg.timeutil import from_db, to_db
+from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
+
+__all__ = [
+    "EMBEDDING_KINDS",
+    "apply_ops",
+    "counts",
+    "delete_embeddings",
+    "entities_by_source",
+    "entities_by_uuids",
+    "entities_in_groups",
+    "entity_by_uuid",
+    "episode_groups",
+    "episode_mentions",
+    "episodes_matching",
+    "episodes_recent",
+    "facts_by_uuids",
+    "facts_with_hops",
+    "find_active_fact",
+    "get_meta",
+    "group_counts",
+    "meta_with_prefix",
+    "name_rows",
+    "neighbor_facts",
+    "provenance",
+    "put_embeddings",
+    "set_meta",
+    "stored_text_hashes",
+]
+
+EMBEDDING_KINDS = ("entity_name", "entity_summary", "fact", "episode")
+
+ENTITY_COLS = "e.uuid, e.group_id, e.name, e.labels, e.summary, e.attributes, e.created_at, e.merged_into"
+FACT_COLS = (
+    "f.uuid, f.group_id, f.source_uuid, f.target_uuid, f.name, f.fact, f.relation_type, "
+    "f.attributes, f.episodes, f.valid_at, f.invalid_at, f.created_at, f.expired_at"
+)
+EPISODE_COLS = (
+    "ep.uuid, ep.group_id, ep.name, ep.content, ep.source, ep.source_description, "
+    "ep.source_file, ep.chunk_id, ep.created_at, ep.valid_at"
+)
+_HOPS = "(a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity)"
+
+
+def _entity(row: Sequence[Any]) -> Entity:
+    return Entity(
+        uuid=row[0], group_id=row[1], name=row[2] or "", labels=tuple(row[3] or ()),
+        summary=row[4] or "", attributes=row[5] or "{}", created_at=from_db(row[6]),
+        merged_into=row[7],
+    )
+
+
+def _fact(row: Sequence[Any]) -> Fact:
+    return Fact(
+        uuid=row[0], group_id=row[1], source_uuid=row[2] or "", target_uuid=row[3] or "",
+        name=row[4] or "", fact=row[5] or "", relation_type=row[6], attributes=row[7] or "{}",
+        episodes=tuple(row[8] or ()), valid_at=from_db(row[9]), invalid_at=from_db(row[10]),
+        created_at=from_db(row[11]), expired_at=from_db(row[12]),
+    )
+
+
+def _episode(row: Sequence[Any]) -> Episode:
+    return Episode(
+        uuid=row[0], group_id=row[1], name=row[2] or "", content=row[3] or "",
+        source=row[4] or "text", source_description=row[5] or "", source_file=row[6] or "",
+        chunk_id=row[7] or "", created_at=from_db(row[8]), valid_at=from_db(row[9]),
+    )
+
+
+def _group_filter(alias: str, groups: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+    if groups is None:
+        return "", {}
+    return f"{alias}.group_id IN $groups", {"groups": list(groups)}
+
+
+def _where(*clauses: str) -> str:
+    parts = [c for c in clauses if c]
+    return ("WHERE " + " AND ".join(parts)) if parts else ""
+
+
+# -- writes ---------------------------------------------------------------------------------
+
+def _entity_params(e: Entity) -> dict[str, Any]:
+    return {
+        "uuid": e.uuid, "group_id": e.group_id, "name": e.name, "labels": list(e.labels),
+        "summary": e.summary, "attributes": e.attributes, "created_at": to_db(e.created_at),
+        "merged_into": e.merged_into,
+    }
+
+
+def _fact_params(f: Fact) -> dict[str, Any]:
+    return {
+        "uuid": f.uuid, "group_id": f.group_id, "source_uuid": f.source_uuid,
+        "target_uuid": f.target_uuid, "name": f.name, "fact": f.fact,
+        "relation_type": f.relation_type, "attributes": f.attributes, "episodes": list(f.episodes),
+        "valid_at": to_db(f.valid_at), "invalid_at": to_db(f.invalid_at),
+        "created_at": to_db(f.created_at), "expired_at": to_db(f.expired_at),
+    }
+
+
+def _episode_params(ep: Episode) -> dict[str, Any]:
+    return {
+        "uuid": ep.uuid, "group_id": ep.group_id, "name": ep.name, "content": ep.content,
+        "source": ep.source, "source_description": ep.source_description,
+        "source_file": ep.source_file, "chunk_id": ep.chunk_id,
+        "created_at": to_db(ep.created_at), "valid_at": to_db(ep.valid_at),
+    }
+
+
+_ENTITY_SET = (
+    "x.group_id = $group_id, x.name = $name, x.labels = CAST($labels AS STRING[]), "
+    "x.summary = $summary, x.attributes = $attributes, "
+    "x.created_at = CAST($created_at AS TIMESTAMP), x.merged_into = CAST($merged_into AS STRING)"
+)
+_FACT_SET = (
+    "x.group_id = $group_id, x.source_uuid = $source_uuid, x.target_uuid = $target_uuid, "
+    "x.name = $name, x.fact = $fact, x.relation_type = CAST($relation_type AS STRING), "
+    "x.attributes = $attributes, x.episodes = CAST($episodes AS STRING[]), "
+    "x.valid_at = CAST($valid_at AS TIMESTAMP), x.invalid_at = CAST($invalid_at AS TIMESTAMP), "
+    "x.created_at = CAST($created_at AS TIMESTAMP), x.expired_at = CAST($expired_at AS TIMESTAMP)"
+)
+_EPISODE_SET = (
+    "x.group_id = $group_id, x.name = $name, x.content = $content, x.source = $source, "
+    "x.source_description = $source_description, x.source_file = $source_file, "
+    "x.chunk_id = $chunk_id, x.created_at = CAST($created_at AS TIMESTAMP), "
+    "x.valid_at = CAST($valid_at AS TIMESTAMP)"
+)
+
+
+def _upsert(conn: Conn, table: str, rows: Sequence[dict[str, Any]], assignments: str) -> None:
+    """Replace-or-create rows of a full-text indexed table by uuid, one row per statement.
+
+    Kuzu 0.11.3's FTS index breaks under multi-row writes (storage/README.md): an `UNWIND ...
+    CREATE` of several rows leaves them out of the index, and a multi-row `SET` of indexed
+    columns can segfault. So these tables are written a row at a time. Within one batch the
+    last row of a uuid wins, as it would if the rows were applied one by one.
+    """
+    last = {row["uuid"]: row for row in rows}
+    existing = {
+        r[0] for r in conn.rows(
+            f"UNWIND $uuids AS u MATCH (x:{table} {{uuid: u}}) RETURN x.uuid", {"uuids": list(last)}
+        )
+    }
+    create = f"CREATE (x:{table} {{uuid: $uuid}}) SET {assignments}"
+    update = f"MATCH (x:{table} {{uuid: $uuid}}) SET {assignments}"
+    for uuid, row in last.items():
+        conn.run(update if uuid in existing else create, row)
+
+
+def upsert_entities(conn: Conn, entities: Sequence[Entity]) -> None:
+    _upsert(conn, "Entity", [_entity_params(e) for e in entities], _ENTITY_SET)
+
+
+def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
+    final = list({f.uuid: f for f in facts}.values())
+    before = {
+        row[0]: (row[1], row[2])
+        for row in conn.rows(
+            "UNWIND $uuids AS u MATCH (f:Fact {uuid: u}) RETURN f.uuid, f.source_uuid, f.target_uuid",
+            {"uuids": [f.uuid for f in final]},
+        )
+    }
+    _upsert(conn, "Fact", [_fact_params(f) for f in final], _FACT_SET)
+    rewire = [f for f in final if before.get(f.uuid) != (f.source_uuid, f.target_uuid)]
+    if not rewire:
+        return
+    moved = [f.uuid for f in rewire if f.uuid in before]
+    if moved:
+        conn.run(
+            "UNWIND $uuids AS u MATCH (f:Fact {uuid: u})-[r:RELATES_TO]-(:Entity) DELETE r",
+            {"uuids": moved},
+        )
+    pairs = [{"f": f.uuid, "s": f.source_uuid, "t": f.target_uuid} for f in rewire]
+    conn.run(
+        "UNWIND $rows AS r MATCH (a:Entity {uuid: r.s}), (f:Fact {uuid: r.f}) "
+        "CREATE (a)-[:RELATES_TO]->(f)",
+        {"rows": pairs},
+    )
+    conn.run(
+        "UNWIND $rows AS r MATCH (f:Fact {uuid: r.f}), (b:Entity {uuid: r.t}) "
+        "CREATE (f)-[:RELATES_TO]->(b)",
+        {"rows": pairs},
+    )
+
+
+def invalidate_facts(conn: Conn, rows: Sequence[dict[str, Any]]) -> None:
+    for row in rows:  # one row per statement: Fact is full-text indexed (see _upsert)
+        conn.run(
+            "MATCH (f:Fact {uuid: $uuid}) SET f.invalid_at = CAST($invalid_at AS TIMESTAMP), "
+            "f.expired_at = CAST($expired_at AS TIMESTAMP)",
+            row,
+        )
+
+
+def add_episodes(conn: Conn, episodes: Sequence[Episode]) -> None:
+    _upsert(conn, "Episode", [_episode_params(ep) for ep in episodes], _EPISODE_SET)
+
+
+def add_mentions(conn: Conn, episode_uuid: str, entity_uuids: Sequence[str]) -> None:
+    if entity_uuids:
+        conn.run(
+            "MATCH (ep:Episode {uuid: $ep}) UNWIND $ents AS u MATCH (e:Entity {uuid: u}) "
+            "MERGE (ep)-[:MENTIONS]->(e)",
+            {"ep": episode_uuid, "ents": list(entity_uuids)},
+        )
+
+
+def delete_episodes(conn: Conn, uuids: Sequence[str]) -> None:
+    for uuid in uuids:  # one row per statement: Episode is full-text indexed (see _upsert)
+        conn.run("MATCH (ep:Episode {uuid: $u}) DETACH DELETE ep", {"u": uuid})
+    delete_embeddings(conn, [f"episode:{u}" for u in uuids])
+
+
+def purge_group(conn: Conn, group_id: str) -> None:
+    params = {"g": group_id}
+    conn.run("MATCH (f:Fact) WHERE f.group_id = $g DETACH DELETE f", params)
+    conn.run("MATCH (e:Entity) WHERE e.group_id = $g DETACH DELETE e", params)
+    conn.run("MATCH (ep:Episode) WHERE ep.group_id = $g DETACH DELETE ep", params)
+    conn.run("MATCH (v:Embedding) WHERE v.group_id = $g DELETE v", params)
+
+
+def put_embeddings(conn: Conn, rows: Sequence[EmbeddingRow]) -> None:
+    if rows:
+        conn.run(
+            "UNWIND $rows AS r MERGE (v:Embedding {key: r.key}) SET v.owner = r.owner, "
+            "v.kind = r.kind, v.group_id = r.group_id, v.text_hash = r.text_hash, "
+            "v.vec = CAST(r.vec AS FLOAT[])",
+            {"rows": [
+                {"key": r.key, "owner": r.owner, "kind": r.kind, "group_id": r.group_id,
+                 "text_hash": r.text_hash, "vec": r.vec.tolist()}
+                for r in rows
+            ]},
+        )
+
+
+def delete_embeddings(conn: Conn, keys: Sequence[str]) -> None:
+    if keys:
+        conn.run("UNWIND $keys AS k MATCH (v:Embedding {key: k}) DELETE v", {"keys": list(keys)})
+
+
+def apply_ops(conn: Conn, group_id: str, ops: Sequence[Op]) -> None:
+    """Apply semantic WAL operations to the graph, batching runs of the same operation.
+
+    Every operation is idempotent (MERGE, or a no-op when the target is gone), so replaying a
+    range that was already applied changes nothing.
+
+    Raises:
+        ValueError: an operation's data is malformed.
+        StorageError: Kuzu refused a statement.
+    """
+    i = 0
+    while i < len(ops):
+        j = i
+        while j < len(ops) and ops[j].name == ops[i].name and ops[i].name not in ("mentions.add", "group.purge", "cypher.exec"):
+            j += 1
+        batch = ops[i : max(j, i + 1)]
+        _apply_batch(conn, group_id, batch)
+        i += len(batch)
+
+
+def _apply_batch(conn: Conn, group_id: str, batch: Sequence[Op]) -> None:
+    name = batch[0].name
+    if name == "entity.upsert":
+        upsert_entities(conn, [data_to_entity(op.data, group_id) for op in batch])
+    elif name == "fact.upsert":
+        upsert_facts(conn, [data_to_fact(op.data, group_id) for op in batch])
+    elif name == "episode.add":
+        add_episodes(conn, [data_to_episode(op.data, group_id) for op in batch])
+    elif name == "fact.invalidate":
+        invalidate_facts(conn, [_invalidation(op.data) for op in batch])
+    elif name == "episode.delete":
+        delete_episodes(conn, [_uuid(op.data) for op in batch])
+    elif name == "mentions.add":
+        data = batch[0].data
+        ents = data.get("entities")
+        if not isinstance(ents, list) or not all(isinstance(u, str) for u in ents):
+            raise ValueError("mentions.add: entities must be a list of strings")
+        add_mentions(conn, _uuid(data, "episode"), ents)
+    elif name == "group.purge":
+        purge_group(conn, group_id)
+    elif name == "cypher.exec":
+        query = batch[0].data.get("query")
+        if not isinstance(query, str):
+            raise ValueError("cypher.exec: query must be a string")
+        conn.run(query)
+    else:
+        raise ValueError(f"unknown operation {name!r}")
+
+
+def _uuid(data: dict[str, Any], key: str = "uuid") -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key} must be a non-empty string")
+    return value
+
+
+def _invalidation(data: dict[str, Any]) -> dict[str, Any]:
+    from lcg.timeutil import from_wal
+
+    return {
+        "uuid": _uuid(data),
+        "invalid_at": to_db(from_wal(data.get("invalid_at"))),
+        "expired_at": to_db(from_wal(data.get("expired_at"))),
+    }
+
+
+# -- meta -----------------------------------------------------------------------------------
+
+def get_meta(conn: Conn, key: str) -> str | None:
+    value = conn.scalar("MATCH (m:Meta {key: $k}) RETURN m.value", {"k": key})
+    return value if isinstance(value, str) else None
+
+
+def set_meta(conn: Conn, key: str, value: str | None) -> None:
+    if value is None:
+        conn.run("MATCH (m:Meta {key: $k}) DELETE m", {"k": key})
+    else:
+        conn.run("MERGE (m:Meta {key: $k}) SET m.value = $v", {"k": key, "v": value})
+
+
+def meta_with_prefix(conn: Conn, prefix: str) -> dict[str, str]:
+    return {
+        row[0]: row[1]
+        for row in conn.rows("MATCH (m:Meta) WHERE m.key STARTS WITH $p RETURN m.key, m.value", {"p": prefix})
+    }
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+def entity_by_uuid(conn: Conn, uuid: str) -> Entity | None:
+    rows = conn.rows(f"MATCH (e:Entity {{uuid: $u}}) RETURN {ENTITY_COLS}", {"u": uuid})
+    return _entity(rows[0]) if rows else None
+
+
+def entities_by_uuids(conn: Conn, uuids: Iterable[str]) -> dict[str, Entity]:
+    rows = conn.rows(
+        f"UNWIND $uuids AS u MATCH (e:Entity {{uuid: u}}) RETURN {ENTITY_COLS}", {"uuids": list(uuids)}
+    )
+    return {row[0]: _entity(row) for row in rows}
+
+
+def name_rows(conn: Conn) -> list[tuple[str, str, str, datetime | None, bool]]:
+    """(group_id, name, uuid, created_at, is_merged) of every entity: the name index source."""
+    return [
+        (row[0], row[1] or "", row[2], from_db(row[3]), "Merged" in (row[4] or ()))
+        for row in conn.rows("MATCH (e:Entity) RETURN e.group_id, e.name, e.uuid, e.created_at, e.labels")
+    ]
+
+
+def entities_in_groups(conn: Conn, groups: Sequence[str] | None, limit: int | None = None) -> list[Entity]:
+    clause, params = _group_filter("e", groups)
+    tail = ""
+    if limit is not None:
+        tail = " ORDER BY e.uuid DESC LIMIT $limit"
+        params["limit"] = limit
+    return [_entity(r) for r in conn.rows(f"MATCH (e:Entity) {_where(clause)} RETURN {ENTITY_COLS}{tail}", params)]
+
+
+def facts_with_hops(
+    conn: Conn,
+    groups: Sequence[str] | None = None,
+    uuids: Sequence[str] | None = None,
+    limit: int | None = None,
+) -> list[Fact]:
+    """Facts whose two structural hops both exist, optionally by group, uuid and limit."""
+    clause, params = _group_filter("f", groups)
+    if uuids is not None:
+        params["uuids"] = list(uuids)
+        query = f"UNWIND $uuids AS u MATCH {_HOPS} WHERE f.uuid = u {('AND ' + clause) if clause else ''}"
+    else:
+        query = f"MATCH {_HOPS} {_where(clause)}"
+    tail = ""
+    if limit is not None:
+        tail = " ORDER BY f.uuid DESC LIMIT $limit"
+        params["limit"] = limit
+    return [_fact(r) for r in conn.rows(f"{query} RETURN {FACT_COLS}{tail}", params)]
+
+
+def facts_by_uuids(conn: Conn, uuids: Iterable[str]) -> dict[str, Fact]:
+    rows = conn.rows(f"UNWIND $uuids AS u MATCH (f:Fact {{uuid: u}}) RETURN {FACT_COLS}", {"uuids": list(uuids)})
+    return {row[0]: _fact(row) for row in rows}
+
+
+def find_active_fact(conn: Conn, group_id: str, source: str, predicate: str, target: str) -> Fact | None:
+    """The earliest non-invalidated fact with this (source, predicate, target) in the group."""
+    rows = conn.rows(
+        f"MATCH (a:Entity {{uuid: $s}})-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity {{uuid: $t}}) "
+        "WHERE f.group_id = $g AND f.name = $p AND f.invalid_at IS NULL "
+        f"RETURN {FACT_COLS} ORDER BY f.created_at, f.uuid LIMIT 1",
+        {"s": source, "t": target, "g": group_id, "p": predicate},
+    )
+    return _fact(rows[0]) if rows else None
+
+
+def neighbor_facts(conn: Conn, center: str, groups: Sequence[str] | None, limit: int) -> list[Fact]:
+    """Outgoing facts of `center` (uuid desc, limited), then incoming ones, truncated to limit."""
+    clause, params = _group_filter("f", groups)
+    params.update({"c": center, "limit": limit})
+    extra = f"AND {clause}" if clause else ""
+    out = conn.rows(
+        f"MATCH (a:Entity {{uuid: $c}})-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity) "
+        f"WHERE f.source_uuid = $c {extra} RETURN {FACT_COLS} ORDER BY f.uuid DESC LIMIT $limit",
+        params,
+    )
+    inc = conn.rows(
+        f"MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity {{uuid: $c}}) "
+        f"WHERE f.target_uuid = $c {extra} RETURN {FACT_COLS} ORDER BY f.uuid DESC LIMIT $limit",
+        params,
+    )
+    return [_fact(r) for r in (out + inc)[:limit]]
+
+
+def provenance(
+    conn: Conn, entity_uuids: Iterable[str], groups: Sequence[str] | None
+) -> dict[str, list[tuple[str, str]]]:
+    """For each entity, the (episode uuid, source_description) of episodes that mention it."""
+    clause, params = _group_filter("ep", groups)
+    params["uuids"] = list(dict.fromkeys(entity_uuids))
+    rows = conn.rows(
+        "UNWIND $uuids AS u MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {uuid: u}) "
+        f"{_where(clause)} RETURN e.uuid, ep.uuid, ep.source_description ORDER BY ep.created_at, ep.uuid",
+        params,
+    )
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for entity, episode, desc in rows:
+        if all(episode != seen for seen, _ in out[entity]):
+            out[entity].append((episode, desc or ""))
+    return out
+
+
+def entities_by_source(
+    conn: Conn, source: str, groups: Sequence[str] | None, limit: int
+) -> list[Entity]:
+    clause, params = _group_filter("e", groups)
+    params.update({"src": source, "limit": limit})
+    extra = f"AND {clause}" if clause else ""
+    rows = conn.rows(
+        "MATCH (ep:Episode)-[:MENTIONS]->(e:Entity) WHERE contains(ep.source_description, $src) "
+        f"{extra} WITH DISTINCT e RETURN {ENTITY_COLS} ORDER BY e.uuid LIMIT $limit",
+        params,
+    )
+    return [_entity(r) for r in rows]
+
+
+def episodes_recent(conn: Conn, group_id: str, last_n: int) -> list[Episode]:
+    rows = conn.rows(
+        f"MATCH (ep:Episode) WHERE ep.group_id = $g RETURN {EPISODE_COLS} "
+        "ORDER BY ep.created_at DESC, ep.uuid DESC LIMIT $n",
+        {"g": group_id, "n": last_n},
+    )
+    return [_episode(r) for r in rows]
+
+
+def episode_mentions(conn: Conn, episode_uuids: Sequence[str]) -> dict[str, list[str]]:
+    rows = conn.rows(
+        "UNWIND $uuids AS u MATCH (ep:Episode {uuid: u})-[:MENTIONS]->(e:Entity) RETURN ep.uuid, e.uuid ORDER BY e.uuid",
+        {"uuids": list(episode_uuids)},
+    )
+    out: dict[str, list[str]] = defaultdict(list)
+    for ep, ent in rows:
+        out[ep].append(ent)
+    return out
+
+
+def episode_groups(conn: Conn, uuids: Sequence[str]) -> dict[str, str]:
+    rows = conn.rows("UNWIND $uuids AS u MATCH (ep:Episode {uuid: u}) RETURN ep.uuid, ep.group_id", {"uuids": list(uuids)})
+    return {row[0]: row[1] for row in rows}
+
+
+def episodes_matching(
+    conn: Conn, groups: Sequence[str], *, source_file: str | None = None, chunk_id: str | None = None
+) -> list[tuple[str, str]]:
+    """(uuid, group_id) of episodes from a source file, or with a chunk id as their name."""
+    params: dict[str, Any] = {"groups": list(groups)}
+    if source_file is not None:
+        cond = "(ep.source_description = $sf OR starts_with(ep.source_description, $prefix))"
+        params.update({"sf": source_file, "prefix": source_file + ":"})
+    else:
+        cond = "ep.name = $cid"
+        params["cid"] = chunk_id
+    rows = conn.rows(
+        f"MATCH (ep:Episode) WHERE ep.group_id IN $groups AND {cond} "
+        "RETURN ep.uuid, ep.group_id ORDER BY ep.created_at, ep.uuid",
+        params,
+    )
+    return [(row[0], row[1]) for row in rows]
+
+
+def counts(conn: Conn) -> dict[str, Any]:
+    return {
+        "entities": conn.scalar("MATCH (e:Entity) RETURN count(*)"),
+        "facts": conn.scalar("MATCH (f:Fact) RETURN count(*)"),
+        "episodes": conn.scalar("MATCH (ep:Episode) RETURN count(*)"),
+        "first_episode": from_db(conn.scalar("MATCH (ep:Episode) RETURN min(ep.created_at)")),
+        "last_episode": from_db(conn.scalar("MATCH (ep:Episode) RETURN max(ep.created_at)")),
+    }
+
+
+def group_counts(conn: Conn, group_id: str) -> dict[str, int]:
+    p = {"g": group_id}
+    return {
+        "entities": conn.scalar("MATCH (e:Entity) WHERE e.group_id = $g RETURN count(*)", p),
+        "episodes": conn.scalar("MATCH (ep:Episode) WHERE ep.group_id = $g RETURN count(*)", p),
+        "edges": conn.scalar("MATCH (f:Fact) WHERE f.group_id = $g RETURN count(*)", p),
+    }
+
+
+def stored_text_hashes(conn: Conn, keys: Sequence[str]) -> dict[str, str]:
+    rows = conn.rows("UNWIND $keys AS k MATCH (v:Embedding {key: k}) RETURN v.key, v.text_hash", {"keys": list(keys)})
+    return {row[0]: row[1] for row in rows}

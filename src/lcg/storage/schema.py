@@ -1,0 +1,77 @@
+"""The graph schema as named, ordered migrations, each applied once and recorded in `Meta`.
+
+    (:Episode)-[:MENTIONS]->(:Entity)
+    (:Entity)-[:RELATES_TO]->(:Fact)-[:RELATES_TO]->(:Entity)     a fact is a node, so it is indexed
+
+`Embedding` holds derived vectors as plain columns keyed `<kind>:<owner uuid>` (no Kuzu HNSW:
+notes/PLATFORM.md §0.5); `Meta` holds the schema version, per-group WAL positions and embedding
+identities as JSON values. Full-text indexes exist from the first open.
+
+Migrations run in autocommit mode (Kuzu creates FTS indexes only there), so each step is written
+to be safe to re-run: a crash between a step and its record re-runs the step at the next open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["FTS_INDEXES", "MIGRATIONS", "Migration", "create_missing_fts_indexes"]
+
+Execute = Callable[[str], Any]
+Migration = tuple[str, Callable[[Execute], None]]
+
+# (table, index name, columns)
+FTS_INDEXES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("Entity", "entity_text", ("name", "summary")),
+    ("Fact", "fact_text", ("name", "fact")),
+    ("Episode", "episode_text", ("content", "source_description")),
+)
+
+
+def _m001_core_tables(run: Execute) -> None:
+    run(
+        "CREATE NODE TABLE IF NOT EXISTS Episode(uuid STRING PRIMARY KEY, group_id STRING, name STRING, "
+        "content STRING, source STRING, source_description STRING, source_file STRING, "
+        "chunk_id STRING, created_at TIMESTAMP, valid_at TIMESTAMP)"
+    )
+    run(
+        "CREATE NODE TABLE IF NOT EXISTS Entity(uuid STRING PRIMARY KEY, group_id STRING, name STRING, "
+        "labels STRING[], summary STRING, attributes STRING, created_at TIMESTAMP, "
+        "merged_into STRING)"
+    )
+    run(
+        "CREATE NODE TABLE IF NOT EXISTS Fact(uuid STRING PRIMARY KEY, group_id STRING, source_uuid STRING, "
+        "target_uuid STRING, name STRING, fact STRING, relation_type STRING, attributes STRING, "
+        "episodes STRING[], valid_at TIMESTAMP, invalid_at TIMESTAMP, created_at TIMESTAMP, "
+        "expired_at TIMESTAMP)"
+    )
+    run(
+        "CREATE NODE TABLE IF NOT EXISTS Embedding(key STRING PRIMARY KEY, owner STRING, kind STRING, "
+        "group_id STRING, text_hash STRING, vec FLOAT[])"
+    )
+    run("CREATE REL TABLE IF NOT EXISTS RELATES_TO(FROM Entity TO Fact, FROM Fact TO Entity)")
+    run("CREATE REL TABLE IF NOT EXISTS MENTIONS(FROM Episode TO Entity)")
+
+
+def create_missing_fts_indexes(run: Execute) -> list[str]:
+    """Create the full-text indexes that do not exist yet (Kuzu allows this only in autocommit)."""
+    existing = {row[1] for row in run("CALL SHOW_INDEXES() RETURN *").get_all()}
+    created = []
+    for table, name, columns in FTS_INDEXES:
+        if name in existing:
+            continue
+        cols = ", ".join(f"'{c}'" for c in columns)
+        run(f"CALL CREATE_FTS_INDEX('{table}', '{name}', [{cols}], stemmer := 'porter')")
+        created.append(name)
+    return created
+
+
+def _m002_fulltext_indexes(run: Execute) -> None:
+    create_missing_fts_indexes(run)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    ("001_core_tables", _m001_core_tables),
+    ("002_fulltext_indexes", _m002_fulltext_indexes),
+)

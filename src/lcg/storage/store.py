@@ -1,0 +1,260 @@
+"""The Kuzu database: opening it safely, its connections, transactions and checkpoints.
+
+Hazards this module answers (notes/PLATFORM.md §0.5):
+- the database is opened with `max_num_threads=1` (multi-threaded FTS queries crashed Kuzu);
+- one writer: a single writer connection, used only inside `transaction()`, which callers
+  serialise (the engine's write lock); readers use a small pool of their own connections;
+- a connection whose `BEGIN TRANSACTION` failed is never used again;
+- `auto_checkpoint=False`; `checkpoint()` runs only when no reader connection is checked out;
+- deleting a database removes the file, its `.wal` and its `.lock`;
+- Kuzu's full-text indexes do not survive a ROLLBACK of a transaction that wrote indexed rows
+  (later writes hit write-write conflicts or segfault), so after any rollback they are dropped
+  and rebuilt; bulk loads run with them dropped (`fulltext_suspended`) and rebuild them after.
+
+Every Kuzu exception becomes a `StorageError` here, chained to the original.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util  # noqa: F401  kuzu needs importlib.util imported before numpy parameters
+import logging
+import queue
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kuzu
+
+from lcg.errors import StorageError
+from lcg.storage.schema import FTS_INDEXES, MIGRATIONS, create_missing_fts_indexes
+
+__all__ = ["Conn", "Store", "delete_database_files"]
+
+logger = logging.getLogger(__name__)
+
+
+class Conn:
+    """One Kuzu connection with error translation. Not thread-safe: one user at a time."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def run(self, query: str, params: dict[str, Any] | None = None) -> Any:
+        try:
+            return self._raw.execute(query, params or {})
+        except RuntimeError as exc:
+            raise StorageError(str(exc)) from exc
+
+    def rows(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        result = self.run(query, params)
+        try:
+            return list(result.get_all())
+        except RuntimeError as exc:
+            raise StorageError(str(exc)) from exc
+
+    def columns_and_rows(self, query: str) -> tuple[list[str], list[list[Any]]]:
+        result = self.run(query)
+        try:
+            return list(result.get_column_names()), list(result.get_all())
+        except RuntimeError as exc:
+            raise StorageError(str(exc)) from exc
+
+    def scalar(self, query: str, params: dict[str, Any] | None = None) -> Any:
+        rows = self.rows(query, params)
+        return rows[0][0] if rows else None
+
+    def copy_from(self, table: str, frame: Any, options: str = "") -> None:
+        """`COPY <table> FROM <pyarrow table>` (Kuzu resolves the variable by name)."""
+        arrow_frame = frame  # noqa: F841  referenced by name inside the COPY statement
+        self.run(f"COPY {table} FROM arrow_frame{options}")
+
+    def close(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self._raw.close()
+
+
+def delete_database_files(path: Path) -> None:
+    """Remove a database: the file (or directory), `<path>.wal` and `<path>.lock`."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+    for suffix in (".wal", ".lock", ".shadow"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+class Store:
+    """An open Kuzu database with one writer connection and a pool of reader connections."""
+
+    def __init__(self, path: Path, *, buffer_pool_mb: int = 1024, readers: int = 2) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = kuzu.Database(
+                str(path),
+                buffer_pool_size=buffer_pool_mb * 1024 * 1024,
+                max_num_threads=1,
+                auto_checkpoint=False,
+            )
+        except RuntimeError as exc:
+            raise StorageError(f"cannot open {path}: {exc}") from exc
+        self._writer = self._connect()
+        self._reader_total = readers
+        self._readers: queue.Queue[Conn] = queue.Queue()
+        for _ in range(readers):
+            self._readers.put(self._connect())
+        self._busy_readers = 0
+        self._busy_lock = threading.Lock()
+        self._closed = False
+        self._fulltext_live = True
+        self.rollbacks = 0
+        self.migrate()
+
+    def _connect(self) -> Conn:
+        try:
+            raw = kuzu.Connection(self._db, num_threads=1)
+        except RuntimeError as exc:
+            raise StorageError(str(exc)) from exc
+        return Conn(raw)
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations not yet recorded; return their names."""
+        w = self._writer
+        w.run("CREATE NODE TABLE IF NOT EXISTS Meta(key STRING PRIMARY KEY, value STRING)")
+        done = {row[0] for row in w.rows("MATCH (m:Meta) WHERE m.key STARTS WITH 'migration:' RETURN m.key")}
+        applied = []
+        for name, step in MIGRATIONS:
+            key = f"migration:{name}"
+            if key in done:
+                continue
+            step(w.run)
+            w.run("MERGE (m:Meta {key: $k}) SET m.value = 'applied'", {"k": key})
+            applied.append(name)
+        w.run("MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(len(MIGRATIONS))})
+        return applied
+
+    @property
+    def schema_version(self) -> int:
+        with self.read() as r:
+            value = r.scalar("MATCH (m:Meta {key: 'schema_version'}) RETURN m.value")
+        return int(value) if value is not None else 0
+
+    # -- connections ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Conn]:
+        """The writer connection inside BEGIN ... COMMIT (ROLLBACK on any exception).
+
+        Callers must serialise: Kuzu refuses a second write transaction instead of waiting.
+        """
+        conn = self._writer
+        try:
+            conn.run("BEGIN TRANSACTION")
+        except StorageError:
+            # A connection whose BEGIN failed segfaults on its next use: replace it.
+            self._writer = self._connect()
+            raise
+        try:
+            yield conn
+        except BaseException:
+            self.rollbacks += 1
+            with contextlib.suppress(StorageError):
+                conn.run("ROLLBACK")
+            if self._fulltext_live:
+                self.rebuild_fulltext()
+            raise
+        try:
+            conn.run("COMMIT")
+        except StorageError:
+            self.rollbacks += 1
+            if self._fulltext_live:
+                self.rebuild_fulltext()
+            raise
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[Conn]:
+        """The writer connection outside a transaction (for statements that manage their own)."""
+        yield self._writer
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Conn]:
+        """A reader connection from the pool, for the duration of the block."""
+        conn = self._readers.get()
+        with self._busy_lock:
+            self._busy_readers += 1
+        try:
+            yield conn
+        finally:
+            with self._busy_lock:
+                self._busy_readers -= 1
+            self._readers.put(conn)
+
+    # -- full-text indexes ----------------------------------------------------------------
+
+    def fulltext_indexes(self) -> set[str]:
+        return {row[1] for row in self._writer.rows("CALL SHOW_INDEXES() RETURN *")}
+
+    def drop_fulltext(self) -> None:
+        present = self.fulltext_indexes()
+        for table, name, _ in FTS_INDEXES:
+            if name in present:
+                self._writer.run(f"CALL DROP_FTS_INDEX('{table}', '{name}')")
+
+    def create_fulltext(self) -> list[str]:
+        """Create the full-text indexes that are missing; return their names."""
+        return create_missing_fts_indexes(self._writer.run)
+
+    def rebuild_fulltext(self) -> None:
+        """Drop and recreate every full-text index (after a rollback may have damaged one)."""
+        logger.warning("rebuilding full-text indexes after a rolled-back transaction")
+        self.drop_fulltext()
+        self.create_fulltext()
+
+    @contextlib.contextmanager
+    def fulltext_suspended(self) -> Iterator[None]:
+        """Run a block (a bulk load) with the full-text indexes dropped; rebuild them after."""
+        self.drop_fulltext()
+        self._fulltext_live = False
+        try:
+            yield
+        finally:
+            self._fulltext_live = True
+            self.create_fulltext()
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def journal_bytes(self) -> int:
+        wal = Path(f"{self.path}.wal")
+        return wal.stat().st_size if wal.exists() else 0
+
+    def checkpoint(self, *, force: bool = False) -> bool:
+        """Fold Kuzu's journal into the database file, only when no reader is active.
+
+        Kuzu's checkpoint waits for readers to leave and stalls them meanwhile, so we do not
+        start one while any reader connection is checked out (unless `force`, at close).
+        """
+        with self._busy_lock:
+            if self._busy_readers and not force:
+                return False
+        self._writer.run("CHECKPOINT")
+        return True
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(StorageError):
+            self.checkpoint(force=True)
+        while True:
+            try:
+                self._readers.get_nowait().close()
+            except queue.Empty:
+                break
+        self._writer.close()
+        with contextlib.suppress(RuntimeError):
+            self._db.close()

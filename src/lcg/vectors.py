@@ -1,0 +1,108 @@
+"""Which texts of a row are embedded, and turning that plan into vectors.
+
+Each entity has a name vector and, when it has a summary, a summary vector; each fact a vector of
+its sentence; each episode a vector of its content. A vector row records the hash of
+(model, text), so unchanged text is never embedded again and a changed text or model always is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from lcg.embedding.base import Embedder
+from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
+
+__all__ = ["EmbeddingPlan", "embed_plan", "plan_for_ops", "plan_for_rows", "text_hash"]
+
+
+def text_hash(model: str, text: str) -> str:
+    return hashlib.blake2b(f"{model}\0{text}".encode(), digest_size=8).hexdigest()
+
+
+@dataclass
+class EmbeddingPlan:
+    """Texts to embed as (kind, owner, group_id, text), and vector keys that must go."""
+
+    wanted: list[tuple[str, str, str, str]] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+
+    def keys(self) -> list[str]:
+        return [f"{kind}:{owner}" for kind, owner, _, _ in self.wanted]
+
+
+def _entity(plan: EmbeddingPlan, e: Entity) -> None:
+    plan.wanted.append(("entity_name", e.uuid, e.group_id, e.name))
+    if e.summary:
+        plan.wanted.append(("entity_summary", e.uuid, e.group_id, e.summary))
+    else:
+        plan.stale.append(f"entity_summary:{e.uuid}")
+
+
+def _fact(plan: EmbeddingPlan, f: Fact) -> None:
+    plan.wanted.append(("fact", f.uuid, f.group_id, f.fact or f.name))
+
+
+def _episode(plan: EmbeddingPlan, ep: Episode) -> None:
+    if ep.content:
+        plan.wanted.append(("episode", ep.uuid, ep.group_id, ep.content))
+    else:
+        plan.stale.append(f"episode:{ep.uuid}")
+
+
+def plan_for_rows(
+    entities: Iterable[Entity] = (), facts: Iterable[Fact] = (), episodes: Iterable[Episode] = ()
+) -> EmbeddingPlan:
+    plan = EmbeddingPlan()
+    for e in entities:
+        _entity(plan, e)
+    for f in facts:
+        _fact(plan, f)
+    for ep in episodes:
+        _episode(plan, ep)
+    return plan
+
+
+def plan_for_ops(group_id: str, ops: Iterable[Op]) -> EmbeddingPlan:
+    """The vectors a batch of operations needs (last write of a key wins).
+
+    Raises:
+        ValueError: an operation's data is malformed.
+    """
+    plan = EmbeddingPlan()
+    for op in ops:
+        if op.name == "entity.upsert":
+            _entity(plan, data_to_entity(op.data, group_id))
+        elif op.name == "fact.upsert":
+            _fact(plan, data_to_fact(op.data, group_id))
+        elif op.name == "episode.add":
+            _episode(plan, data_to_episode(op.data, group_id))
+    last: dict[str, tuple[str, str, str, str]] = {}
+    for item in plan.wanted:
+        last[f"{item[0]}:{item[1]}"] = item
+    plan.wanted = list(last.values())
+    wanted_keys = set(last)
+    plan.stale = [k for k in dict.fromkeys(plan.stale) if k not in wanted_keys]
+    return plan
+
+
+def embed_plan(
+    plan: EmbeddingPlan, embedder: Embedder, stored: Mapping[str, str] | None = None
+) -> list[EmbeddingRow]:
+    """Embed the planned texts whose (model, text) hash differs from `stored`, in one batch."""
+    model = embedder.identity.model
+    todo = []
+    for kind, owner, group_id, text in plan.wanted:
+        digest = text_hash(model, text)
+        if stored is not None and stored.get(f"{kind}:{owner}") == digest:
+            continue
+        todo.append((kind, owner, group_id, digest, text))
+    if not todo:
+        return []
+    vectors = embedder.embed([t[4] for t in todo])
+    return [
+        EmbeddingRow(kind=k, owner=o, group_id=g, text_hash=h, vec=vectors[i])
+        for i, (k, o, g, h, _) in enumerate(todo)
+    ]

@@ -1,0 +1,250 @@
+"""Where a group's stream lives on disk, and the sidecars that describe it (spec/API.md §5).
+
+    <wal_root>/<enc(group_id)>/<YYYYMMDD>_<HHMMSS>_<session>_<NNNN>.jsonl
+    <wal_root>/<enc(group_id)>/.wal-generation.json   stream identity, minted once, never rewritten
+    <wal_root>/<enc(group_id)>/.wal-bounds.json       min/max seq cache, safe to delete
+
+Files are ordered by the seq of their first parseable line, not by name. Bounds are found from
+each file's first and last parseable line, so they cost two small reads per file; the cache is
+trusted only while the file set and sizes it recorded still match.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from lcg.errors import InvalidRequestError
+
+__all__ = [
+    "GENERATION_FILE",
+    "Bounds",
+    "decode_group",
+    "encode_group",
+    "ensure_generation",
+    "first_seq",
+    "fsync_dir",
+    "group_dir",
+    "last_seq",
+    "list_groups",
+    "ordered_files",
+    "read_bounds",
+    "read_generation",
+]
+
+GENERATION_FILE = ".wal-generation.json"
+BOUNDS_FILE = ".wal-bounds.json"
+_PLAIN = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_TAIL_BYTES = 65536
+
+
+def encode_group(group_id: str) -> str:
+    """The directory name of a group: verbatim if plain, else %XX per byte outside the safe set.
+
+    Raises:
+        InvalidRequestError: the result would be empty or longer than 200 characters.
+    """
+    if _PLAIN.match(group_id):
+        return group_id
+    encoded = "".join(chr(b) if b in _SAFE else f"%{b:02X}" for b in group_id.encode())
+    if not 1 <= len(encoded) <= 200:
+        raise InvalidRequestError(
+            f'invalid group_id "{group_id}": must be non-empty and map to a directory name of 1-200 chars',
+            field="group_id",
+        )
+    return encoded
+
+
+def decode_group(name: str) -> str | None:
+    """The group id a directory name stands for, or None if it is not a group directory."""
+    if "%" not in name:
+        return name if _PLAIN.match(name) else None
+    try:
+        raw = bytearray()
+        i = 0
+        while i < len(name):
+            if name[i] == "%":
+                raw.append(int(name[i + 1 : i + 3], 16))
+                i += 3
+            else:
+                raw.append(ord(name[i]))
+                i += 1
+        group = raw.decode()
+    except (ValueError, IndexError):
+        return None
+    try:
+        return group if encode_group(group) == name else None
+    except InvalidRequestError:
+        return None
+
+
+def group_dir(root: Path, group_id: str) -> Path:
+    return root / encode_group(group_id)
+
+
+def list_groups(root: Path) -> list[str]:
+    """Every group with a directory under the WAL root, sorted."""
+    if not root.is_dir():
+        return []
+    groups = []
+    for child in root.iterdir():
+        if child.is_dir():
+            group = decode_group(child.name)
+            if group is not None:
+                groups.append(group)
+    return sorted(groups)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_generation(directory: Path) -> str | None:
+    """The stream generation, or None when missing, unreadable or blank."""
+    try:
+        value = json.loads((directory / GENERATION_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    generation = value.get("generation") if isinstance(value, dict) else None
+    return generation if isinstance(generation, str) and generation.strip() else None
+
+
+def ensure_generation(directory: Path) -> str | None:
+    """Mint a generation for a directory with no WAL content yet; never overwrite one.
+
+    Create-if-absent is atomic: a temp file is fsynced and hard-linked to the final name.
+    A populated directory without a generation is left without one (its identity is unknown).
+    """
+    existing = read_generation(directory)
+    if existing is not None or any(directory.glob("*.jsonl")):
+        return existing
+    tmp = directory / f"{GENERATION_FILE}.tmp-{uuid.uuid4()}"
+    with tmp.open("w", encoding="utf-8") as fh:
+        json.dump({"generation": str(uuid.uuid4())}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    try:
+        os.link(tmp, directory / GENERATION_FILE)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(directory)
+    return read_generation(directory)
+
+
+def _seq_of(line: bytes) -> int | None:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    seq = value.get("seq") if isinstance(value, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else None
+
+
+def first_seq(path: Path) -> int | None:
+    """The seq of a file's first parseable line."""
+    try:
+        with path.open("rb") as fh:
+            for line in fh:
+                seq = _seq_of(line)
+                if seq is not None:
+                    return seq
+    except OSError:
+        return None
+    return None
+
+
+def last_seq(path: Path) -> int | None:
+    """The seq of a file's last parseable line (a torn final line is passed over)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            block = min(size, _TAIL_BYTES)
+            while True:
+                fh.seek(size - block)
+                lines = fh.read(block).split(b"\n")
+                if block < size:
+                    lines = lines[1:]  # the first piece may be the end of an earlier line
+                for line in reversed(lines):
+                    seq = _seq_of(line)
+                    if seq is not None:
+                        return seq
+                if block >= size:
+                    return None
+                block = min(size, block * 4)
+    except OSError:
+        return None
+
+
+def ordered_files(directory: Path) -> list[Path]:
+    """The stream's `*.jsonl` files, by first seq (files with none last, by name)."""
+    files = sorted(directory.glob("*.jsonl")) if directory.is_dir() else []
+    keyed = [(first_seq(p), p.name, p) for p in files]
+    keyed.sort(key=lambda k: (k[0] is None, k[0] if k[0] is not None else 0, k[1]))
+    return [p for _, _, p in keyed]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    min_seq: int | None
+    max_seq: int | None
+
+
+def _fingerprint(names: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()[:16]
+
+
+def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
+    """Min and max seq on disk, from the cache when it still matches, else recomputed."""
+    files = sorted(directory.glob("*.jsonl")) if directory.is_dir() else []
+    if not files:
+        return Bounds(None, None)
+    sizes = {p.name: p.stat().st_size for p in files}
+    fingerprint = _fingerprint(list(sizes))
+    cache_path = directory / BOUNDS_FILE
+    with contextlib.suppress(OSError, ValueError, AttributeError, KeyError):
+        cache = json.loads(cache_path.read_text(encoding="utf-8"))
+        if (
+            cache["file_set_fingerprint"] == fingerprint
+            and sizes.get(cache["max_seq_file"]) == cache["max_seq_file_size"]
+            and sizes.get(cache["min_seq_file"], -1) >= cache["min_seq_file_size"]
+        ):
+            return Bounds(cache["min_seq"], cache["max_seq"])
+    lo: tuple[int, str] | None = None
+    hi: tuple[int, str] | None = None
+    for path in files:
+        head, tail = first_seq(path), last_seq(path)
+        if head is not None and (lo is None or head < lo[0]):
+            lo = (head, path.name)
+        if tail is not None and (hi is None or tail > hi[0]):
+            hi = (tail, path.name)
+    bounds = Bounds(lo[0] if lo else None, hi[0] if hi else None)
+    if write_cache:
+        manifest = {
+            "file_set_fingerprint": fingerprint,
+            "max_seq_file": hi[1] if hi else None,
+            "max_seq_file_size": sizes[hi[1]] if hi else 0,
+            "max_seq": bounds.max_seq,
+            "min_seq_file": lo[1] if lo else None,
+            "min_seq_file_size": sizes[lo[1]] if lo else 0,
+            "min_seq": bounds.min_seq,
+        }
+        tmp = directory / f".wal-bounds.{uuid.uuid4()}.tmp"
+        with contextlib.suppress(OSError):
+            tmp.write_text(json.dumps(manifest), encoding="utf-8")
+            os.replace(tmp, cache_path)
+        tmp.unlink(missing_ok=True)
+    return bounds

@@ -1,0 +1,194 @@
+"""The WAL's closed set of semantic operations and their (de)serialisation.
+
+A line is `{"seq": n, "ts": "...", "op": "<name>", "data": {...}}`. Operations carry every uuid
+and timestamp, so replay is deterministic; they never carry vectors (embeddings are derived data)
+nor the group id (the stream a line sits in is its group). Absent keys mean null/empty, which
+keeps a fact near 400 bytes.
+
+    episode.add       a whole Episode row
+    episode.delete    {uuid}: the episode and its MENTIONS edges
+    entity.upsert     a whole Entity row (create or replace)
+    fact.upsert       a whole Fact row (create or replace; hops follow source/target)
+    fact.invalidate   {uuid, invalid_at, expired_at}: supersession, the row is kept
+    mentions.add      {episode, entities: [uuid...]}
+    group.purge       {}: every episode, entity and fact of the stream's group
+    cypher.exec       {query}: a raw Cypher mutation from `knowledge_query_cypher`, replayed verbatim
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from lcg.models import Entity, Episode, Fact
+from lcg.timeutil import from_wal, to_wal
+
+__all__ = [
+    "OPS",
+    "Op",
+    "WalRecord",
+    "data_to_entity",
+    "data_to_episode",
+    "data_to_fact",
+    "encode_line",
+    "entity_op",
+    "episode_op",
+    "fact_op",
+]
+
+OPS = frozenset(
+    {
+        "episode.add",
+        "episode.delete",
+        "entity.upsert",
+        "fact.upsert",
+        "fact.invalidate",
+        "mentions.add",
+        "group.purge",
+        "cypher.exec",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One semantic mutation, before it has a sequence number."""
+
+    name: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WalRecord:
+    """One WAL line as read back."""
+
+    seq: int
+    ts: str
+    op: str
+    data: dict[str, Any]
+
+
+def encode_line(seq: int, ts: str, op: Op) -> bytes:
+    """A WAL line, newline-terminated, compact UTF-8 JSON."""
+    payload = {"seq": seq, "ts": ts, "op": op.name, "data": op.data}
+    return orjson.dumps(payload) + b"\n"
+
+
+def _put(data: dict[str, Any], key: str, value: Any) -> None:
+    if value not in (None, "", (), [], "{}"):
+        data[key] = value
+
+
+def episode_op(ep: Episode) -> Op:
+    data: dict[str, Any] = {"uuid": ep.uuid, "name": ep.name}
+    _put(data, "content", ep.content)
+    if ep.source != "text":
+        data["source"] = ep.source
+    _put(data, "source_description", ep.source_description)
+    _put(data, "source_file", ep.source_file)
+    _put(data, "chunk_id", ep.chunk_id)
+    _put(data, "created_at", to_wal(ep.created_at))
+    _put(data, "valid_at", to_wal(ep.valid_at))
+    return Op("episode.add", data)
+
+
+def entity_op(e: Entity) -> Op:
+    data: dict[str, Any] = {"uuid": e.uuid, "name": e.name}
+    if e.labels != ("Entity",):
+        data["labels"] = list(e.labels)
+    _put(data, "summary", e.summary)
+    if e.attributes != "{}":
+        data["attributes"] = json.loads(e.attributes)
+    _put(data, "created_at", to_wal(e.created_at))
+    _put(data, "merged_into", e.merged_into)
+    return Op("entity.upsert", data)
+
+
+def fact_op(f: Fact) -> Op:
+    data: dict[str, Any] = {"uuid": f.uuid, "source": f.source_uuid, "target": f.target_uuid,
+                            "name": f.name}
+    _put(data, "fact", f.fact)
+    _put(data, "relation_type", f.relation_type)
+    if f.attributes != "{}":
+        data["attributes"] = json.loads(f.attributes)
+    _put(data, "episodes", list(f.episodes))
+    _put(data, "valid_at", to_wal(f.valid_at))
+    _put(data, "invalid_at", to_wal(f.invalid_at))
+    _put(data, "created_at", to_wal(f.created_at))
+    _put(data, "expired_at", to_wal(f.expired_at))
+    return Op("fact.upsert", data)
+
+
+def _attrs(value: Any) -> str:
+    if value is None:
+        return "{}"
+    if not isinstance(value, dict):
+        raise ValueError("attributes must be an object")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _str(data: dict[str, Any], key: str, default: str = "") -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string")
+    return value
+
+
+def data_to_episode(data: dict[str, Any], group_id: str) -> Episode:
+    """Raises ValueError on a malformed record."""
+    return Episode(
+        uuid=_str(data, "uuid"),
+        group_id=group_id,
+        name=_str(data, "name"),
+        content=_str(data, "content"),
+        source=_str(data, "source", "text"),
+        source_description=_str(data, "source_description"),
+        source_file=_str(data, "source_file"),
+        chunk_id=_str(data, "chunk_id"),
+        created_at=from_wal(data.get("created_at")),
+        valid_at=from_wal(data.get("valid_at")),
+    )
+
+
+def data_to_entity(data: dict[str, Any], group_id: str) -> Entity:
+    """Raises ValueError on a malformed record."""
+    labels = data.get("labels", ["Entity"])
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise ValueError("labels must be a list of strings")
+    merged = data.get("merged_into")
+    return Entity(
+        uuid=_str(data, "uuid"),
+        group_id=group_id,
+        name=_str(data, "name"),
+        labels=tuple(labels),
+        summary=_str(data, "summary"),
+        attributes=_attrs(data.get("attributes")),
+        created_at=from_wal(data.get("created_at")),
+        merged_into=merged if isinstance(merged, str) else None,
+    )
+
+
+def data_to_fact(data: dict[str, Any], group_id: str) -> Fact:
+    """Raises ValueError on a malformed record."""
+    episodes = data.get("episodes", [])
+    if not isinstance(episodes, list) or not all(isinstance(x, str) for x in episodes):
+        raise ValueError("episodes must be a list of strings")
+    rtype = data.get("relation_type")
+    return Fact(
+        uuid=_str(data, "uuid"),
+        group_id=group_id,
+        source_uuid=_str(data, "source"),
+        target_uuid=_str(data, "target"),
+        name=_str(data, "name"),
+        fact=_str(data, "fact"),
+        relation_type=rtype if isinstance(rtype, str) else None,
+        attributes=_attrs(data.get("attributes")),
+        episodes=tuple(episodes),
+        valid_at=from_wal(data.get("valid_at")),
+        invalid_at=from_wal(data.get("invalid_at")),
+        created_at=from_wal(data.get("created_at")),
+        expired_at=from_wal(data.get("expired_at")),
+    )

@@ -1,0 +1,235 @@
+"""Appending to the WAL: per-group streams with their own seq, rotation and durability.
+
+Guarantees, for one group's stream:
+- seq is strictly increasing across files and sessions; a new writer starts at max(seq) + 1;
+- one `append(ops)` is one batch: its lines are written with one `write`, flushed and fsynced
+  once (group commit) and never span two files; when `append` returns, the batch is durable;
+- a failed append leaves the file as it was (a partial write is truncated away) and raises;
+- a torn final line left by a crash is cut off when the stream is opened, and reported.
+
+Callers serialise appends (the engine's write lock); this module takes no locks of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from lcg.errors import ConflictError, WalError
+from lcg.timeutil import to_wal
+from lcg.wal.layout import (
+    Bounds,
+    ensure_generation,
+    fsync_dir,
+    group_dir,
+    list_groups,
+    ordered_files,
+    read_bounds,
+    read_generation,
+)
+from lcg.wal.reader import parse_line
+from lcg.wal.records import Op, encode_line
+
+__all__ = ["GroupStream", "TornTail", "Wal"]
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """A partial last line found (and removed) when a stream was opened."""
+
+    group_id: str
+    path: Path
+    bytes_dropped: int
+
+
+def repair_torn_tail(group_id: str, directory: Path) -> TornTail | None:
+    """Cut an unterminated or unparseable final line from the stream's last file."""
+    files = ordered_files(directory)
+    if not files:
+        return None
+    path = files[-1]
+    data = path.read_bytes()
+    if not data:
+        return None
+    if data.endswith(b"\n"):
+        last_line = data[:-1].rsplit(b"\n", 1)[-1]
+        if not last_line.strip() or parse_line(last_line) is not None:
+            return None
+        keep = len(data) - len(last_line) - 1
+    else:
+        keep = data.rfind(b"\n") + 1
+    with path.open("r+b") as fh:
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return TornTail(group_id, path, len(data) - keep)
+
+
+class GroupStream:
+    """The append side of one group's stream."""
+
+    def __init__(self, group_id: str, directory: Path, max_bytes: int, max_events: int) -> None:
+        self.group_id = group_id
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self.max_events = max_events
+        directory.mkdir(parents=True, exist_ok=True)
+        self.generation = ensure_generation(directory)
+        self.torn_tail = repair_torn_tail(group_id, directory)
+        bounds = read_bounds(directory)
+        self.next_seq = 0 if bounds.max_seq is None else bounds.max_seq + 1
+        self._session = secrets.token_hex(3)
+        self._counter = 0
+        self._file: BinaryIO | None = None
+        self._path: Path | None = None
+        self._events = 0
+        self._bytes = 0
+        self.rotations = 0
+        self._last_append: tuple[int, int, int, int] | None = None
+
+    def _open_new_file(self) -> None:
+        self.close()
+        stamp = datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
+        path = self.directory / f"{stamp}_{self._session}_{self._counter:04d}.jsonl"
+        self._counter += 1
+        self._file = path.open("ab")
+        self._path = path
+        self._events = 0
+        self._bytes = 0
+        fsync_dir(self.directory)
+
+    def append(self, ops: list[Op]) -> tuple[int, int]:
+        """Write `ops` as one durable batch; return the first and last seq assigned.
+
+        Raises:
+            WalError: the batch could not be written (nothing of it remains on disk).
+        """
+        if not ops:
+            raise ValueError("empty batch")
+        ts = to_wal(datetime.now(UTC)) or ""
+        first = self.next_seq
+        blob = b"".join(encode_line(first + i, ts, op) for i, op in enumerate(ops))
+        if self._file is None or (
+            self._events > 0
+            and (
+                self._events + len(ops) > self.max_events
+                or (self.max_bytes > 0 and self._bytes + len(blob) > self.max_bytes)
+            )
+        ):
+            if self._file is not None:
+                self.rotations += 1
+            self._open_new_file()
+        assert self._file is not None
+        start = self._file.tell()
+        try:
+            self._file.write(blob)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                self._file.truncate(start)
+                self._file.flush()
+            raise WalError(f"{self._path}: {exc}") from exc
+        self._events += len(ops)
+        self._bytes += len(blob)
+        self.next_seq = first + len(ops)
+        self._last_append = (first, start, len(ops), len(blob))
+        return first, self.next_seq - 1
+
+    def truncate_from(self, first_seq: int) -> None:
+        """Undo the most recent append (whose first seq is `first_seq`): a rolled-back commit.
+
+        Raises:
+            WalError: that append is not the most recent one, or the file cannot be truncated.
+        """
+        last = self._last_append
+        if last is None or last[0] != first_seq or self._file is None:
+            raise WalError(f"cannot undo WAL append at seq {first_seq}: not the latest batch")
+        first, start, count, size = last
+        try:
+            self._file.truncate(start)
+            self._file.seek(start)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise WalError(f"{self._path}: {exc}") from exc
+        self._events -= count
+        self._bytes -= size
+        self.next_seq = first
+        self._last_append = None
+
+    def close(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+
+
+class Wal:
+    """The WAL root: one lazily opened `GroupStream` per group."""
+
+    def __init__(self, root: Path, max_bytes: int = 5_242_880, max_events: int = 10_000) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
+        self.max_events = max_events
+        self._streams: dict[str, GroupStream] = {}
+
+    def directory(self, group_id: str) -> Path:
+        return group_dir(self.root, group_id)
+
+    def stream(self, group_id: str) -> GroupStream:
+        """The group's stream, creating its directory (and generation) on first use.
+
+        Raises:
+            ConflictError: a sibling directory differs from this group's only by case.
+        """
+        stream = self._streams.get(group_id)
+        if stream is None:
+            directory = self.directory(group_id)
+            if not directory.exists() and self.root.is_dir():
+                clash = [c.name for c in self.root.iterdir() if c.name.lower() == directory.name.lower()]
+                if clash:
+                    raise ConflictError(
+                        f'group_id "{group_id}": WAL directory collides case-insensitively with {clash[0]!r}'
+                    )
+            stream = GroupStream(group_id, directory, self.max_bytes, self.max_events)
+            self._streams[group_id] = stream
+        return stream
+
+    def append(self, group_id: str, ops: list[Op]) -> tuple[int, int]:
+        return self.stream(group_id).append(ops)
+
+    def drop_stream(self, group_id: str) -> None:
+        """Forget a group's writer so the next append re-reads the directory (after a rebuild)."""
+        stream = self._streams.pop(group_id, None)
+        if stream is not None:
+            stream.close()
+
+    def open_all(self) -> list[TornTail]:
+        """Open every existing group's stream (repairing torn tails); return the repairs."""
+        torn = []
+        for group in list_groups(self.root):
+            stream = self.stream(group)
+            if stream.torn_tail is not None:
+                torn.append(stream.torn_tail)
+        return torn
+
+    def groups(self) -> list[str]:
+        return list_groups(self.root)
+
+    def generation(self, group_id: str) -> str | None:
+        return read_generation(self.directory(group_id))
+
+    def bounds(self, group_id: str) -> Bounds:
+        directory = self.directory(group_id)
+        return read_bounds(directory) if directory.is_dir() else Bounds(None, None)
+
+    def close(self) -> None:
+        for stream in self._streams.values():
+            stream.close()
+        self._streams.clear()
