@@ -32,6 +32,7 @@ import anyio.to_thread
 
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
+from lcg.embedding.cache import CachedEmbedder
 from lcg.embedding.hashing import HashEmbedder
 from lcg.errors import (
     ConflictError,
@@ -84,21 +85,59 @@ _MUTATION_TOKENS = frozenset({"CREATE", "MERGE", "SET", "DELETE", "DETACH", "DRO
                               "COPY", "ALTER"})
 
 
+def _code_only(query: str) -> str:
+    """`query` with string literals, backquoted names and comments blanked out.
+
+    Follows Kuzu's lexer: a backslash escapes the next character inside quotes, and `//` and
+    `/* */` are comments (a quote inside one opens no literal).
+    """
+    out: list[str] = []
+    i, n = 0, len(query)
+    while i < n:
+        ch = query[i]
+        if ch in "'\"`":
+            i += 1
+            while i < n and query[i] != ch:
+                i += 2 if query[i] == "\\" and ch != "`" else 1
+            i += 1
+            out.append(" ")
+        elif query.startswith("//", i):
+            end = query.find("\n", i)
+            i = n if end < 0 else end
+            out.append(" ")
+        elif query.startswith("/*", i):
+            end = query.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            out.append(" ")
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+_TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
+
+
+def check_statement(query: str) -> None:
+    """Refuse what `knowledge_query_cypher` cannot run safely: several statements in one query,
+    or transaction control (a transaction left open on a pooled connection blocks every write).
+
+    Raises:
+        InvalidRequestError: naming `query`.
+    """
+    code = _code_only(query).strip().rstrip(";")
+    if ";" in code:
+        raise InvalidRequestError("query must be a single Cypher statement (it contains ';')",
+                                  field="query")
+    words = code.split(None, 1)
+    if words and words[0].upper().startswith(_TRANSACTION_CONTROL):
+        raise InvalidRequestError(f"query must not control transactions ({words[0]}): lcg runs "
+                                  "each statement in a transaction of its own", field="query")
+
+
 def is_mutation(query: str) -> bool:
     """The reference's heuristic: a whole-word mutating keyword outside string literals."""
-    text = []
-    quoted = None
-    for ch in query:
-        if quoted:
-            if ch == quoted:
-                quoted = None
-            text.append(" ")
-        elif ch in "'\"":
-            quoted = ch
-            text.append(" ")
-        else:
-            text.append(ch)
-    upper = "".join(text).upper()
+    upper = _code_only(query).upper()
     for sep in "()[]{},;:.=<>-":
         upper = upper.replace(sep, " ")
     tokens = set(upper.split())
@@ -180,8 +219,13 @@ class Engine:
                                torn.path, torn.bytes_dropped)
                 self.events.emit("wal_torn_tail", group_id=torn.group_id, path=str(torn.path),
                                  bytes_dropped=torn.bytes_dropped, lines=1)
-            for group in self._wal.groups():
-                self._catch_up(group)
+            found = [(g, self._catch_up_plan(g)) for g in self._wal.groups()]
+            plans = [(g, plan) for g, plan in found if plan is not None]
+            # Bulk loads need the full-text indexes dropped; drop and rebuild them once for all.
+            heavy = any(plan[0] == "bulk" or plan[1] > _LONG_TAIL for _, plan in plans)
+            with self.store.fulltext_suspended() if heavy else contextlib.nullcontext():
+                for group, plan in plans:
+                    self._catch_up(group, plan)
             self._names.load(self._read(graph.name_rows))
             self.indices_built = self._indices_present()
 
@@ -204,8 +248,8 @@ class Engine:
     def _group_has_data(self, conn: Conn, group_id: str) -> bool:
         return any(graph.group_counts(conn, group_id).values())
 
-    def _catch_up(self, group_id: str) -> ReplayReport | None:
-        """Apply what the group's WAL holds beyond its applied position (write lock held)."""
+    def _catch_up_plan(self, group_id: str) -> tuple[str, int] | None:
+        """How to bring a group up to its WAL: ("bulk", n) or ("tail", n) operations, or None."""
         bounds = self._wal.bounds(group_id)
         if bounds.max_seq is None:
             return None
@@ -213,22 +257,37 @@ class Engine:
         with self.store.read() as conn:
             position = self._position(conn, group_id)
             has_data = self._group_has_data(conn, group_id)
-        directory = self._wal.directory(group_id)
         if position is None or position[0] is None or position[1] != generation:
             if has_data:
                 logger.warning("group %r: WAL position unknown or its generation changed; "
                                "run knowledge_rebuild_from_wal to re-derive it", group_id)
                 return None
+            return ("bulk", bounds.max_seq + 1)
+        if position[0] < bounds.max_seq:
+            return ("tail", bounds.max_seq - position[0])
+        return None
+
+    def _catch_up(self, group_id: str, plan: tuple[str, int] | None = None) -> ReplayReport | None:
+        """Apply what the group's WAL holds beyond its applied position (write lock held).
+
+        A bulk plan must run inside `store.fulltext_suspended()` (startup arranges that).
+        """
+        plan = plan if plan is not None else self._catch_up_plan(group_id)
+        if plan is None:
+            return None
+        generation = self._wal.generation(group_id)
+        directory = self._wal.directory(group_id)
+        with self.store.read() as conn:
+            position = self._position(conn, group_id)
+        if plan[0] == "bulk":
             report = replay_group(self.store, directory, group_id, self.embedder,
                                   generation=generation, bulk_load=True,
                                   batch_size=self.settings.replay_batch_size)
-        elif position[0] < bounds.max_seq:
+        else:
+            assert position is not None and position[0] is not None
             report = replay_group(self.store, directory, group_id, self.embedder,
                                   generation=generation, from_seq=position[0] + 1,
-                                  batch_size=self.settings.replay_batch_size,
-                                  suspend_fulltext=bounds.max_seq - position[0] > _LONG_TAIL)
-        else:
-            return None
+                                  batch_size=self.settings.replay_batch_size)
         self._emit_replay(report)
         return report
 
@@ -273,6 +332,7 @@ class Engine:
                 raise
         for batch in batches:
             self._index_names(batch)
+        self.maybe_checkpoint()
         return [(first, last) for _, first, last in appended]
 
     def _recover_failed_commit(self, appended: list[tuple[str, int, int]], body_done: bool) -> bool:
@@ -565,6 +625,8 @@ class Engine:
 
     async def query_cypher(self, query: str) -> dict[str, Any]:
         """Run a Cypher statement verbatim; mutations are logged to the default group's WAL."""
+        check_statement(query)
+
         def write() -> dict[str, Any]:
             with self._write_lock:
                 if not is_mutation(query):
@@ -784,7 +846,7 @@ class Engine:
                  force_clear: bool, progress: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
         directory = self._wal.directory(group_id)
         if not directory.is_dir() or not any(directory.glob("*.jsonl")):
-            raise InvalidRequestError(f"No WAL files found at {directory}")
+            raise InvalidRequestError(f"No WAL files found at {directory}", field="group_id")
         with self._write_lock:
             with self.store.read() as conn:
                 position = self._position(conn, group_id)
@@ -815,17 +877,17 @@ class Engine:
                                         "it, or a from_seq > 0 to replay a tail.")
             if dry_run:
                 return self._dry_run(directory, group_id, from_seq, to_seq, previous, generation)
-            if from_seq == 0 and has_data:
-                with self.store.transaction() as tx:
-                    graph.purge_group(tx, group_id)
-                    write_position(tx, group_id, None, generation)
-                self.indices_built = False
+            self.indices_built = False
             self._wal.drop_stream(group_id)
-            report = replay_group(self.store, directory, group_id, self.embedder,
-                                  generation=generation, from_seq=from_seq, to_seq=to_seq,
-                                  bulk_load=from_seq == 0,
-                                  batch_size=self.settings.replay_batch_size, progress=progress,
-                                  suspend_fulltext=True)
+            with self.store.fulltext_suspended():
+                if from_seq == 0 and has_data:
+                    with self.store.transaction() as tx:
+                        graph.purge_group(tx, group_id)
+                        write_position(tx, group_id, None, generation)
+                report = replay_group(self.store, directory, group_id, self.embedder,
+                                      generation=generation, from_seq=from_seq, to_seq=to_seq,
+                                      bulk_load=from_seq == 0,
+                                      batch_size=self.settings.replay_batch_size, progress=progress)
             self._reload_names()
             self.indices_built = self._indices_present()
             self._emit_replay(report)
@@ -899,7 +961,8 @@ def open_engine(settings: Settings, *, embedder: Embedder | None = None,
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = Store(settings.db_path, buffer_pool_mb=settings.kuzu_buffer_pool_mb)
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
-    engine = Engine(settings, store, wal, embedder or HashEmbedder(settings.embedding_dim), events)
+    cached = CachedEmbedder(embedder or HashEmbedder(settings.embedding_dim), settings.home / "embeddings")
+    engine = Engine(settings, store, wal, cached, events)
     try:
         engine.startup()
     except BaseException:

@@ -181,7 +181,10 @@ def episode_to_wire(episode: Episode, entity_edges: list[str]) -> dict[str, Any]
 
 @dataclass(frozen=True)
 class EmbeddingRow:
-    """A derived vector: `kind` is entity_name, entity_summary, fact or episode."""
+    """A derived vector: `kind` is entity_name, entity_summary, fact or episode.
+
+    The graph stores the row without `vec` (vectors live in the embedding cache).
+    """
 
     kind: str
     owner: str

@@ -134,10 +134,11 @@ def replay_group(
 ) -> ReplayReport:
     """Replay `[from_seq, to_seq]` of a group's stream; see the module docstring for the modes.
 
-    `bulk_load` may only be asked for when the group holds no rows. Bulk loads, and replays
-    with `suspend_fulltext`, run with the full-text indexes dropped and rebuild them at the end.
+    `bulk_load` may only be asked for when the group holds no rows, and only inside
+    `store.fulltext_suspended()` (COPY into a full-text indexed table is unsafe, see
+    storage/README.md); `suspend_fulltext` asks this call to suspend them itself.
     """
-    if bulk_load or suspend_fulltext:
+    if suspend_fulltext:
         with store.fulltext_suspended():
             return _replay(store, directory, group_id, embedder, generation, from_seq, to_seq,
                            bulk_load, batch_size, progress)

@@ -47,8 +47,18 @@ def to_wal(value: datetime | None) -> str | None:
 
 
 def from_wal(value: str | None) -> datetime | None:
-    """Inverse of `to_wal` (accepts any RFC 3339 text)."""
-    return None if value is None else parse_timestamp(value)
+    """Inverse of `to_wal` (accepts any RFC 3339 text).
+
+    The WAL's own fixed format takes a fast path: replay parses tens of thousands of these.
+    """
+    if value is None:
+        return None
+    if len(value) == 32 and value.endswith("+00:00") and value[10] == "T":
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    return parse_timestamp(value)
 
 
 def to_db(value: datetime | None) -> datetime | None:

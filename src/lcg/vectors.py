@@ -7,19 +7,15 @@ its sentence; each episode a vector of its content. A vector row records the has
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lcg.embedding.base import Embedder
+from lcg.embedding.cache import text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
 
 __all__ = ["EmbeddingPlan", "embed_plan", "plan_for_ops", "plan_for_rows", "text_hash"]
-
-
-def text_hash(model: str, text: str) -> str:
-    return hashlib.blake2b(f"{model}\0{text}".encode(), digest_size=8).hexdigest()
 
 
 @dataclass

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pyarrow as pa
 
 from lcg.models import EmbeddingRow
@@ -69,17 +68,12 @@ def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingR
             "expired_at": pa.array([to_db(f.expired_at) for f in facts], type=_TS),
         }))
     if embeddings:
-        matrix = np.stack([np.asarray(r.vec, dtype=np.float32) for r in embeddings])
-        n, dim = matrix.shape
-        offsets = pa.array(np.arange(0, (n + 1) * dim, dim, dtype=np.int32))
-        vectors = pa.ListArray.from_arrays(offsets, pa.array(matrix.reshape(-1)))
         conn.copy_from("Embedding", pa.table({
             "key": [r.key for r in embeddings],
             "owner": [r.owner for r in embeddings],
             "kind": [r.kind for r in embeddings],
             "group_id": [r.group_id for r in embeddings],
             "text_hash": [r.text_hash for r in embeddings],
-            "vec": vectors,
         }))
     wired = folded.hops()
     if wired:

@@ -152,15 +152,17 @@ def _upsert(conn: Conn, table: str, rows: Sequence[dict[str, Any]], assignments:
     last row of a uuid wins, as it would if the rows were applied one by one.
     """
     last = {row["uuid"]: row for row in rows}
-    existing = {
-        r[0] for r in conn.rows(
-            f"UNWIND $uuids AS u MATCH (x:{table} {{uuid: u}}) RETURN x.uuid", {"uuids": list(last)}
-        )
-    }
+    existing = _existing(conn, table, list(last))
     create = f"CREATE (x:{table} {{uuid: $uuid}}) SET {assignments}"
     update = f"MATCH (x:{table} {{uuid: $uuid}}) SET {assignments}"
     for uuid, row in last.items():
         conn.run(update if uuid in existing else create, row)
+
+
+def _existing(conn: Conn, table: str, uuids: list[str]) -> set[str]:
+    return {
+        r[0] for r in conn.rows(f"UNWIND $uuids AS u MATCH (x:{table} {{uuid: u}}) RETURN x.uuid", {"uuids": uuids})
+    }
 
 
 def upsert_entities(conn: Conn, entities: Sequence[Entity]) -> None:
@@ -168,35 +170,39 @@ def upsert_entities(conn: Conn, entities: Sequence[Entity]) -> None:
 
 
 def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
-    final = list({f.uuid: f for f in facts}.values())
+    """Replace-or-create facts, keeping their two RELATES_TO hops on their endpoints.
+
+    A new fact whose endpoints exist is created with both hops in one statement; a fact whose
+    endpoint is missing (only possible for replayed or cross-group data) gets the hops it can.
+    """
+    final = {f.uuid: f for f in facts}
     before = {
         row[0]: (row[1], row[2])
         for row in conn.rows(
             "UNWIND $uuids AS u MATCH (f:Fact {uuid: u}) RETURN f.uuid, f.source_uuid, f.target_uuid",
-            {"uuids": [f.uuid for f in final]},
+            {"uuids": list(final)},
         )
     }
-    _upsert(conn, "Fact", [_fact_params(f) for f in final], _FACT_SET)
-    rewire = [f for f in final if before.get(f.uuid) != (f.source_uuid, f.target_uuid)]
-    if not rewire:
-        return
-    moved = [f.uuid for f in rewire if f.uuid in before]
-    if moved:
-        conn.run(
-            "UNWIND $uuids AS u MATCH (f:Fact {uuid: u})-[r:RELATES_TO]-(:Entity) DELETE r",
-            {"uuids": moved},
-        )
-    pairs = [{"f": f.uuid, "s": f.source_uuid, "t": f.target_uuid} for f in rewire]
-    conn.run(
-        "UNWIND $rows AS r MATCH (a:Entity {uuid: r.s}), (f:Fact {uuid: r.f}) "
-        "CREATE (a)-[:RELATES_TO]->(f)",
-        {"rows": pairs},
-    )
-    conn.run(
-        "UNWIND $rows AS r MATCH (f:Fact {uuid: r.f}), (b:Entity {uuid: r.t}) "
-        "CREATE (f)-[:RELATES_TO]->(b)",
-        {"rows": pairs},
-    )
+    for uuid, fact in final.items():
+        row = _fact_params(fact)
+        if uuid not in before:
+            made = conn.rows(
+                "MATCH (a:Entity {uuid: $source_uuid}), (b:Entity {uuid: $target_uuid}) "
+                "CREATE (a)-[:RELATES_TO]->(x:Fact {uuid: $uuid})-[:RELATES_TO]->(b) "
+                f"SET {_FACT_SET} RETURN x.uuid",
+                row,
+            )
+            if made:
+                continue
+            conn.run(f"CREATE (x:Fact {{uuid: $uuid}}) SET {_FACT_SET}", row)
+        else:
+            conn.run(f"MATCH (x:Fact {{uuid: $uuid}}) SET {_FACT_SET}", row)
+            if before[uuid] == (fact.source_uuid, fact.target_uuid):
+                continue
+            conn.run("MATCH (f:Fact {uuid: $u})-[r:RELATES_TO]-(:Entity) DELETE r", {"u": uuid})
+        hop = {"f": uuid, "s": fact.source_uuid, "t": fact.target_uuid}
+        conn.run("MATCH (a:Entity {uuid: $s}), (f:Fact {uuid: $f}) CREATE (a)-[:RELATES_TO]->(f)", hop)
+        conn.run("MATCH (f:Fact {uuid: $f}), (b:Entity {uuid: $t}) CREATE (f)-[:RELATES_TO]->(b)", hop)
 
 
 def invalidate_facts(conn: Conn, rows: Sequence[dict[str, Any]]) -> None:
@@ -239,11 +245,10 @@ def put_embeddings(conn: Conn, rows: Sequence[EmbeddingRow]) -> None:
     if rows:
         conn.run(
             "UNWIND $rows AS r MERGE (v:Embedding {key: r.key}) SET v.owner = r.owner, "
-            "v.kind = r.kind, v.group_id = r.group_id, v.text_hash = r.text_hash, "
-            "v.vec = CAST(r.vec AS FLOAT[])",
+            "v.kind = r.kind, v.group_id = r.group_id, v.text_hash = r.text_hash",
             {"rows": [
                 {"key": r.key, "owner": r.owner, "kind": r.kind, "group_id": r.group_id,
-                 "text_hash": r.text_hash, "vec": r.vec.tolist()}
+                 "text_hash": r.text_hash}
                 for r in rows
             ]},
         )
@@ -400,8 +405,8 @@ def facts_by_uuids(conn: Conn, uuids: Iterable[str]) -> dict[str, Fact]:
 def find_active_fact(conn: Conn, group_id: str, source: str, predicate: str, target: str) -> Fact | None:
     """The earliest non-invalidated fact with this (source, predicate, target) in the group."""
     rows = conn.rows(
-        f"MATCH (a:Entity {{uuid: $s}})-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity {{uuid: $t}}) "
-        "WHERE f.group_id = $g AND f.name = $p AND f.invalid_at IS NULL "
+        "MATCH (a:Entity {uuid: $s})-[:RELATES_TO]->(f:Fact) WHERE f.target_uuid = $t "
+        "AND f.group_id = $g AND f.name = $p AND f.invalid_at IS NULL "
         f"RETURN {FACT_COLS} ORDER BY f.created_at, f.uuid LIMIT 1",
         {"s": source, "t": target, "g": group_id, "p": predicate},
     )

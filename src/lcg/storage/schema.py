@@ -3,8 +3,9 @@
     (:Episode)-[:MENTIONS]->(:Entity)
     (:Entity)-[:RELATES_TO]->(:Fact)-[:RELATES_TO]->(:Entity)     a fact is a node, so it is indexed
 
-`Embedding` holds derived vectors as plain columns keyed `<kind>:<owner uuid>` (no Kuzu HNSW:
-notes/PLATFORM.md §0.5); `Meta` holds the schema version, per-group WAL positions and embedding
+`Embedding` records, per `<kind>:<owner uuid>`, the hash of the text that was embedded; the
+vectors themselves live in the embedding cache (lcg.embedding.cache), never in Kuzu (no HNSW:
+notes/PLATFORM.md §0.5; and 384 floats a row made bulk loads and opens slow); `Meta` holds the schema version, per-group WAL positions and embedding
 identities as JSON values. Full-text indexes exist from the first open.
 
 Migrations run in autocommit mode (Kuzu creates FTS indexes only there), so each step is written
@@ -48,7 +49,7 @@ def _m001_core_tables(run: Execute) -> None:
     )
     run(
         "CREATE NODE TABLE IF NOT EXISTS Embedding(key STRING PRIMARY KEY, owner STRING, kind STRING, "
-        "group_id STRING, text_hash STRING, vec FLOAT[])"
+        "group_id STRING, text_hash STRING)"
     )
     run("CREATE REL TABLE IF NOT EXISTS RELATES_TO(FROM Entity TO Fact, FROM Fact TO Entity)")
     run("CREATE REL TABLE IF NOT EXISTS MENTIONS(FROM Episode TO Entity)")

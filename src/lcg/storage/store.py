@@ -92,6 +92,9 @@ class Store:
     def __init__(self, path: Path, *, buffer_pool_mb: int = 1024, readers: int = 2) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        # A journal left behind means the last session did not close (checkpoint) cleanly. Kuzu
+        # replays the rows in it, but not their full-text index entries: rebuild those below.
+        unclean = self.journal_bytes() > 0
         try:
             self._db = kuzu.Database(
                 str(path),
@@ -112,6 +115,10 @@ class Store:
         self._fulltext_live = True
         self.rollbacks = 0
         self.migrate()
+        if unclean:
+            logger.warning("%s was not closed cleanly: rebuilding its full-text indexes", path)
+            self.drop_fulltext()
+            self.create_fulltext()
 
     def _connect(self) -> Conn:
         try:

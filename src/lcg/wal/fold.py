@@ -103,8 +103,8 @@ def _fold_one(out: FoldedGroup, rec: WalRecord) -> None:
         if not isinstance(ents, list) or not all(isinstance(u, str) for u in ents):
             raise ValueError("mentions.add: entities must be a list of strings")
         if ep in out.episodes:
-            current = out.mentions.setdefault(ep, [])
-            current.extend(u for u in ents if u in out.entities and u not in current)
+            linked = out.mentions.setdefault(ep, [])
+            linked.extend(u for u in ents if u in out.entities and u not in linked)
         else:
             out.noops += 1
     elif rec.op == "group.purge":

@@ -1,0 +1,183 @@
+"""Benchmark the write path, the WAL and rebuild; prints one JSON object.
+
+    python bench/wal_store.py [--asserts 1000] [--episodes 5000] [--opens 5]
+
+1. Assert throughput from one client: `knowledge_assert_entity` then
+   `knowledge_assert_relationship` through the method registry (validation, embedding, one
+   transaction, one WAL fsync per call), in a fresh workspace.
+2. WAL bytes per entity and per fact, from the lines those calls wrote.
+3. Rebuild throughput: a WAL of `--episodes` ingested episodes (each: 4 entity upserts, 4 fact
+   upserts, the episode, its mentions: 10 operations, so 5,000 episodes = 50,000 operations)
+   written with the WAL writer in the engine's own record format, then (a) a cold open on no
+   database (startup catch-up: bulk fold + COPY + embedding with the hash embedder) and (b)
+   `knowledge_rebuild_from_wal` with `force_clear` on the live engine.
+4. Open time of a populated database that needs no replay (median of `--opens`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import anyio
+
+from lcg import Settings, open_engine
+from lcg.models import Entity, Episode, Fact
+from lcg.service.registry import dispatch
+from lcg.storage.store import delete_database_files
+from lcg.wal.records import Op, entity_op, episode_op, fact_op
+from lcg.wal.writer import Wal
+
+WORDS = ("apollo lunar module command service saturn rocket orbit crew mission launch pad "
+         "astronaut engineer pilot spacecraft capsule booster stage telemetry splashdown recovery "
+         "guidance computer heat shield parachute docking rendezvous").split()
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def bench_asserts(home: Path, count: int) -> dict[str, float]:
+    rng = random.Random(1)
+    settings = Settings.for_home(home)
+    engine = open_engine(settings)
+    names = [f"{rng.choice(WORDS).title()} {rng.choice(WORDS).title()} {i}" for i in range(count)]
+
+    async def run() -> tuple[float, float]:
+        start = time.perf_counter()
+        for name in names:
+            await dispatch(engine, "knowledge_assert_entity",
+                           {"name": name, "summary": sentence(rng, 14), "labels": ["Person"]})
+        entities = time.perf_counter() - start
+        start = time.perf_counter()
+        for i in range(count):
+            await dispatch(engine, "knowledge_assert_relationship", {
+                "source_name": names[i], "target_name": names[(i * 7 + 1) % count],
+                "predicate": "WORKED_WITH", "fact": sentence(rng, 12),
+                "valid_at": "1969-07-16T13:32:00Z"})
+        return entities, time.perf_counter() - start
+
+    try:
+        ent_s, fact_s = anyio.run(run)
+    finally:
+        engine.close()
+    sizes: dict[str, list[int]] = {"entity.upsert": [], "fact.upsert": []}
+    for path in settings.wal_dir.rglob("*.jsonl"):
+        for line in path.read_bytes().splitlines(keepends=True):
+            op = json.loads(line)["op"]
+            if op in sizes:
+                sizes[op].append(len(line))
+    return {
+        "assert_entities_per_s": round(count / ent_s, 1),
+        "assert_facts_per_s": round(count / fact_s, 1),
+        "wal_bytes_per_entity": round(statistics.mean(sizes["entity.upsert"]), 1),
+        "wal_bytes_per_fact": round(statistics.mean(sizes["fact.upsert"]), 1),
+    }
+
+
+def write_wal(settings: Settings, episodes: int, groups: int = 3) -> int:
+    """A WAL shaped like ingestion output, written with the engine's record format."""
+    rng = random.Random(2)
+    wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
+    base = datetime(2020, 1, 1, tzinfo=UTC)
+    pool: dict[str, list[Entity]] = {f"g{g}": [] for g in range(groups)}
+    ops_total = 0
+    for i in range(episodes):
+        group = f"g{i % groups}"
+        when = base + timedelta(hours=i)
+        ep = Episode(uuid=str(uuid.uuid4()), group_id=group, name=f"chunk-{i}",
+                     content=sentence(rng, 60), source_description=f"notes/{i // 10}.md:chunk-{i}",
+                     source_file=f"notes/{i // 10}.md", chunk_id=f"chunk-{i}", created_at=when, valid_at=when)
+        ents = []
+        for _ in range(4):
+            if pool[group] and rng.random() < 0.5:  # half the mentions are recurring entities
+                old = rng.choice(pool[group])
+                ents.append(Entity(old.uuid, group, old.name, old.labels,
+                                   sentence(rng, 14), created_at=old.created_at))
+            else:
+                e = Entity(str(uuid.uuid4()), group, f"{rng.choice(WORDS).title()} {i}",
+                           ("Entity", "Thing"), sentence(rng, 14), created_at=when)
+                pool[group].append(e)
+                ents.append(e)
+        facts = [Fact(str(uuid.uuid4()), group, ents[k].uuid, ents[(k + 1) % 4].uuid, "RELATED_TO",
+                      sentence(rng, 12), relation_type="RELATED_TO", episodes=(ep.uuid,),
+                      valid_at=when, created_at=when) for k in range(4)]
+        ops = [entity_op(e) for e in ents] + [fact_op(f) for f in facts] + [episode_op(ep)]
+        ops.append(Op("mentions.add", {"episode": ep.uuid, "entities": list(dict.fromkeys(e.uuid for e in ents))}))
+        wal.append(group, ops)
+        ops_total += len(ops)
+    wal.close()
+    return ops_total
+
+
+def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
+    settings = Settings.for_home(home)
+    started = time.perf_counter()
+    ops = write_wal(settings, episodes)
+    write_s = time.perf_counter() - started
+
+    started = time.perf_counter()
+    engine = open_engine(settings)  # no database: startup catch-up replays every group
+    cold_s = time.perf_counter() - started
+    status = anyio.run(engine.status)
+    assert all(g["hydration_status"] == "hydrated" for g in status["wal_groups"].values()), status
+    counts = {k: status[k] for k in ("entity_count", "relationship_count", "episode_count")}
+
+    async def rebuild_all() -> float:
+        start = time.perf_counter()
+        for group in engine.wal.groups():
+            result = await dispatch(engine, "knowledge_rebuild_from_wal", {"group_id": group, "force_clear": True})
+            assert result["failed_lines"] == 0, result
+        return time.perf_counter() - start
+
+    try:
+        rebuild_s = anyio.run(rebuild_all)
+        after = anyio.run(engine.status)
+        assert {k: after[k] for k in counts} == counts, (after, counts)
+    finally:
+        engine.close()
+
+    open_times = []
+    for _ in range(opens):
+        started = time.perf_counter()
+        engine = open_engine(settings)
+        open_times.append(time.perf_counter() - started)
+        engine.close()
+    wal_bytes = sum(p.stat().st_size for p in settings.wal_dir.rglob("*.jsonl"))
+    delete_database_files(settings.db_path)
+    return {
+        "wal_ops": ops,
+        "wal_bytes": wal_bytes,
+        "wal_write_ops_per_s": round(ops / write_s, 1),
+        "cold_open_replay_s": round(cold_s, 3),
+        "cold_open_replay_ops_per_s": round(ops / cold_s, 1),
+        "rebuild_from_wal_s": round(rebuild_s, 3),
+        "rebuild_from_wal_ops_per_s": round(ops / rebuild_s, 1),
+        "graph": counts,
+        "db_open_s_median": round(statistics.median(open_times), 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--asserts", type=int, default=1000)
+    parser.add_argument("--episodes", type=int, default=5000)
+    parser.add_argument("--opens", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        result = {"python": sys.version.split()[0]}
+        result.update(bench_asserts(Path(tmp) / "asserts" / ".lcg", args.asserts))
+        result.update(bench_rebuild(Path(tmp) / "rebuild" / ".lcg", args.episodes, args.opens))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

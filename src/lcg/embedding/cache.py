@@ -1,0 +1,118 @@
+"""The on-disk embedding cache: vectors keyed by (model, text), so no text is embedded twice.
+
+One append-only file per embedder identity, `<dir>/<model>-<dim>.f32`, of fixed-size records
+(16-byte text hash, `dim` little-endian float32). It is derived data: losing it costs only
+re-embedding. A torn final record (a crash mid-append) is cut off when the file is opened.
+
+This is also where vectors are kept: the graph stores, per owner and kind, only the hash of the
+text it embedded (`Embedding.text_hash`). Writing 45k 384-d vectors through Kuzu cost 3-5 s
+(COPY plus commit) and reading them back 2 s; appending them here costs one sequential write,
+and a rebuild after the database is deleted finds every vector already cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from lcg.embedding.base import Embedder, EmbedderIdentity, Vectors
+
+__all__ = ["CachedEmbedder", "text_hash"]
+
+
+def text_hash(model: str, text: str) -> str:
+    """16 hex characters identifying (model, text)."""
+    return hashlib.blake2b(f"{model}\0{text}".encode(), digest_size=8).hexdigest()
+
+
+class CachedEmbedder:
+    """Wraps an embedder: texts already embedded by this identity come from the cache file."""
+
+    def __init__(self, inner: Embedder, directory: Path) -> None:
+        self.inner = inner
+        identity = inner.identity
+        self._dim = identity.dim
+        self._record = np.dtype([("h", "S16"), ("v", "<f4", (identity.dim,))])
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", identity.model)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{slug}-{identity.dim}.f32"
+        self._lock = threading.Lock()
+        self._index: dict[bytes, int] = {}
+        self._chunks: list[Vectors] = []
+        self._count = 0
+        self.hits = 0
+        self.misses = 0
+        self._load()
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return self.inner.identity
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        size = self.path.stat().st_size
+        whole = size - size % self._record.itemsize
+        if whole != size:  # a torn record from a crash mid-append
+            with self.path.open("r+b") as fh:
+                fh.truncate(whole)
+        data = np.fromfile(self.path, dtype=self._record)
+        for i, h in enumerate(data["h"].tolist()):
+            self._index[h] = i
+        self._chunks = [np.ascontiguousarray(data["v"])]
+        self._count = len(data)
+
+    def _row(self, i: int) -> Vectors:
+        for chunk in self._chunks:
+            if i < len(chunk):
+                row: Vectors = chunk[i]
+                return row
+            i -= len(chunk)
+        raise IndexError(i)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def embed(self, texts: list[str]) -> Vectors:
+        """Vectors for `texts`, embedding (in one batch) and caching only the unseen ones."""
+        model = self.identity.model
+        keys = [text_hash(model, t).encode() for t in texts]
+        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        missing: dict[bytes, list[int]] = {}
+        with self._lock:
+            for row, key in enumerate(keys):
+                at = self._index.get(key)
+                if at is None:
+                    missing.setdefault(key, []).append(row)
+                else:
+                    out[row] = self._row(at)
+        self.hits += len(texts) - sum(len(v) for v in missing.values())
+        if not missing:
+            return out
+        firsts = [rows[0] for rows in missing.values()]
+        fresh = np.asarray(self.inner.embed([texts[r] for r in firsts]), dtype=np.float32)
+        self.misses += len(firsts)
+        for (_, rows), vec in zip(missing.items(), fresh, strict=True):
+            out[rows] = vec
+        records = np.empty(len(firsts), dtype=self._record)
+        records["h"] = list(missing)
+        records["v"] = fresh
+        with self._lock:
+            new = [k for k in missing if k not in self._index]  # another thread may have won
+            keep = np.isin(records["h"], np.array(new, dtype="S16")) if new else np.zeros(0, bool)
+            records = records[keep] if new else records[:0]
+            if len(records):
+                # No fsync: the cache is derived data, and a crash can only lose or tear the
+                # last records, which `_load` cuts off (lookups are by text hash, so a lost
+                # record just means embedding that text again).
+                with self.path.open("ab") as fh:
+                    fh.write(records.tobytes())
+                for i, key in enumerate(records["h"].tolist()):
+                    self._index[key] = self._count + i
+                self._chunks.append(np.ascontiguousarray(records["v"]))
+                self._count += len(records)
+        return out

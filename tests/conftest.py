@@ -1,0 +1,46 @@
+"""Shared fixtures: a clean environment, and real engines on real Kuzu databases in tmp_path."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lcg import Engine, Settings, open_engine
+from lcg.telemetry import ListSink
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No LCG_*/GRAPHITI_* variable leaks in; state goes under tmp_path."""
+    for name in list(os.environ):
+        if name.startswith(("LCG_", "GRAPHITI_", "LIMINIS_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("LCG_HOME", str(tmp_path / ".lcg"))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings.for_home(tmp_path / ".lcg", kuzu_buffer_pool_mb=256)
+
+
+@pytest.fixture
+def events() -> ListSink:
+    return ListSink()
+
+
+@pytest.fixture
+def engine(settings: Settings, events: ListSink) -> Iterator[Engine]:
+    """An open engine; closed at teardown so Kuzu's file lock is released."""
+    eng = open_engine(settings, events=events)
+    try:
+        yield eng
+    finally:
+        eng.close()

@@ -1,0 +1,756 @@
+"""Bad input changes nothing: every write method refuses invalid params before any effect.
+
+Each case runs against a populated workspace (several groups, entities, facts, episodes and a
+raw Cypher write), snapshots every byte under the WAL root and every row of the database, calls
+one write method with bad params, checks the error it raises, and then checks that the WAL
+files, the database rows, the engine's status and its name index are as they were, and that the
+engine still accepts a write.
+
+Cases that reach the engine get a fresh copy of the workspace each. Cases the params model
+refuses share one copy (opening a database per case would cost most of the time budget); each
+still compares its own before and after, so a case that changed anything fails by itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from lcg import (
+    ConflictError,
+    Engine,
+    Entity,
+    Episode,
+    EpisodeCommit,
+    Fact,
+    InvalidRequestError,
+    LcgError,
+    NotFoundError,
+    Settings,
+    StorageError,
+    WalGenerationError,
+    open_engine,
+)
+from lcg.service.params import parse_params
+from lcg.service.registry import REGISTRY, dispatch
+from lcg.timeutil import now
+
+pytestmark = pytest.mark.anyio
+
+COLLINS = "11111111-1111-4111-8111-111111111111"
+MOON_EPISODE = "22222222-2222-4222-8222-222222222222"
+SATURN = "33333333-3333-4333-8333-333333333333"
+SATURN_EPISODE = "44444444-4444-4444-8444-444444444444"
+FLEW_FACT = "55555555-5555-4555-8555-555555555555"
+UNKNOWN_UUID = "99999999-9999-4999-8999-999999999999"
+
+# Names the name index must keep resolving, as (group, name).
+KNOWN_NAMES = [
+    ("liminis", "Neil Armstrong"),
+    ("liminis", "Apollo 11"),
+    ("liminis", "Buzz Aldrin"),
+    ("liminis", "Michael Collins"),
+    ("mission-b", "Saturn V"),
+    ("team/ops", "Ops Lead"),
+]
+
+DB_QUERIES = {
+    "Entity": "MATCH (n:Entity) RETURN n",
+    "Fact": "MATCH (n:Fact) RETURN n",
+    "Episode": "MATCH (n:Episode) RETURN n",
+    "Embedding": "MATCH (n:Embedding) RETURN n",
+    "Meta": "MATCH (n:Meta) RETURN n",
+    "MENTIONS": "MATCH (a:Episode)-[r:MENTIONS]->(b:Entity) RETURN a.uuid, b.uuid, r",
+    "RELATES_TO": "MATCH (a)-[r:RELATES_TO]->(b) RETURN a.uuid, b.uuid, r",
+}
+
+
+async def _populate(engine: Engine) -> None:
+    await dispatch(
+        engine,
+        "knowledge_assert_entity",
+        {
+            "name": "Neil Armstrong",
+            "labels": ["Person"],
+            "summary": "First person on the Moon",
+            "attributes": {"role": "commander"},
+        },
+    )
+    apollo = await dispatch(engine, "knowledge_assert_entity", {"name": "Apollo 11"})
+    await dispatch(engine, "knowledge_assert_entity", {"name": "Buzz Aldrin"})
+    await dispatch(
+        engine,
+        "knowledge_assert_relationship",
+        {
+            "source_name": "Neil Armstrong",
+            "target_name": "Apollo 11",
+            "predicate": "COMMANDED",
+            "valid_at": "1969-07-16T13:32:00Z",
+            "attributes": {"seat": "left"},
+        },
+    )
+    stamp = now()
+    await engine.commit_episode(
+        EpisodeCommit(
+            group_id="liminis",
+            episode=Episode(
+                uuid=MOON_EPISODE,
+                group_id="liminis",
+                name="chunk-1",
+                content="Michael Collins flew Apollo 11's command module.",
+                source_description="notes/moon.md:1",
+                source_file="notes/moon.md",
+                chunk_id="chunk-1",
+                created_at=stamp,
+                valid_at=stamp,
+            ),
+            entities=[Entity(COLLINS, "liminis", "Michael Collins", created_at=stamp)],
+            facts=[
+                Fact(
+                    FLEW_FACT,
+                    "liminis",
+                    COLLINS,
+                    apollo["entity_uuid"],
+                    "FLEW",
+                    "Michael Collins flew Apollo 11",
+                    episodes=(MOON_EPISODE,),
+                    created_at=stamp,
+                )
+            ],
+            mentions=[COLLINS, apollo["entity_uuid"]],
+        )
+    )
+    await engine.commit_episode(
+        EpisodeCommit(
+            group_id="mission-b",
+            episode=Episode(
+                uuid=SATURN_EPISODE,
+                group_id="mission-b",
+                name="chunk-9",
+                content="The Saturn V launched Apollo 11.",
+                source_description="notes/rockets.md:3",
+                source_file="notes/rockets.md",
+                chunk_id="chunk-9",
+                created_at=stamp,
+            ),
+            entities=[
+                Entity(SATURN, "mission-b", "Saturn V", ("Entity", "Rocket"), created_at=stamp)
+            ],
+            mentions=[SATURN],
+        )
+    )
+    await dispatch(engine, "knowledge_assert_entity", {"name": "Ops Lead", "group_id": "team/ops"})
+    await dispatch(
+        engine,
+        "knowledge_query_cypher",
+        {"query": "MATCH (e:Entity {name: 'Apollo 11'}) SET e.summary = 'Lunar landing mission'"},
+    )
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A populated workspace, closed, to be copied by each case."""
+    home = tmp_path_factory.mktemp("template") / ".lcg"
+    engine = open_engine(Settings.for_home(home, kuzu_buffer_pool_mb=64))
+    try:
+        anyio.run(_populate, engine)
+    finally:
+        engine.close()
+    return home
+
+
+def _open_copy(template: Path, home: Path) -> Engine:
+    shutil.copytree(template, home)
+    return open_engine(Settings.for_home(home, kuzu_buffer_pool_mb=64))
+
+
+@pytest.fixture(scope="module")
+def shared_workspace(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    engine = _open_copy(template, tmp_path_factory.mktemp("shared") / ".lcg")
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+@pytest.fixture
+def workspace(request: pytest.FixtureRequest, template: Path, tmp_path: Path) -> Iterator[Engine]:
+    """The shared copy for a case the params model refuses, else a fresh copy of its own."""
+    case = request.node.callspec.params.get("case")
+    if isinstance(case, Case) and refused_by_params_model(case):
+        yield request.getfixturevalue("shared_workspace")
+        return
+    engine = _open_copy(template, tmp_path / "ws" / ".lcg")
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def wal_snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every directory (None) and file (its bytes) under the WAL root."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def db_snapshot(engine: Engine) -> dict[str, list[str]]:
+    with engine.store.read() as conn:
+        return {
+            table: sorted(repr(row) for row in conn.rows(query))
+            for table, query in DB_QUERIES.items()
+        }
+
+
+async def resolved_names(engine: Engine) -> dict[tuple[str, str], str | None]:
+    out = {}
+    for group, name in KNOWN_NAMES:
+        entity = await engine.entity_by_name(group, name)
+        out[(group, name)] = entity.uuid if entity else None
+    return out
+
+
+def remove_default_generation(engine: Engine) -> None:
+    (engine.settings.wal_dir / "liminis" / ".wal-generation.json").unlink()
+
+
+@dataclass(frozen=True)
+class Case:
+    method: str
+    params: Any
+    error: type[LcgError]
+    field: str | None = None
+    mentions: str | None = None
+    prepare: Callable[[Engine], None] | None = None
+
+
+def bad(
+    case_id: str,
+    method: str,
+    params: Any,
+    error: type[LcgError] = InvalidRequestError,
+    *,
+    field: str | None = None,
+    mentions: str | None = None,
+    prepare: Callable[[Engine], None] | None = None,
+) -> Any:
+    """One case: InvalidRequestError cases name their `field`; the message must mention
+    `mentions` (default: the field)."""
+    if error is InvalidRequestError:
+        assert field is not None, case_id
+    text = mentions or field
+    assert text is not None, case_id
+    return pytest.param(Case(method, params, error, field, text, prepare), id=case_id)
+
+
+def refused_by_params_model(case: Case) -> bool:
+    """True when the params model alone rejects the case (the engine is never called)."""
+    try:
+        parse_params(REGISTRY[case.method].params, case.params)
+    except InvalidRequestError:
+        return case.prepare is None
+    return False
+
+
+AE = "knowledge_assert_entity"
+AR = "knowledge_assert_relationship"
+DE = "knowledge_delete_episode"
+DS = "knowledge_delete_by_source"
+DC = "knowledge_delete_chunk_episode"
+DG = "knowledge_delete_by_group"
+CA = "knowledge_clear_all"
+QC = "knowledge_query_cypher"
+RB = "knowledge_rebuild_from_wal"
+
+REL = {"source_name": "Neil Armstrong", "target_name": "Apollo 11", "predicate": "COMMANDED"}
+TOO_LONG_PLAIN = "g" * 201  # plain characters, but more than 200 of them
+TOO_LONG_ENCODED = "é" * 34  # 34 chars, 68 bytes, 204 characters once percent-encoded
+TOO_LONG_SLASHES = "/" * 67  # 201 characters once percent-encoded
+
+CASES = [
+    # -- knowledge_assert_entity ----------------------------------------------------------------
+    bad("assert_entity/name-missing", AE, {}, field="name"),
+    bad("assert_entity/name-null", AE, {"name": None}, field="name"),
+    bad("assert_entity/name-empty", AE, {"name": ""}, field="name"),
+    bad("assert_entity/name-blank", AE, {"name": "   "}, field="name"),
+    bad("assert_entity/name-number", AE, {"name": 42}, field="name"),
+    bad("assert_entity/params-not-an-object", AE, ["Neil Armstrong"], field="name"),
+    bad(
+        "assert_entity/entity_uuid-number", AE, {"name": "X", "entity_uuid": 7}, field="entity_uuid"
+    ),
+    bad(
+        "assert_entity/entity_uuid-empty", AE, {"name": "X", "entity_uuid": ""}, field="entity_uuid"
+    ),
+    bad(
+        "assert_entity/entity_uuid-unknown",
+        AE,
+        {"name": "Ghost", "entity_uuid": UNKNOWN_UUID},
+        NotFoundError,
+        mentions="entity_uuid",
+    ),
+    bad(
+        "assert_entity/entity_uuid-of-another-group",
+        AE,
+        {"name": "Saturn V", "entity_uuid": SATURN},
+        NotFoundError,
+        mentions=SATURN,
+    ),
+    bad("assert_entity/labels-string", AE, {"name": "X", "labels": "Person"}, field="labels"),
+    bad("assert_entity/labels-object", AE, {"name": "X", "labels": {"a": 1}}, field="labels"),
+    bad(
+        "assert_entity/labels-with-number",
+        AE,
+        {"name": "X", "labels": ["Person", 7]},
+        field="labels",
+    ),
+    bad("assert_entity/summary-number", AE, {"name": "X", "summary": 5}, field="summary"),
+    bad(
+        "assert_entity/attributes-string",
+        AE,
+        {"name": "X", "attributes": "a=1"},
+        field="attributes",
+    ),
+    bad(
+        "assert_entity/attributes-list", AE, {"name": "X", "attributes": [1, 2]}, field="attributes"
+    ),
+    bad("assert_entity/attributes-number", AE, {"name": "X", "attributes": 5}, field="attributes"),
+    bad("assert_entity/group_id-empty", AE, {"name": "X", "group_id": ""}, field="group_id"),
+    bad("assert_entity/group_id-number", AE, {"name": "X", "group_id": 3}, field="group_id"),
+    bad(
+        "assert_entity/group_id-over-200-chars",
+        AE,
+        {"name": "X", "group_id": TOO_LONG_PLAIN},
+        field="group_id",
+    ),
+    bad(
+        "assert_entity/group_id-over-200-once-encoded",
+        AE,
+        {"name": "X", "group_id": TOO_LONG_ENCODED},
+        field="group_id",
+    ),
+    bad(
+        "assert_entity/group_id-slashes-over-200-once-encoded",
+        AE,
+        {"name": "X", "group_id": TOO_LONG_SLASHES},
+        field="group_id",
+    ),
+    bad(
+        "assert_entity/group_id-collides-by-case",
+        AE,
+        {"name": "X", "group_id": "LIMINIS"},
+        ConflictError,
+        mentions="LIMINIS",
+    ),
+    bad(
+        "assert_entity/rename-onto-an-active-name",
+        AE,
+        {"name": "Buzz Aldrin", "entity_uuid": COLLINS},
+        ConflictError,
+        mentions="Buzz Aldrin",
+    ),
+    # -- knowledge_assert_relationship ----------------------------------------------------------
+    bad("assert_relationship/everything-missing", AR, {}, field="source_name"),
+    bad(
+        "assert_relationship/target-missing",
+        AR,
+        {"source_name": "Neil Armstrong"},
+        field="target_name",
+    ),
+    bad(
+        "assert_relationship/predicate-missing",
+        AR,
+        {"source_name": "Neil Armstrong", "target_name": "Apollo 11"},
+        field="predicate",
+    ),
+    bad("assert_relationship/predicate-blank", AR, {**REL, "predicate": "  "}, field="predicate"),
+    bad(
+        "assert_relationship/source_name-number", AR, {**REL, "source_name": 1}, field="source_name"
+    ),
+    bad(
+        "assert_relationship/target_name-list",
+        AR,
+        {**REL, "target_name": ["Apollo 11"]},
+        field="target_name",
+    ),
+    bad(
+        "assert_relationship/source-unknown",
+        AR,
+        {**REL, "source_name": "Yuri Gagarin"},
+        NotFoundError,
+        mentions="Yuri Gagarin",
+    ),
+    bad(
+        "assert_relationship/target-unknown",
+        AR,
+        {**REL, "target_name": "Vostok 1"},
+        NotFoundError,
+        mentions="Vostok 1",
+    ),
+    bad(
+        "assert_relationship/endpoint-only-in-another-group",
+        AR,
+        {**REL, "target_name": "Saturn V"},
+        NotFoundError,
+        mentions="Saturn V",
+    ),
+    bad(
+        "assert_relationship/valid_at-words", AR, {**REL, "valid_at": "yesterday"}, field="valid_at"
+    ),
+    bad(
+        "assert_relationship/valid_at-date-only",
+        AR,
+        {**REL, "valid_at": "1969-07-16"},
+        field="valid_at",
+    ),
+    bad(
+        "assert_relationship/valid_at-impossible-month",
+        AR,
+        {**REL, "valid_at": "1969-13-16T00:00:00Z"},
+        field="valid_at",
+    ),
+    bad("assert_relationship/valid_at-number", AR, {**REL, "valid_at": 1969}, field="valid_at"),
+    bad(
+        "assert_relationship/valid_at-checked-before-resolution",
+        AR,
+        {"source_name": "Nobody", "target_name": "Nobody", "predicate": "P", "valid_at": "soon"},
+        field="valid_at",
+    ),
+    bad(
+        "assert_relationship/attributes-string", AR, {**REL, "attributes": "{}"}, field="attributes"
+    ),
+    bad("assert_relationship/fact-number", AR, {**REL, "fact": 5}, field="fact"),
+    bad(
+        "assert_relationship/relation_type-list",
+        AR,
+        {**REL, "relation_type": ["X"]},
+        field="relation_type",
+    ),
+    bad("assert_relationship/group_id-empty", AR, {**REL, "group_id": ""}, field="group_id"),
+    bad(
+        "assert_relationship/group_id-unencodable",
+        AR,
+        {**REL, "group_id": TOO_LONG_ENCODED},
+        field="group_id",
+    ),
+    # -- knowledge_delete_episode ---------------------------------------------------------------
+    bad("delete_episode/episode_uuid-missing", DE, {}, field="episode_uuid"),
+    bad("delete_episode/episode_uuid-empty", DE, {"episode_uuid": ""}, field="episode_uuid"),
+    bad("delete_episode/episode_uuid-number", DE, {"episode_uuid": 42}, field="episode_uuid"),
+    bad(
+        "delete_episode/episode_uuid-list",
+        DE,
+        {"episode_uuid": [MOON_EPISODE]},
+        field="episode_uuid",
+    ),
+    # -- knowledge_delete_by_source -------------------------------------------------------------
+    bad("delete_by_source/everything-missing", DS, {}, field="source_file"),
+    bad(
+        "delete_by_source/source_file-missing", DS, {"group_ids": ["liminis"]}, field="source_file"
+    ),
+    bad(
+        "delete_by_source/source_file-number",
+        DS,
+        {"source_file": 3, "group_ids": ["liminis"]},
+        field="source_file",
+    ),
+    bad(
+        "delete_by_source/group_ids-omitted",
+        DS,
+        {"source_file": "notes/moon.md"},
+        field="group_ids",
+    ),
+    bad(
+        "delete_by_source/group_ids-empty",
+        DS,
+        {"source_file": "notes/moon.md", "group_ids": []},
+        field="group_ids",
+    ),
+    bad(
+        "delete_by_source/group_ids-bare-string",
+        DS,
+        {"source_file": "notes/moon.md", "group_ids": "liminis"},
+        field="group_ids",
+    ),
+    bad(
+        "delete_by_source/group_ids-empty-string-element",
+        DS,
+        {"source_file": "notes/moon.md", "group_ids": ["liminis", ""]},
+        field="group_ids",
+    ),
+    bad(
+        "delete_by_source/group_ids-number-element",
+        DS,
+        {"source_file": "notes/moon.md", "group_ids": ["liminis", 5]},
+        field="group_ids",
+    ),
+    # -- knowledge_delete_chunk_episode ---------------------------------------------------------
+    bad("delete_chunk/chunk_id-missing", DC, {"group_ids": ["liminis"]}, field="chunk_id"),
+    bad(
+        "delete_chunk/chunk_id-blank",
+        DC,
+        {"chunk_id": " ", "group_ids": ["liminis"]},
+        field="chunk_id",
+    ),
+    bad(
+        "delete_chunk/chunk_id-number",
+        DC,
+        {"chunk_id": 1, "group_ids": ["liminis"]},
+        field="chunk_id",
+    ),
+    bad("delete_chunk/group_ids-omitted", DC, {"chunk_id": "chunk-1"}, field="group_ids"),
+    bad(
+        "delete_chunk/group_ids-null",
+        DC,
+        {"chunk_id": "chunk-1", "group_ids": None},
+        field="group_ids",
+    ),
+    bad(
+        "delete_chunk/group_ids-empty",
+        DC,
+        {"chunk_id": "chunk-1", "group_ids": []},
+        field="group_ids",
+    ),
+    bad(
+        "delete_chunk/group_ids-object",
+        DC,
+        {"chunk_id": "chunk-1", "group_ids": {"g": 1}},
+        field="group_ids",
+    ),
+    # -- knowledge_delete_by_group --------------------------------------------------------------
+    bad("delete_by_group/group_ids-missing", DG, {"confirm": True}, field="group_ids"),
+    bad(
+        "delete_by_group/group_ids-empty", DG, {"group_ids": [], "confirm": True}, field="group_ids"
+    ),
+    bad(
+        "delete_by_group/group_ids-bare-string",
+        DG,
+        {"group_ids": "liminis", "confirm": True},
+        field="group_ids",
+    ),
+    bad(
+        "delete_by_group/group_ids-empty-element",
+        DG,
+        {"group_ids": [""], "confirm": True},
+        field="group_ids",
+    ),
+    bad("delete_by_group/confirm-omitted", DG, {"group_ids": ["liminis"]}, field="confirm"),
+    bad(
+        "delete_by_group/confirm-and-dry_run-false",
+        DG,
+        {"group_ids": ["liminis"], "confirm": False, "dry_run": False},
+        field="confirm",
+    ),
+    bad(
+        "delete_by_group/confirm-string",
+        DG,
+        {"group_ids": ["liminis"], "confirm": "true"},
+        field="confirm",
+    ),
+    bad(
+        "delete_by_group/confirm-number",
+        DG,
+        {"group_ids": ["liminis"], "confirm": 1},
+        field="confirm",
+    ),
+    bad(
+        "delete_by_group/dry_run-string",
+        DG,
+        {"group_ids": ["liminis"], "dry_run": "yes", "confirm": True},
+        field="dry_run",
+    ),
+    # -- knowledge_clear_all --------------------------------------------------------------------
+    bad("clear_all/confirm-omitted", CA, {}, field="confirm"),
+    bad("clear_all/confirm-false", CA, {"confirm": False}, field="confirm"),
+    bad("clear_all/confirm-string", CA, {"confirm": "true"}, field="confirm"),
+    bad("clear_all/confirm-number", CA, {"confirm": 1}, field="confirm"),
+    bad(
+        "clear_all/preserve_wal-string",
+        CA,
+        {"confirm": True, "preserve_wal": "yes"},
+        field="preserve_wal",
+    ),
+    # -- knowledge_query_cypher -----------------------------------------------------------------
+    bad("query_cypher/query-missing", QC, {}, field="query"),
+    bad("query_cypher/query-blank", QC, {"query": "  "}, field="query"),
+    bad("query_cypher/query-number", QC, {"query": 42}, field="query"),
+    bad(
+        "query_cypher/create-in-unknown-table",
+        QC,
+        {"query": "CREATE (n:Nope {x: 1})"},
+        StorageError,
+        mentions="Nope",
+    ),
+    bad(
+        "query_cypher/set-unknown-property",
+        QC,
+        {"query": "MATCH (e:Entity) SET e.nonexistent = 1"},
+        StorageError,
+        mentions="nonexistent",
+    ),
+    bad(
+        "query_cypher/fails-after-modifying-rows",
+        QC,
+        {
+            "query": "MATCH (e:Entity) SET e.summary = 'wiped' WITH count(e) AS n "
+            f"CREATE (:Entity {{uuid: '{COLLINS}', name: 'dup'}})"
+        },
+        StorageError,
+        mentions=COLLINS,
+    ),
+    bad(
+        "query_cypher/read-of-unknown-table",
+        QC,
+        {"query": "MATCH (n:Nope) RETURN n"},
+        StorageError,
+        mentions="Nope",
+    ),
+    bad(
+        "query_cypher/ddl-on-existing-table",
+        QC,
+        {"query": "CREATE NODE TABLE Entity(uuid STRING PRIMARY KEY)"},
+        StorageError,
+        mentions="Entity",
+    ),
+    bad(
+        "query_cypher/two-statements",
+        QC,
+        {"query": "MATCH (e:Entity) SET e.summary = 'x'; MATCH (e:Entity) RETURN e.summary"},
+        field="query",
+    ),
+    bad("query_cypher/two-reads", QC, {"query": "RETURN 1; RETURN 2"}, field="query"),
+    bad("query_cypher/begin-transaction", QC, {"query": "BEGIN TRANSACTION"}, field="query"),
+    bad("query_cypher/commit", QC, {"query": "COMMIT"}, field="query"),
+    bad("query_cypher/rollback", QC, {"query": "rollback"}, field="query"),
+    # -- knowledge_rebuild_from_wal -------------------------------------------------------------
+    bad("rebuild/from_seq-negative", RB, {"from_seq": -1}, field="from_seq"),
+    bad("rebuild/from_seq-boolean", RB, {"from_seq": True}, field="from_seq"),
+    bad("rebuild/from_seq-float", RB, {"from_seq": 1.0}, field="from_seq"),
+    bad("rebuild/from_seq-string", RB, {"from_seq": "0"}, field="from_seq"),
+    bad("rebuild/from_seq-list", RB, {"from_seq": [0]}, field="from_seq"),
+    bad("rebuild/to_seq-negative", RB, {"from_seq": 1, "to_seq": -1}, field="to_seq"),
+    bad("rebuild/to_seq-boolean", RB, {"from_seq": 1, "to_seq": False}, field="to_seq"),
+    bad("rebuild/to_seq-float", RB, {"from_seq": 1, "to_seq": 2.5}, field="to_seq"),
+    bad("rebuild/to_seq-string", RB, {"from_seq": 1, "to_seq": "9"}, field="to_seq"),
+    bad("rebuild/to_seq-before-from_seq", RB, {"from_seq": 5, "to_seq": 3}, field="to_seq"),
+    bad("rebuild/group_id-number", RB, {"group_id": 1}, field="group_id"),
+    bad("rebuild/group_id-unencodable", RB, {"group_id": TOO_LONG_SLASHES}, field="group_id"),
+    bad(
+        "rebuild/group_id-without-wal",
+        RB,
+        {"group_id": "nowhere"},
+        field="group_id",
+        mentions="nowhere",
+    ),
+    bad("rebuild/dry_run-string", RB, {"dry_run": "true"}, field="dry_run"),
+    bad("rebuild/force_clear-string", RB, {"force_clear": "yes"}, field="force_clear"),
+    bad("rebuild/data-present-without-force_clear", RB, {}, ConflictError, mentions="force_clear"),
+    bad(
+        "rebuild/data-present-in-named-group-without-force_clear",
+        RB,
+        {"group_id": "mission-b", "from_seq": 0},
+        ConflictError,
+        mentions="force_clear",
+    ),
+    bad(
+        "rebuild/data-present-encoded-group-without-force_clear",
+        RB,
+        {"group_id": "team/ops"},
+        ConflictError,
+        mentions="team/ops",
+    ),
+    bad(
+        "rebuild/dry_run-with-data-present",
+        RB,
+        {"dry_run": True},
+        ConflictError,
+        mentions="dry run",
+    ),
+    bad(
+        "rebuild/generation-file-missing",
+        RB,
+        {"from_seq": 1},
+        WalGenerationError,
+        mentions=".wal-generation.json",
+        prepare=remove_default_generation,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_bad_input_is_refused_and_changes_nothing(workspace: Engine, case: Case) -> None:
+    engine = workspace
+    if case.prepare is not None:
+        case.prepare(engine)
+    # Status first: it refreshes the WAL bounds cache, a derived file the snapshot includes.
+    status_before = await dispatch(engine, "knowledge_status", {})
+    names_before = await resolved_names(engine)
+    assert all(names_before.values())
+    wal_before = wal_snapshot(engine.settings.wal_dir)
+    db_before = db_snapshot(engine)
+
+    with pytest.raises(LcgError) as info:
+        await dispatch(engine, case.method, case.params)
+
+    err = info.value
+    assert type(err) is case.error, err
+    if isinstance(err, InvalidRequestError):
+        assert err.field == case.field, err.wire_message()
+    assert case.mentions is not None and case.mentions in err.wire_message()
+    assert wal_snapshot(engine.settings.wal_dir) == wal_before
+    assert db_snapshot(engine) == db_before
+    assert await dispatch(engine, "knowledge_status", {}) == status_before
+    assert await resolved_names(engine) == names_before
+    # ...and the engine is still healthy: a write lands and every reader sees it.
+    probe = await dispatch(engine, "knowledge_assert_entity", {"name": "Probe"})
+    for _ in range(3):
+        nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {"group_ids": ["liminis"]})
+        assert probe["entity_uuid"] in {n["uuid"] for n in nodes["nodes"]}
+
+
+def test_every_write_method_has_bad_input_cases() -> None:
+    writes = {name for name, m in REGISTRY.items() if m.scope in ("write", "admin", "cypher")}
+    covered = {p.values[0].method for p in CASES}
+    assert writes - {"knowledge_build_indices"} <= covered
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        pytest.param(DE, {"episode_uuid": UNKNOWN_UUID}, id="delete_episode/unknown-uuid"),
+        pytest.param(
+            DS,
+            {"source_file": "nothing.md", "group_ids": ["liminis"]},
+            id="delete_by_source/no-match",
+        ),
+        pytest.param(
+            DC, {"chunk_id": "chunk-1", "group_ids": ["mission-b"]}, id="delete_chunk/other-group"
+        ),
+        pytest.param(DG, {"group_ids": ["liminis"], "dry_run": True}, id="delete_by_group/dry-run"),
+        pytest.param(
+            DG,
+            {"group_ids": ["empty-group"], "confirm": True},
+            id="delete_by_group/group-without-data",
+        ),
+        pytest.param(
+            RB, {"group_id": "mission-b", "from_seq": 1, "dry_run": True}, id="rebuild/dry-run-tail"
+        ),
+    ],
+)
+async def test_requests_that_match_nothing_succeed_and_change_nothing(
+    workspace: Engine, method: str, params: dict[str, Any]
+) -> None:
+    engine = workspace
+    wal_before = wal_snapshot(engine.settings.wal_dir)
+    db_before = db_snapshot(engine)
+    result = await dispatch(engine, method, params)
+    assert result.get("success", True) is True
+    assert result.get("deleted_count", 0) == 0
+    assert wal_snapshot(engine.settings.wal_dir) == wal_before
+    assert db_snapshot(engine) == db_before
