@@ -65,7 +65,7 @@ from lcg.storage.store import Conn, Store, delete_database_files
 from lcg.telemetry import EventSink, NullSink
 from lcg.timeutil import from_wal, now, to_iso_z, to_read_format, to_wal
 from lcg.vectors import embed_plan, plan_for_ops, text_hash
-from lcg.wal.layout import group_dir, ordered_files
+from lcg.wal.layout import encode_group, group_dir, ordered_files
 from lcg.wal.reader import ReadStats, iter_records
 from lcg.wal.records import OPS, Op, entity_op, episode_op, fact_op
 from lcg.wal.writer import Wal
@@ -116,6 +116,8 @@ def _code_only(query: str) -> str:
 
 
 _TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
+_DATABASE_ADMIN = frozenset({"ATTACH", "INSTALL", "LOAD", "IMPORT", "EXPORT", "USE", "CHECKPOINT",
+                             "UNINSTALL"})
 
 
 def check_statement(query: str) -> None:
@@ -129,10 +131,18 @@ def check_statement(query: str) -> None:
     if ";" in code:
         raise InvalidRequestError("query must be a single Cypher statement (it contains ';')",
                                   field="query")
-    words = code.split(None, 1)
+    words = code.split(None, 2)
     if words and words[0].upper().startswith(_TRANSACTION_CONTROL):
         raise InvalidRequestError(f"query must not control transactions ({words[0]}): lcg runs "
                                   "each statement in a transaction of its own", field="query")
+    first = words[0].upper() if words else ""
+    if first in _DATABASE_ADMIN or (first == "DETACH" and len(words) > 1 and words[1].upper() == "DATABASE"):
+        raise InvalidRequestError(f"query must not manage the database ({first}): lcg owns the "
+                                  "database file, its extensions and its checkpoints", field="query")
+    upper = code.upper()
+    if "_FTS_INDEX" in upper.replace("QUERY_FTS_INDEX", "") or "_VECTOR_INDEX" in upper:
+        raise InvalidRequestError("query must not create or drop indexes: use "
+                                  "knowledge_build_indices", field="query")
 
 
 def is_mutation(query: str) -> bool:
@@ -140,10 +150,7 @@ def is_mutation(query: str) -> bool:
     upper = _code_only(query).upper()
     for sep in "()[]{},;:.=<>-":
         upper = upper.replace(sep, " ")
-    tokens = set(upper.split())
-    if "CREATE_FTS_INDEX" in upper or "DROP_FTS_INDEX" in upper:
-        return False
-    return bool(tokens & _MUTATION_TOKENS)
+    return bool(set(upper.split()) & _MUTATION_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -218,7 +225,7 @@ class Engine:
                 logger.warning("WAL %s: cut a torn final line (%d bytes) left by a crash",
                                torn.path, torn.bytes_dropped)
                 self.events.emit("wal_torn_tail", group_id=torn.group_id, path=str(torn.path),
-                                 bytes_dropped=torn.bytes_dropped, lines=1)
+                                 bytes_dropped=torn.bytes_dropped, lines=torn.lines)
             found = [(g, self._catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
             # Bulk loads need the full-text indexes dropped; drop and rebuild them once for all.
@@ -383,16 +390,33 @@ class Engine:
         if commit.mentions:
             ops.append(Op("mentions.add", {"episode": commit.episode.uuid,
                                            "entities": list(dict.fromkeys(commit.mentions))}))
-        for op in ops:
-            if op.name not in OPS:  # pragma: no cover - guarded by construction
-                raise InvalidRequestError(f"unknown operation {op.name}")
+        _check_commit_shape(commit)
         batch = await self._run(self._prepare, commit.group_id, ops)
 
         def write() -> list[tuple[int, int]]:
             with self._write_lock:
+                with self.store.read() as conn:
+                    self._check_commit_references(conn, commit)
                 return self._commit([batch])
 
         return await self._run(write)
+
+    def _check_commit_references(self, conn: Conn, commit: EpisodeCommit) -> None:
+        """Fact endpoints, mentions and superseded facts must exist in the group (lock held)."""
+        group = commit.group_id
+        own = {e.uuid for e in commit.entities}
+        wanted = {u for f in commit.facts for u in (f.source_uuid, f.target_uuid)} | set(commit.mentions)
+        stored = graph.entities_by_uuids(conn, wanted - own)
+        missing = sorted(u for u in wanted - own if u not in stored or stored[u].group_id != group)
+        if missing:
+            raise InvalidRequestError(f"entities {missing} do not exist in group '{group}'",
+                                      field="facts")
+        targets = [inv.fact_uuid for inv in commit.invalidations]
+        facts = graph.facts_by_uuids(conn, targets)
+        gone = sorted(u for u in targets if u not in facts or facts[u].group_id != group)
+        if gone:
+            raise InvalidRequestError(f"superseded facts {gone} do not exist in group '{group}'",
+                                      field="invalidations")
 
     # -- resolution ------------------------------------------------------------------------
 
@@ -909,6 +933,7 @@ class Engine:
                 report.unrecognised_lines += 1
         report.unparseable_lines = stats.unparseable
         report.torn_tail_lines = stats.torn_tail
+        report.incomplete_batch_lines = stats.incomplete_batch_lines
         report.wal_files_processed = stats.files_processed
         result = report.to_wire(self.settings.replay_failure_samples,
                                 self.settings.replay_fidelity_threshold)
@@ -948,6 +973,25 @@ def _cell(value: Any) -> str:
 
 def _stringify_rows(rows: list[list[Any]]) -> list[list[str]]:
     return [[_cell(v) for v in row] for row in rows]
+
+
+def _check_commit_shape(commit: EpisodeCommit) -> None:
+    """Every row of an episode commit belongs to its group; the group can hold a WAL stream.
+
+    Raises:
+        InvalidRequestError: naming the offending part.
+    """
+    group = commit.group_id
+    if not group:
+        raise InvalidRequestError('group_id must be non-empty: writes to group "" cannot be logged',
+                                  field="group_id")
+    encode_group(group)
+    rows: list[tuple[str, Any]] = [("episode", commit.episode)]
+    rows += [("entities", e) for e in commit.entities] + [("facts", f) for f in commit.facts]
+    for part, row in rows:
+        if row.group_id != group:
+            raise InvalidRequestError(f"{part}: {row.uuid} belongs to group '{row.group_id}', "
+                                      f"not '{group}'", field=part)
 
 
 def open_engine(settings: Settings, *, embedder: Embedder | None = None,

@@ -100,7 +100,8 @@ def normalize_labels(labels: list[str] | tuple[str, ...] | None) -> tuple[str, .
 
 
 def canonical_attributes(value: dict[str, Any] | str | None) -> str:
-    """Attributes as compact JSON object text: nested values JSON-encoded, empty keys dropped.
+    """Attributes as compact JSON object text: keys sorted (at every level), nested values
+    JSON-encoded, empty keys dropped.
 
     Raises:
         ValueError: `value` is text that is not a JSON object.
@@ -115,9 +116,9 @@ def canonical_attributes(value: dict[str, Any] | str | None) -> str:
         if not isinstance(key, str) or not key.strip():
             continue
         if isinstance(item, dict | list):
-            item = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+            item = json.dumps(item, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
         flat[key] = item
-    return json.dumps(flat, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(flat, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
 def entity_to_wire(

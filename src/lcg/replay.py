@@ -60,6 +60,7 @@ class ReplayReport:
     unparseable_lines: int = 0
     noop_lines: int = 0
     torn_tail_lines: int = 0
+    incomplete_batch_lines: int = 0
     rolled_back_lines: int = 0
     last_committed_seq: int | None = None
     transactions_committed: int = 0
@@ -70,14 +71,15 @@ class ReplayReport:
     @property
     def total_lines(self) -> int:
         return (self.mutations_replayed + self.failed_lines + self.unrecognised_lines
-                + self.unparseable_lines)
+                + self.unparseable_lines + self.incomplete_batch_lines)
 
     def to_wire(self, sample_cap: int, fidelity_threshold: float) -> dict[str, Any]:
         """The statistics keys of `knowledge_rebuild_from_wal` (spec/API.md §2.34)."""
         ranked = self.failures.most_common()
         samples = [{"cypher": template[:200], "error": error, "count": count}
                    for (template, error), count in ranked[:sample_cap]]
-        ineffective = self.failed_lines + self.noop_lines + self.unrecognised_lines + self.unparseable_lines
+        ineffective = (self.failed_lines + self.noop_lines + self.unrecognised_lines
+                       + self.unparseable_lines + self.incomplete_batch_lines)
         total = self.total_lines
         warning = None
         if total and ineffective / total > fidelity_threshold:
@@ -97,7 +99,8 @@ class ReplayReport:
             "failed_lines": self.failed_lines,
             "unparseable_lines": self.unparseable_lines,
             "legacy_skipped_lines": 0,
-            "lines_skipped": self.unrecognised_lines + self.failed_lines + self.unparseable_lines,
+            "lines_skipped": (self.unrecognised_lines + self.failed_lines + self.unparseable_lines
+                              + self.incomplete_batch_lines),
             "failed_samples": samples,
             "failed_sample_categories_dropped": max(0, len(ranked) - sample_cap),
             "fidelity_warning": warning,
@@ -108,6 +111,7 @@ class ReplayReport:
             "replay_mode": self.mode,
             "noop_lines": self.noop_lines,
             "torn_tail_lines": self.torn_tail_lines,
+            "incomplete_batch_lines": self.incomplete_batch_lines,
             "duration_seconds": round(self.seconds, 3),
         }
 
@@ -165,6 +169,7 @@ def _replay(store: Store, directory: Path, group_id: str, embedder: Embedder,
                      report, generation, batch_size, progress)
     report.unparseable_lines = stats.unparseable
     report.torn_tail_lines = stats.torn_tail
+    report.incomplete_batch_lines = stats.incomplete_batch_lines
     report.wal_files_processed = stats.files_processed
     report.wal_files_total = stats.files_total
     report.seconds = time.perf_counter() - started

@@ -45,3 +45,35 @@ async def test_group_ids_omitted_means_all_and_empty_means_none(engine: Engine) 
     assert nothing == {"nodes": [], "count": 0}
     assert [n["name"] for n in one["nodes"]] == ["A"]
     assert collapsed["count"] == 2
+
+
+async def test_an_episode_commit_with_dangling_references_is_refused_and_logs_nothing(
+    engine: Engine,
+) -> None:
+    import uuid
+
+    from lcg import EpisodeCommit, Invalidation, InvalidRequestError
+    from lcg.models import Entity, Episode, Fact
+    from lcg.timeutil import now
+
+    await dispatch(engine, "knowledge_assert_entity", {"name": "Anchor", "group_id": "g"})
+    wal_before = sorted((p.name, p.read_bytes()) for p in engine.wal.root.rglob("*.jsonl"))
+    ep = Episode(uuid=str(uuid.uuid4()), group_id="g", name="e", content="text", created_at=now())
+    a = Entity(uuid=str(uuid.uuid4()), group_id="g", name="A", created_at=now())
+    ghost = str(uuid.uuid4())
+    dangling = Fact(uuid=str(uuid.uuid4()), group_id="g", source_uuid=a.uuid, target_uuid=ghost,
+                    name="KNOWS", fact="A knows a ghost", created_at=now())
+    cases = [
+        (EpisodeCommit("g", ep, [a], [dangling], [], [a.uuid]), "facts"),
+        (EpisodeCommit("g", ep, [a], [], [Invalidation(ghost, now(), now())], [a.uuid]), "invalidations"),
+        (EpisodeCommit("g", ep, [a], [], [], [ghost]), "facts"),
+        (EpisodeCommit("other", ep, [a], [], [], []), "episode"),
+        (EpisodeCommit("", ep, [], [], [], []), "group_id"),
+    ]
+    for commit, field in cases:
+        with pytest.raises(InvalidRequestError) as info:
+            await engine.commit_episode(commit)
+        assert info.value.field == field
+    assert sorted((p.name, p.read_bytes()) for p in engine.wal.root.rglob("*.jsonl")) == wal_before
+    status = await dispatch(engine, "knowledge_status", {})
+    assert (status["entity_count"], status["episode_count"]) == (1, 0)

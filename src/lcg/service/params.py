@@ -255,9 +255,10 @@ class QueryCypherParams(Params):
 
 
 class RebuildParams(Params):
-    group_id: str = DEFAULT_GROUP_ID
+    # Fields validate in declaration order: the seqs before the group (API.md §2.34 steps 1-4).
     from_seq: Annotated[int, _seq("from_seq")] = 0
     to_seq: Annotated[int, _seq("to_seq")] | None = None
+    group_id: str = DEFAULT_GROUP_ID
     dry_run: bool = False
     force_clear: bool = False
 

@@ -199,10 +199,14 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
             conn.run(f"MATCH (x:Fact {{uuid: $uuid}}) SET {_FACT_SET}", row)
             if before[uuid] == (fact.source_uuid, fact.target_uuid):
                 continue
-            conn.run("MATCH (f:Fact {uuid: $u})-[r:RELATES_TO]-(:Entity) DELETE r", {"u": uuid})
-        hop = {"f": uuid, "s": fact.source_uuid, "t": fact.target_uuid}
-        conn.run("MATCH (a:Entity {uuid: $s}), (f:Fact {uuid: $f}) CREATE (a)-[:RELATES_TO]->(f)", hop)
-        conn.run("MATCH (f:Fact {uuid: $f}), (b:Entity {uuid: $t}) CREATE (f)-[:RELATES_TO]->(b)", hop)
+            # Kuzu refuses to DELETE a relationship matched undirected: drop each hop by direction.
+            conn.run("MATCH (:Entity)-[r:RELATES_TO]->(f:Fact {uuid: $u}) DELETE r", {"u": uuid})
+            conn.run("MATCH (f:Fact {uuid: $u})-[r:RELATES_TO]->(:Entity) DELETE r", {"u": uuid})
+        # Kuzu rejects a parameter the statement does not use: pass each hop only its own.
+        conn.run("MATCH (a:Entity {uuid: $s}), (f:Fact {uuid: $f}) CREATE (a)-[:RELATES_TO]->(f)",
+                 {"f": uuid, "s": fact.source_uuid})
+        conn.run("MATCH (f:Fact {uuid: $f}), (b:Entity {uuid: $t}) CREATE (f)-[:RELATES_TO]->(b)",
+                 {"f": uuid, "t": fact.target_uuid})
 
 
 def invalidate_facts(conn: Conn, rows: Sequence[dict[str, Any]]) -> None:

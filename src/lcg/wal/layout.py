@@ -144,6 +144,10 @@ def ensure_generation(directory: Path) -> str | None:
     return read_generation(directory)
 
 
+def _is_seq(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _seq_of(line: bytes) -> int | None:
     try:
         value = json.loads(line)
@@ -215,12 +219,15 @@ def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
     sizes = {p.name: p.stat().st_size for p in files}
     fingerprint = _fingerprint(list(sizes))
     cache_path = directory / BOUNDS_FILE
-    with contextlib.suppress(OSError, ValueError, AttributeError, KeyError):
+    # A cache of any other shape (valid JSON but not this object) is stale, never an error.
+    with contextlib.suppress(OSError, ValueError, AttributeError, KeyError, TypeError):
         cache = json.loads(cache_path.read_text(encoding="utf-8"))
         if (
             cache["file_set_fingerprint"] == fingerprint
             and sizes.get(cache["max_seq_file"]) == cache["max_seq_file_size"]
             and sizes.get(cache["min_seq_file"], -1) >= cache["min_seq_file_size"]
+            and _is_seq(cache["min_seq"])
+            and _is_seq(cache["max_seq"])
         ):
             return Bounds(cache["min_seq"], cache["max_seq"])
     lo: tuple[int, str] | None = None

@@ -1,8 +1,9 @@
 """Reading a group's stream back: records in seq order, with honest counts of what was skipped.
 
-Reading never modifies files. A line that is not valid JSON, or not a `{seq, ts, op, data}`
-record, is counted (`unparseable`) and passed over; a final line with no newline is a torn
-write that was never acknowledged and is counted as `torn_tail`.
+Reading never modifies files, and yields only whole batches. A line that is not valid JSON, or
+not a `{seq, ts, op, data}` record, is counted (`unparseable`) and passed over; a final line
+with no newline is a torn write that was never acknowledged and is counted as `torn_tail`, as are
+the lines of a batch whose last line never arrived (`incomplete_batch_lines`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ReadStats:
     files_processed: int = 0
     unparseable: int = 0
     torn_tail: int = 0
+    incomplete_batch_lines: int = 0
     unparseable_samples: list[str] = field(default_factory=list)
 
 
@@ -43,7 +45,10 @@ def parse_line(line: bytes) -> WalRecord | None:
         return None
     if not isinstance(op, str) or not isinstance(data, dict):
         return None
-    return WalRecord(seq=seq, ts=ts if isinstance(ts, str) else "", op=op, data=data)
+    more = value.get("more", 0)
+    if not isinstance(more, int) or isinstance(more, bool) or more < 0:
+        return None
+    return WalRecord(seq=seq, ts=ts if isinstance(ts, str) else "", op=op, data=data, more=more)
 
 
 def iter_records(
@@ -56,6 +61,7 @@ def iter_records(
     stats = stats if stats is not None else ReadStats()
     files = ordered_files(directory)
     stats.files_total = len(files)
+    batch: list[WalRecord] = []  # a multi-line batch, held back until its last line
     for path in files:
         stats.files_processed += 1
         data = path.read_bytes()
@@ -73,6 +79,16 @@ def iter_records(
                     if len(stats.unparseable_samples) < 5:
                         stats.unparseable_samples.append(f"{path.name}:{index + 1}")
                 continue
-            if record.seq < from_seq or (to_seq is not None and record.seq > to_seq):
-                continue
-            yield record
+            if batch and not (record.seq == batch[-1].seq + 1 and record.more == batch[-1].more - 1):
+                stats.incomplete_batch_lines += len(batch)  # its last line never came
+                batch = []
+            if record.more or batch:
+                batch.append(record)
+                if record.more:
+                    continue
+            whole, batch = (batch or [record]), []
+            for rec in whole:
+                if rec.seq >= from_seq and (to_seq is None or rec.seq <= to_seq):
+                    yield rec
+        stats.incomplete_batch_lines += len(batch)  # a batch never spans two files
+        batch = []

@@ -1,6 +1,8 @@
 """The WAL's closed set of semantic operations and their (de)serialisation.
 
-A line is `{"seq": n, "ts": "...", "op": "<name>", "data": {...}}`. Operations carry every uuid
+A line is `{"seq": n, "ts": "...", "op": "<name>", "data": {...}}`, plus `"more": k` on the
+lines of a multi-line batch that k more lines of the same batch follow — so a batch whose write
+was cut short by a crash is recognised and dropped whole, never applied by halves. Operations carry every uuid
 and timestamp, so replay is deterministic; they never carry vectors (embeddings are derived data)
 nor the group id (the stream a line sits in is its group). Absent keys mean null/empty, which
 keeps a fact near 400 bytes.
@@ -33,6 +35,7 @@ __all__ = [
     "data_to_entity",
     "data_to_episode",
     "data_to_fact",
+    "encode_batch",
     "encode_line",
     "entity_op",
     "episode_op",
@@ -69,16 +72,25 @@ class WalRecord:
     ts: str
     op: str
     data: dict[str, Any]
+    more: int = 0  # lines of the same batch that follow this one
 
 
-def encode_line(seq: int, ts: str, op: Op) -> bytes:
+def encode_line(seq: int, ts: str, op: Op, more: int = 0) -> bytes:
     """A WAL line, newline-terminated, compact UTF-8 JSON."""
-    payload = {"seq": seq, "ts": ts, "op": op.name, "data": op.data}
+    payload: dict[str, Any] = {"seq": seq, "ts": ts, "op": op.name, "data": op.data}
+    if more:
+        payload["more"] = more
     return orjson.dumps(payload) + b"\n"
 
 
+def encode_batch(first_seq: int, ts: str, ops: list[Op]) -> list[bytes]:
+    """The lines of one batch: consecutive seqs, one ts, `more` counting down to the last line."""
+    last = len(ops) - 1
+    return [encode_line(first_seq + i, ts, op, last - i) for i, op in enumerate(ops)]
+
+
 def _put(data: dict[str, Any], key: str, value: Any) -> None:
-    if value not in (None, "", (), [], "{}"):
+    if value not in (None, "", (), []):
         data[key] = value
 
 

@@ -33,7 +33,7 @@ from lcg.wal.layout import (
     read_generation,
 )
 from lcg.wal.reader import parse_line
-from lcg.wal.records import Op, encode_line
+from lcg.wal.records import Op, encode_batch
 
 __all__ = ["GroupStream", "TornTail", "Wal"]
 
@@ -45,29 +45,49 @@ class TornTail:
     group_id: str
     path: Path
     bytes_dropped: int
+    lines: int = 1
 
 
 def repair_torn_tail(group_id: str, directory: Path) -> TornTail | None:
-    """Cut an unterminated or unparseable final line from the stream's last file."""
-    files = ordered_files(directory)
+    """Cut an unterminated or unparseable final line from the stream's last file.
+
+    A crash can also cut a batch's single write short after some of its lines (the kernel
+    stops a write at a page boundary on SIGKILL, possibly exactly between two lines). Those
+    lines were never acknowledged either, and replaying them would apply the batch by halves:
+    when the last whole line still announces `more` lines of its batch, the batch is cut back
+    to its first line.
+
+    Empty files are passed over: a crash between a rotation's file creation and its first
+    write leaves one, which sorts last (it has no first seq) and would hide later torn tails.
+    """
+    files = [p for p in ordered_files(directory) if p.stat().st_size > 0]
     if not files:
         return None
     path = files[-1]
     data = path.read_bytes()
     if not data:
         return None
-    if data.endswith(b"\n"):
-        last_line = data[:-1].rsplit(b"\n", 1)[-1]
-        if not last_line.strip() or parse_line(last_line) is not None:
-            return None
-        keep = len(data) - len(last_line) - 1
-    else:
-        keep = data.rfind(b"\n") + 1
+    keep, lines = len(data), 0
+    if not data.endswith(b"\n"):  # an unterminated last line
+        keep, lines = data.rfind(b"\n") + 1, 1
+    elif (tail := data[:-1].rsplit(b"\n", 1)[-1]).strip() and parse_line(tail) is None:
+        # a terminated but garbled last line
+        keep, lines = data[:-1].rfind(b"\n") + 1, 1
+    # Walk back over whole lines that belong to an unfinished batch.
+    expect: int | None = None  # the `more` the previous line of the batch must carry
+    while keep > 0:
+        start = data.rfind(b"\n", 0, keep - 1) + 1
+        record = parse_line(data[start : keep - 1])
+        if record is None or record.more != (expect if expect is not None else max(record.more, 1)):
+            break
+        keep, lines, expect = start, lines + 1, record.more + 1
+    if lines == 0:
+        return None
     with path.open("r+b") as fh:
         fh.truncate(keep)
         fh.flush()
         os.fsync(fh.fileno())
-    return TornTail(group_id, path, len(data) - keep)
+    return TornTail(group_id, path, len(data) - keep, lines)
 
 
 class GroupStream:
@@ -113,7 +133,7 @@ class GroupStream:
             raise ValueError("empty batch")
         ts = to_wal(datetime.now(UTC)) or ""
         first = self.next_seq
-        blob = b"".join(encode_line(first + i, ts, op) for i, op in enumerate(ops))
+        blob = b"".join(encode_batch(first, ts, ops))
         if self._file is None or (
             self._events > 0
             and (

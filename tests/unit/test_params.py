@@ -1,0 +1,329 @@
+"""lcg.service.params: validation at the wire edge (API.md §1.11, §2).
+
+Where the reference treats a wrongly typed value as absent, lcg refuses it with an error naming
+the field; these tests pin both the reference's accepted shapes and lcg's refusals.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import pydantic
+import pytest
+
+from lcg.errors import InvalidRequestError
+from lcg.service import params as p
+from lcg.service.params import parse_params
+from lcg.service.registry import REGISTRY
+
+VARIANT_C = "group_ids is required and must be a non-empty array of non-empty strings"
+
+
+M = TypeVar("M", bound=p.Params)
+
+
+def parsed(model: type[M], raw: Any) -> M:
+    result = parse_params(model, raw)
+    assert isinstance(result, model)
+    return result
+
+
+def refused(model: type[p.Params], raw: Any) -> InvalidRequestError:
+    with pytest.raises(InvalidRequestError) as info:
+        parse_params(model, raw)
+    return info.value
+
+
+# -- group_ids ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({}, None),
+        ({"group_ids": None}, None),
+        ({"group_ids": []}, []),
+        ({"group_ids": "g"}, ["g"]),
+        ({"group_ids": ["a", "b"]}, ["a", "b"]),
+        ({"group_ids": ["b", "a", "b"]}, ["b", "a"]),
+        ({"group_ids": [""]}, [""]),
+    ],
+)
+def test_variant_a_omitted_means_all_and_empty_means_none(
+    raw: dict[str, Any], expected: list[str] | None
+) -> None:
+    assert parsed(p.GroupsParams, raw).group_ids == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({}, None),
+        ({"group_ids": None}, None),
+        ({"group_ids": []}, None),
+        ({"group_ids": "g"}, ["g"]),
+        ({"group_ids": ["a", "b", "a"]}, ["a", "b"]),
+    ],
+)
+@pytest.mark.parametrize(
+    "model",
+    [p.ListEntitiesParams, p.ListRelationshipsParams, p.NeighborsParams, p.BySourceParams],
+)
+def test_variant_b_omitted_or_empty_means_all(
+    model: type[p.Params], raw: dict[str, Any], expected: list[str] | None
+) -> None:
+    required = {"entity_uuid": "e", "source": "s"}
+    fields = {k: v for k, v in required.items() if k in model.model_fields}
+    assert parsed(model, {**fields, **raw}).group_ids == expected
+
+
+@pytest.mark.parametrize("model", [p.GroupsParams, p.ListEntitiesParams])
+@pytest.mark.parametrize("value", [5, True, {"g": 1}, ["g", 5], [None]])
+def test_optional_group_ids_of_the_wrong_type_are_refused(
+    model: type[p.Params], value: Any
+) -> None:
+    err = refused(model, {"group_ids": value})
+    assert err.field == "group_ids"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {},
+        {"group_ids": None},
+        {"group_ids": []},
+        {"group_ids": "g"},
+        {"group_ids": [""]},
+        {"group_ids": ["g", ""]},
+        {"group_ids": [5]},
+        {"group_ids": 5},
+        {"group_ids": {"g": 1}},
+    ],
+    ids=[
+        "omitted",
+        "null",
+        "empty",
+        "bare-string",
+        "empty-string",
+        "one-empty",
+        "number-element",
+        "number",
+        "object",
+    ],
+)
+@pytest.mark.parametrize(
+    "model", [p.DeleteBySourceParams, p.DeleteChunkParams, p.DeleteByGroupParams]
+)
+def test_variant_c_requires_a_non_empty_array_of_non_empty_strings(
+    model: type[p.Params], raw: dict[str, Any]
+) -> None:
+    other = {"source_file": "notes.md", "chunk_id": "c"}
+    fields = {k: v for k, v in other.items() if k in model.model_fields}
+    err = refused(model, {**fields, **raw})
+    assert err.field == "group_ids"
+    assert err.message == VARIANT_C
+
+
+def test_variant_c_removes_duplicates_keeping_first_seen_order() -> None:
+    a = parsed(p.DeleteByGroupParams, {"group_ids": ["b", "a", "b", "c", "a"]})
+    assert a.group_ids == ["b", "a", "c"]
+
+
+def test_variant_c_checks_the_source_file_first() -> None:
+    assert refused(p.DeleteBySourceParams, {}).field == "source_file"
+    assert refused(p.DeleteChunkParams, {"group_ids": []}).field == "chunk_id"
+
+
+# -- knowledge_rebuild_from_wal (API.md §2.34) --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["from_seq", "to_seq"])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (True, "{} must be a non-negative integer, not a boolean"),
+        (False, "{} must be a non-negative integer, not a boolean"),
+        (-1, "{} must be non-negative, got -1"),
+        (-42, "{} must be non-negative, got -42"),
+        (1.5, "{} must be a non-negative integer"),
+        (2.0, "{} must be a non-negative integer"),
+        ("3", "{} must be a non-negative integer"),
+        ([1], "{} must be a non-negative integer"),
+        ({"n": 1}, "{} must be a non-negative integer"),
+    ],
+)
+def test_rebuild_seqs_are_validated_strictly_with_the_reference_messages(
+    name: str, value: Any, message: str
+) -> None:
+    err = refused(p.RebuildParams, {name: value})
+    assert err.field == name
+    assert err.message == message.format(name)
+    assert err.wire_message() == "IPC error: " + message.format(name)
+
+
+def test_to_seq_before_from_seq_is_refused_with_the_reference_message() -> None:
+    err = refused(p.RebuildParams, {"from_seq": 5, "to_seq": 3})
+    assert err.field == "to_seq"
+    assert err.message == (
+        "knowledge_rebuild_from_wal: to_seq (3) must not be less than from_seq (5) — bounded "
+        "replay requires from_seq <= to_seq."
+    )
+
+
+def test_to_seq_before_the_default_from_seq_is_impossible() -> None:
+    assert parsed(p.RebuildParams, {"to_seq": 0}).to_seq == 0
+
+
+def test_from_seq_is_checked_before_to_seq() -> None:
+    assert refused(p.RebuildParams, {"from_seq": -1, "to_seq": "x"}).field == "from_seq"
+
+
+def test_seqs_are_checked_before_the_group_id() -> None:
+    assert refused(p.RebuildParams, {"group_id": 5, "from_seq": -1}).field == "from_seq"
+    assert refused(p.RebuildParams, {"group_id": "/" * 67, "to_seq": True}).field == "to_seq"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({}, ("liminis", 0, None, False, False)),
+        ({"from_seq": None, "to_seq": None}, ("liminis", 0, None, False, False)),
+        ({"group_id": ""}, ("liminis", 0, None, False, False)),
+        ({"group_id": "g", "from_seq": 3, "to_seq": 3}, ("g", 3, 3, False, False)),
+        (
+            {"from_seq": 2**64, "dry_run": True, "force_clear": True},
+            ("liminis", 2**64, None, True, True),
+        ),
+    ],
+)
+def test_rebuild_defaults_and_accepted_values(
+    raw: dict[str, Any], expected: tuple[Any, ...]
+) -> None:
+    a = parsed(p.RebuildParams, raw)
+    assert (a.group_id, a.from_seq, a.to_seq, a.dry_run, a.force_clear) == expected
+
+
+# -- single group ids -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("group_id", "fragment"),
+    [
+        ("", 'writes to group "" cannot be logged'),
+        (5, "group_id must be a string"),
+        ("/" * 67, "1-200"),
+        ("é" * 34, "1-200"),
+    ],
+)
+@pytest.mark.parametrize("model", [p.AssertEntityParams, p.AssertRelationshipParams])
+def test_write_group_ids_must_be_loggable(
+    model: type[p.Params], group_id: Any, fragment: str
+) -> None:
+    base = {"name": "n", "source_name": "a", "target_name": "b", "predicate": "P"}
+    err = refused(
+        model, {**{k: v for k, v in base.items() if k in model.model_fields}, "group_id": group_id}
+    )
+    assert err.field == "group_id"
+    assert fragment in err.message
+
+
+def test_a_read_may_name_the_empty_group() -> None:
+    assert parsed(p.GetEpisodesParams, {"group_id": ""}).group_id == ""
+    assert refused(p.GetEpisodesParams, {"group_id": 5}).field == "group_id"
+
+
+# -- other fields -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "raw", "field"),
+    [
+        (p.AssertEntityParams, {}, "name"),
+        (p.AssertEntityParams, {"name": "  "}, "name"),
+        (p.AssertEntityParams, {"name": "n", "entity_uuid": ""}, "entity_uuid"),
+        (p.AssertEntityParams, {"name": "n", "labels": "Person"}, "labels"),
+        (p.AssertEntityParams, {"name": "n", "labels": ["Person", None]}, "labels"),
+        (p.AssertEntityParams, {"name": "n", "summary": 3}, "summary"),
+        (p.AssertEntityParams, {"name": "n", "attributes": "{}"}, "attributes"),
+        (p.AssertEntityParams, {"name": "n", "attributes": [["a", 1]]}, "attributes"),
+        (p.AssertRelationshipParams, {"source_name": "a", "target_name": "b"}, "predicate"),
+        (
+            p.AssertRelationshipParams,
+            {"source_name": "a", "target_name": "b", "predicate": "P", "valid_at": "soon"},
+            "valid_at",
+        ),
+        (
+            p.AssertRelationshipParams,
+            {"source_name": "a", "target_name": "b", "predicate": "P", "valid_at": 0},
+            "valid_at",
+        ),
+        (p.DeleteByGroupParams, {"group_ids": ["g"], "confirm": "true"}, "confirm"),
+        (p.DeleteByGroupParams, {"group_ids": ["g"], "dry_run": 1}, "dry_run"),
+        (p.ClearAllParams, {"confirm": "true"}, "confirm"),
+        (p.ClearAllParams, {"confirm": True, "preserve_wal": "false"}, "preserve_wal"),
+        (p.ListEntitiesParams, {"num_results": 0}, "num_results"),
+        (p.ListEntitiesParams, {"num_results": "5"}, "num_results"),
+        (p.ListEntitiesParams, {"num_results": 5.0}, "num_results"),
+        (p.NeighborsParams, {"entity_uuid": "e", "num_results": -1}, "num_results"),
+        (p.GetEpisodesParams, {"last_n": True}, "last_n"),
+        (p.EdgesByUuidsParams, {"uuids": "u"}, "uuids"),
+        (p.QueryCypherParams, {"query": ""}, "query"),
+    ],
+)
+def test_wrongly_typed_fields_are_refused_by_name(
+    model: type[p.Params], raw: dict[str, Any], field: str
+) -> None:
+    err = refused(model, raw)
+    assert err.field == field
+    assert field in err.wire_message()
+
+
+def test_the_reference_messages_for_required_text() -> None:
+    assert refused(p.AssertEntityParams, {}).message == "name is required"
+    assert refused(p.AssertEntityParams, {"name": " "}).message == (
+        "name is required and must be a non-empty string"
+    )
+    assert refused(
+        p.AssertRelationshipParams,
+        {"source_name": "a", "target_name": "b", "predicate": "P", "valid_at": "soon"},
+    ).message == ("valid_at 'soon' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp")
+
+
+def test_valid_at_is_parsed_to_aware_utc() -> None:
+    a = parsed(
+        p.AssertRelationshipParams,
+        {
+            "source_name": "a",
+            "target_name": "b",
+            "predicate": "P",
+            "valid_at": "1969-07-20 20:17:40",
+        },
+    )
+    assert a.valid_at == datetime(1969, 7, 20, 20, 17, 40, tzinfo=UTC)
+
+
+def test_null_means_absent_and_unknown_members_are_ignored() -> None:
+    a = parsed(
+        p.AssertEntityParams,
+        {"name": "n", "summary": None, "labels": None, "_progress_token": 7, "extra": {"x": 1}},
+    )
+    assert (a.summary, a.labels, a.group_id) == ("", None, "liminis")
+
+
+@pytest.mark.parametrize("raw", [None, [], ["n"], "n", 5])
+def test_params_that_are_not_an_object_read_as_empty(raw: Any) -> None:
+    assert parsed(p.ClearAllParams, raw) == p.ClearAllParams()
+    assert refused(p.AssertEntityParams, raw).field == "name"
+
+
+def test_parsed_params_are_frozen() -> None:
+    a = parsed(p.ClearAllParams, {"confirm": True})
+    with pytest.raises(pydantic.ValidationError):
+        a.confirm = False  # type: ignore[misc]  # assigning is the point
+
+
+def test_every_registered_method_has_a_params_model() -> None:
+    assert REGISTRY
+    for method in REGISTRY.values():
+        assert issubclass(method.params, p.Params), method.name
