@@ -1,7 +1,7 @@
 """lcg: a local-first, bi-temporal context graph engine.
 
-    from lcg import Settings, open_engine
-    engine = open_engine(Settings.for_home(Path(".lcg")))
+from lcg import Settings, open_engine
+engine = open_engine(Settings.for_home(Path(".lcg")))
 """
 
 from lcg.config import Settings, load_settings

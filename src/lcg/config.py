@@ -74,34 +74,121 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("home", "LCG_HOME", ".lcg", _path, "Directory holding all lcg state."),
-    Setting("db_path", "LCG_DB_PATH", None, _path,
-            "Kuzu database file (default `<home>/db/liminis.db`).", aliases=("GRAPHITI_DB_PATH",)),
-    Setting("wal_dir", "LCG_WAL_DIR", None, _path,
-            "WAL root, one subdirectory per group (default `<home>/wal`).", aliases=("GRAPHITI_WAL_DIR",)),
-    Setting("socket_path", "LCG_SOCKET_PATH", None, _path,
-            "JSON-RPC Unix socket (default `<home>/service.sock`).", aliases=("GRAPHITI_SOCKET_PATH",)),
-    Setting("wal_max_bytes_per_file", "LCG_WAL_MAX_BYTES_PER_FILE", 5_242_880, _int_range(0),
-            "Start a new WAL file before one would pass this many bytes (0 disables)."),
-    Setting("wal_max_events_per_file", "LCG_WAL_MAX_EVENTS_PER_FILE", 10_000, _int_range(1),
-            "Start a new WAL file before one would pass this many lines."),
-    Setting("replay_batch_size", "LCG_REPLAY_BATCH_SIZE", 64, _int_range(1, 256),
-            "WAL operations per transaction when replaying a tail.", on_invalid="warn"),
-    Setting("replay_failure_samples", "LCG_REPLAY_FAILURE_SAMPLES", 10, _int_range(0),
-            "Distinct failure categories kept in a replay report.", on_invalid="warn"),
-    Setting("replay_fidelity_threshold", "LCG_REPLAY_FIDELITY_THRESHOLD", 0.10, _fraction,
-            "Warn when more than this fraction of replayed lines had no effect.", on_invalid="warn"),
-    Setting("shutdown_timeout_ms", "LCG_SHUTDOWN_TIMEOUT_MS", 5000, _int_range(0),
-            "How long shutdown waits for in-flight requests.", on_invalid="warn"),
-    Setting("chunk_text_advisory_max_chars", "LCG_CHUNK_TEXT_ADVISORY_MAX_CHARS", 8000, _int_range(1),
-            "Chunks longer than this many characters get an advisory warning.", on_invalid="warn"),
-    Setting("embedder", "LCG_EMBEDDER", "hash", _embedder,
-            "Embedding provider: `hash` (deterministic, lexical-only)."),
-    Setting("embedding_dim", "LCG_EMBEDDING_DIM", 384, _int_range(8, 8192),
-            "Embedding dimension (the hash embedder's output size).", aliases=("GRAPHITI_EMBEDDING_DIM",)),
-    Setting("kuzu_buffer_pool_mb", "LCG_KUZU_BUFFER_POOL_MB", 1024, _int_range(64),
-            "Kuzu buffer pool size in MiB."),
-    Setting("checkpoint_wal_bytes", "LCG_CHECKPOINT_WAL_BYTES", 16 * 1024 * 1024, _int_range(0),
-            "Checkpoint Kuzu's own journal when idle and larger than this (0: only at close)."),
+    Setting(
+        "db_path",
+        "LCG_DB_PATH",
+        None,
+        _path,
+        "Kuzu database file (default `<home>/db/liminis.db`).",
+        aliases=("GRAPHITI_DB_PATH",),
+    ),
+    Setting(
+        "wal_dir",
+        "LCG_WAL_DIR",
+        None,
+        _path,
+        "WAL root, one subdirectory per group (default `<home>/wal`).",
+        aliases=("GRAPHITI_WAL_DIR",),
+    ),
+    Setting(
+        "socket_path",
+        "LCG_SOCKET_PATH",
+        None,
+        _path,
+        "JSON-RPC Unix socket (default `<home>/service.sock`).",
+        aliases=("GRAPHITI_SOCKET_PATH",),
+    ),
+    Setting(
+        "wal_max_bytes_per_file",
+        "LCG_WAL_MAX_BYTES_PER_FILE",
+        5_242_880,
+        _int_range(0),
+        "Start a new WAL file before one would pass this many bytes (0 disables).",
+    ),
+    Setting(
+        "wal_max_events_per_file",
+        "LCG_WAL_MAX_EVENTS_PER_FILE",
+        10_000,
+        _int_range(1),
+        "Start a new WAL file before one would pass this many lines.",
+    ),
+    Setting(
+        "replay_batch_size",
+        "LCG_REPLAY_BATCH_SIZE",
+        64,
+        _int_range(1, 256),
+        "WAL operations per transaction when replaying a tail.",
+        on_invalid="warn",
+    ),
+    Setting(
+        "replay_failure_samples",
+        "LCG_REPLAY_FAILURE_SAMPLES",
+        10,
+        _int_range(0),
+        "Distinct failure categories kept in a replay report.",
+        on_invalid="warn",
+    ),
+    Setting(
+        "replay_fidelity_threshold",
+        "LCG_REPLAY_FIDELITY_THRESHOLD",
+        0.10,
+        _fraction,
+        "Warn when more than this fraction of replayed lines had no effect.",
+        on_invalid="warn",
+    ),
+    Setting(
+        "shutdown_timeout_ms",
+        "LCG_SHUTDOWN_TIMEOUT_MS",
+        5000,
+        _int_range(0),
+        "How long shutdown waits for in-flight requests.",
+        on_invalid="warn",
+    ),
+    Setting(
+        "chunk_text_advisory_max_chars",
+        "LCG_CHUNK_TEXT_ADVISORY_MAX_CHARS",
+        8000,
+        _int_range(1),
+        "Chunks longer than this many characters get an advisory warning.",
+        on_invalid="warn",
+    ),
+    Setting(
+        "embedder",
+        "LCG_EMBEDDER",
+        "hash",
+        _embedder,
+        "Embedding provider: `hash` (deterministic, lexical-only).",
+    ),
+    Setting(
+        "embedding_dim",
+        "LCG_EMBEDDING_DIM",
+        384,
+        _int_range(8, 8192),
+        "Embedding dimension (the hash embedder's output size).",
+        aliases=("GRAPHITI_EMBEDDING_DIM",),
+    ),
+    Setting(
+        "kuzu_buffer_pool_mb",
+        "LCG_KUZU_BUFFER_POOL_MB",
+        1024,
+        _int_range(64),
+        "Kuzu buffer pool size in MiB.",
+    ),
+    Setting(
+        "checkpoint_wal_bytes",
+        "LCG_CHECKPOINT_WAL_BYTES",
+        16 * 1024 * 1024,
+        _int_range(0),
+        "Checkpoint Kuzu's own journal when idle and larger than this (0: only at close).",
+    ),
+    Setting(
+        "attached_call_timeout_ms",
+        "LCG_ATTACHED_CALL_TIMEOUT_MS",
+        30_000,
+        _int_range(1),
+        "Attached MCP mode: how long one read from the service may stay silent.",
+        on_invalid="warn",
+    ),
 )
 
 
@@ -125,6 +212,7 @@ class Settings:
     embedding_dim: int = 384
     kuzu_buffer_pool_mb: int = 1024
     checkpoint_wal_bytes: int = 16 * 1024 * 1024
+    attached_call_timeout_ms: int = 30_000
 
     @classmethod
     def for_home(cls, home: Path, **values: Any) -> Settings:
@@ -191,7 +279,9 @@ def load_settings(
             values[setting.name] = setting.parse(raw)
         except ValueError as exc:
             if setting.on_invalid == "warn":
-                logger.warning("invalid %s=%r (%s); using %r", setting.env, raw, exc, setting.default)
+                logger.warning(
+                    "invalid %s=%r (%s); using %r", setting.env, raw, exc, setting.default
+                )
                 values[setting.name] = setting.default
             else:
                 raise ConfigError(f"invalid {setting.env}={raw!r}: {exc}") from exc

@@ -81,8 +81,9 @@ T = TypeVar("T")
 # maintaining them row by row costs more than rebuilding them once.
 _LONG_TAIL = 2000
 
-_MUTATION_TOKENS = frozenset({"CREATE", "MERGE", "SET", "DELETE", "DETACH", "DROP", "REMOVE",
-                              "COPY", "ALTER"})
+_MUTATION_TOKENS = frozenset(
+    {"CREATE", "MERGE", "SET", "DELETE", "DETACH", "DROP", "REMOVE", "COPY", "ALTER"}
+)
 
 
 def _code_only(query: str) -> str:
@@ -116,8 +117,9 @@ def _code_only(query: str) -> str:
 
 
 _TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
-_DATABASE_ADMIN = frozenset({"ATTACH", "INSTALL", "LOAD", "IMPORT", "EXPORT", "USE", "CHECKPOINT",
-                             "UNINSTALL"})
+_DATABASE_ADMIN = frozenset(
+    {"ATTACH", "INSTALL", "LOAD", "IMPORT", "EXPORT", "USE", "CHECKPOINT", "UNINSTALL"}
+)
 
 
 def check_statement(query: str) -> None:
@@ -129,20 +131,30 @@ def check_statement(query: str) -> None:
     """
     code = _code_only(query).strip().rstrip(";")
     if ";" in code:
-        raise InvalidRequestError("query must be a single Cypher statement (it contains ';')",
-                                  field="query")
+        raise InvalidRequestError(
+            "query must be a single Cypher statement (it contains ';')", field="query"
+        )
     words = code.split(None, 2)
     if words and words[0].upper().startswith(_TRANSACTION_CONTROL):
-        raise InvalidRequestError(f"query must not control transactions ({words[0]}): lcg runs "
-                                  "each statement in a transaction of its own", field="query")
+        raise InvalidRequestError(
+            f"query must not control transactions ({words[0]}): lcg runs "
+            "each statement in a transaction of its own",
+            field="query",
+        )
     first = words[0].upper() if words else ""
-    if first in _DATABASE_ADMIN or (first == "DETACH" and len(words) > 1 and words[1].upper() == "DATABASE"):
-        raise InvalidRequestError(f"query must not manage the database ({first}): lcg owns the "
-                                  "database file, its extensions and its checkpoints", field="query")
+    if first in _DATABASE_ADMIN or (
+        first == "DETACH" and len(words) > 1 and words[1].upper() == "DATABASE"
+    ):
+        raise InvalidRequestError(
+            f"query must not manage the database ({first}): lcg owns the "
+            "database file, its extensions and its checkpoints",
+            field="query",
+        )
     upper = code.upper()
     if "_FTS_INDEX" in upper.replace("QUERY_FTS_INDEX", "") or "_VECTOR_INDEX" in upper:
-        raise InvalidRequestError("query must not create or drop indexes: use "
-                                  "knowledge_build_indices", field="query")
+        raise InvalidRequestError(
+            "query must not create or drop indexes: use knowledge_build_indices", field="query"
+        )
 
 
 def is_mutation(query: str) -> bool:
@@ -187,8 +199,14 @@ class _Batch:
 class Engine:
     """The context graph: one workspace's store, WAL and embedder."""
 
-    def __init__(self, settings: Settings, store: Store, wal: Wal, embedder: Embedder,
-                 events: EventSink | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store | None,
+        wal: Wal,
+        embedder: Embedder,
+        events: EventSink | None = None,
+    ) -> None:
         self.settings = settings
         self.embedder = embedder
         self.events: EventSink = events or NullSink()
@@ -197,7 +215,8 @@ class Engine:
         self._write_lock = threading.RLock()
         self._names = NameIndex()
         self.indices_built = False
-        self.degraded_reason: str | None = None
+        # Set when no database is open (store None): the service then runs degraded.
+        self.degraded_reason: str | None = None if store is not None else "unknown"
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -218,14 +237,28 @@ class Engine:
         with self.store.read() as conn:
             return fn(conn)
 
+    def _locked_read(self, fn: Callable[[Conn], T]) -> T:
+        """A read on the writer connection: only while holding the write lock, so a writer never
+        waits for a pooled reader connection (under load they are all busy with reads)."""
+        with self.store.writer() as conn:
+            return fn(conn)
+
     def startup(self) -> None:
         """Repair torn WAL tails, catch every group up to its WAL, load the name index."""
         with self._write_lock:
             for torn in self._wal.open_all():
-                logger.warning("WAL %s: cut a torn final line (%d bytes) left by a crash",
-                               torn.path, torn.bytes_dropped)
-                self.events.emit("wal_torn_tail", group_id=torn.group_id, path=str(torn.path),
-                                 bytes_dropped=torn.bytes_dropped, lines=torn.lines)
+                logger.warning(
+                    "WAL %s: cut a torn final line (%d bytes) left by a crash",
+                    torn.path,
+                    torn.bytes_dropped,
+                )
+                self.events.emit(
+                    "wal_torn_tail",
+                    group_id=torn.group_id,
+                    path=str(torn.path),
+                    bytes_dropped=torn.bytes_dropped,
+                    lines=torn.lines,
+                )
             found = [(g, self._catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
             # Bulk loads need the full-text indexes dropped; drop and rebuild them once for all.
@@ -261,13 +294,16 @@ class Engine:
         if bounds.max_seq is None:
             return None
         generation = self._wal.generation(group_id)
-        with self.store.read() as conn:
+        with self.store.writer() as conn:
             position = self._position(conn, group_id)
             has_data = self._group_has_data(conn, group_id)
         if position is None or position[0] is None or position[1] != generation:
             if has_data:
-                logger.warning("group %r: WAL position unknown or its generation changed; "
-                               "run knowledge_rebuild_from_wal to re-derive it", group_id)
+                logger.warning(
+                    "group %r: WAL position unknown or its generation changed; "
+                    "run knowledge_rebuild_from_wal to re-derive it",
+                    group_id,
+                )
                 return None
             return ("bulk", bounds.max_seq + 1)
         if position[0] < bounds.max_seq:
@@ -284,23 +320,39 @@ class Engine:
             return None
         generation = self._wal.generation(group_id)
         directory = self._wal.directory(group_id)
-        with self.store.read() as conn:
+        with self.store.writer() as conn:
             position = self._position(conn, group_id)
         if plan[0] == "bulk":
-            report = replay_group(self.store, directory, group_id, self.embedder,
-                                  generation=generation, bulk_load=True,
-                                  batch_size=self.settings.replay_batch_size)
+            report = replay_group(
+                self.store,
+                directory,
+                group_id,
+                self.embedder,
+                generation=generation,
+                bulk_load=True,
+                batch_size=self.settings.replay_batch_size,
+            )
         else:
             assert position is not None and position[0] is not None
-            report = replay_group(self.store, directory, group_id, self.embedder,
-                                  generation=generation, from_seq=position[0] + 1,
-                                  batch_size=self.settings.replay_batch_size)
+            report = replay_group(
+                self.store,
+                directory,
+                group_id,
+                self.embedder,
+                generation=generation,
+                from_seq=position[0] + 1,
+                batch_size=self.settings.replay_batch_size,
+            )
         self._emit_replay(report)
         return report
 
     def _emit_replay(self, report: ReplayReport) -> None:
-        self.events.emit("wal_replay_complete", **report.to_wire(
-            self.settings.replay_failure_samples, self.settings.replay_fidelity_threshold))
+        self.events.emit(
+            "wal_replay_complete",
+            **report.to_wire(
+                self.settings.replay_failure_samples, self.settings.replay_fidelity_threshold
+            ),
+        )
 
     # -- the commit primitive --------------------------------------------------------------
 
@@ -349,15 +401,19 @@ class Engine:
         positions it set are visible), False when it was rolled back and its lines were removed.
         """
         if body_done:
-            with self.store.read() as conn:
-                if all((self._position(conn, g) or (None, None))[0] == last for g, _, last in appended):
+            with self.store.writer() as conn:
+                if all(
+                    (self._position(conn, g) or (None, None))[0] == last for g, _, last in appended
+                ):
                     return True
         for group_id, first, _ in appended:
             try:
                 self._wal.stream(group_id).truncate_from(first)
             except WalError:
                 # The lines are durable and cannot be removed: apply them so the DB matches.
-                logger.exception("could not remove WAL lines of group %r; applying them instead", group_id)
+                logger.exception(
+                    "could not remove WAL lines of group %r; applying them instead", group_id
+                )
                 self._catch_up(group_id)
         return False
 
@@ -365,8 +421,13 @@ class Engine:
         for op in batch.ops:
             if op.name == "entity.upsert":
                 d = op.data
-                self._names.put(batch.group_id, d["name"], d["uuid"], from_wal(d.get("created_at")),
-                                "Merged" in d.get("labels", ()))
+                self._names.put(
+                    batch.group_id,
+                    d["name"],
+                    d["uuid"],
+                    from_wal(d.get("created_at")),
+                    "Merged" in d.get("labels", ()),
+                )
             elif op.name == "group.purge":
                 self._names.drop_group(batch.group_id)
             elif op.name == "cypher.exec":
@@ -383,19 +444,34 @@ class Engine:
         """Write one episode with its entities, facts, supersessions and mentions atomically."""
         ops: list[Op] = [entity_op(e) for e in commit.entities]
         ops += [fact_op(f) for f in commit.facts]
-        ops += [Op("fact.invalidate", {"uuid": inv.fact_uuid, "invalid_at": to_wal(inv.invalid_at),
-                                        "expired_at": to_wal(inv.expired_at)})
-                for inv in commit.invalidations]
+        ops += [
+            Op(
+                "fact.invalidate",
+                {
+                    "uuid": inv.fact_uuid,
+                    "invalid_at": to_wal(inv.invalid_at),
+                    "expired_at": to_wal(inv.expired_at),
+                },
+            )
+            for inv in commit.invalidations
+        ]
         ops.append(episode_op(commit.episode))
         if commit.mentions:
-            ops.append(Op("mentions.add", {"episode": commit.episode.uuid,
-                                           "entities": list(dict.fromkeys(commit.mentions))}))
+            ops.append(
+                Op(
+                    "mentions.add",
+                    {
+                        "episode": commit.episode.uuid,
+                        "entities": list(dict.fromkeys(commit.mentions)),
+                    },
+                )
+            )
         _check_commit_shape(commit)
         batch = await self._run(self._prepare, commit.group_id, ops)
 
         def write() -> list[tuple[int, int]]:
             with self._write_lock:
-                with self.store.read() as conn:
+                with self.store.writer() as conn:
                     self._check_commit_references(conn, commit)
                 return self._commit([batch])
 
@@ -405,18 +481,22 @@ class Engine:
         """Fact endpoints, mentions and superseded facts must exist in the group (lock held)."""
         group = commit.group_id
         own = {e.uuid for e in commit.entities}
-        wanted = {u for f in commit.facts for u in (f.source_uuid, f.target_uuid)} | set(commit.mentions)
+        wanted = {u for f in commit.facts for u in (f.source_uuid, f.target_uuid)} | set(
+            commit.mentions
+        )
         stored = graph.entities_by_uuids(conn, wanted - own)
         missing = sorted(u for u in wanted - own if u not in stored or stored[u].group_id != group)
         if missing:
-            raise InvalidRequestError(f"entities {missing} do not exist in group '{group}'",
-                                      field="facts")
+            raise InvalidRequestError(
+                f"entities {missing} do not exist in group '{group}'", field="facts"
+            )
         targets = [inv.fact_uuid for inv in commit.invalidations]
         facts = graph.facts_by_uuids(conn, targets)
         gone = sorted(u for u in targets if u not in facts or facts[u].group_id != group)
         if gone:
-            raise InvalidRequestError(f"superseded facts {gone} do not exist in group '{group}'",
-                                      field="invalidations")
+            raise InvalidRequestError(
+                f"superseded facts {gone} do not exist in group '{group}'", field="invalidations"
+            )
 
     # -- resolution ------------------------------------------------------------------------
 
@@ -438,12 +518,17 @@ class Engine:
         seen = {entity.uuid}
         current = entity
         while "Merged" in current.labels:
-            target_uuid = current.merged_into or json.loads(current.attributes or "{}").get("merged_into")
-            target = graph.entity_by_uuid(conn, target_uuid) if isinstance(target_uuid, str) else None
+            target_uuid = current.merged_into or json.loads(current.attributes or "{}").get(
+                "merged_into"
+            )
+            target = (
+                graph.entity_by_uuid(conn, target_uuid) if isinstance(target_uuid, str) else None
+            )
             if target is None or target.group_id != entity.group_id or target.uuid in seen:
                 raise InvalidRequestError(
                     f"{what} resolves to a Merged tombstone whose merged_into chain is missing, "
-                    f"dangling, cyclic or crosses groups; refusing to guess")
+                    f"dangling, cyclic or crosses groups; refusing to guess"
+                )
             seen.add(target.uuid)
             current = target
         return current
@@ -458,9 +543,15 @@ class Engine:
 
     # -- direct writes ---------------------------------------------------------------------
 
-    async def assert_entity(self, name: str, group_id: str, entity_uuid: str | None = None,
-                            labels: list[str] | None = None, summary: str = "",
-                            attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def assert_entity(
+        self,
+        name: str,
+        group_id: str,
+        entity_uuid: str | None = None,
+        labels: list[str] | None = None,
+        summary: str = "",
+        attributes: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Create or update one entity by name (or uuid) in a group. See API.md §2.6."""
         name = name.strip()
         label_tuple = normalize_labels(labels)
@@ -468,13 +559,18 @@ class Engine:
         vectors = await self._run(self.embedder.embed, [name, summary] if summary else [name])
 
         def write() -> dict[str, Any]:
-            with self._write_lock, self.store.read() as conn:
+            with self._write_lock, self.store.writer() as conn:
                 if entity_uuid is not None:
                     found = graph.entity_by_uuid(conn, entity_uuid)
                     if found is None or found.group_id != group_id:
-                        raise NotFoundError("entity", entity_uuid,
-                                            f"entity_uuid '{entity_uuid}' does not exist in group '{group_id}'")
-                    current: Entity | None = self._follow_merged(conn, found, f"entity_uuid '{entity_uuid}'")
+                        raise NotFoundError(
+                            "entity",
+                            entity_uuid,
+                            f"entity_uuid '{entity_uuid}' does not exist in group '{group_id}'",
+                        )
+                    current: Entity | None = self._follow_merged(
+                        conn, found, f"entity_uuid '{entity_uuid}'"
+                    )
                 else:
                     current = self._resolve_name(conn, group_id, name)
                 if current is not None and normalize_name(current.name) != normalize_name(name):
@@ -482,37 +578,61 @@ class Engine:
                         if other != current.uuid and not merged:
                             raise ConflictError(
                                 f"cannot rename entity '{current.uuid}' to '{name}': an active "
-                                f"entity in group '{group_id}' already uses that name")
+                                f"entity in group '{group_id}' already uses that name"
+                            )
                 if current is None:
-                    row = Entity(uuid=str(uuidlib.uuid4()), group_id=group_id, name=name,
-                                 labels=label_tuple, summary=summary, attributes=attrs,
-                                 created_at=now())
+                    row = Entity(
+                        uuid=str(uuidlib.uuid4()),
+                        group_id=group_id,
+                        name=name,
+                        labels=label_tuple,
+                        summary=summary,
+                        attributes=attrs,
+                        created_at=now(),
+                    )
                 else:
-                    row = replace(current, name=name, labels=label_tuple, summary=summary,
-                                  attributes=attrs)
+                    row = replace(
+                        current, name=name, labels=label_tuple, summary=summary, attributes=attrs
+                    )
                 batch = _Batch(group_id, [entity_op(row)], *self._vectors_for_entity(row, vectors))
                 if current is not None and current == row:
                     return {"entity_uuid": row.uuid, "created": False, "embedding_warning": None}
                 self._commit([batch])
-                return {"entity_uuid": row.uuid, "created": current is None, "embedding_warning": None}
+                return {
+                    "entity_uuid": row.uuid,
+                    "created": current is None,
+                    "embedding_warning": None,
+                }
 
         return await self._run(write)
 
     def _vectors_for_entity(self, e: Entity, vectors: Any) -> tuple[list[EmbeddingRow], list[str]]:
         model = self.embedder.identity.model
-        rows = [EmbeddingRow("entity_name", e.uuid, e.group_id, text_hash(model, e.name), vectors[0])]
+        rows = [
+            EmbeddingRow("entity_name", e.uuid, e.group_id, text_hash(model, e.name), vectors[0])
+        ]
         stale = []
         if e.summary:
-            rows.append(EmbeddingRow("entity_summary", e.uuid, e.group_id, text_hash(model, e.summary), vectors[1]))
+            rows.append(
+                EmbeddingRow(
+                    "entity_summary", e.uuid, e.group_id, text_hash(model, e.summary), vectors[1]
+                )
+            )
         else:
             stale.append(f"entity_summary:{e.uuid}")
         return rows, stale
 
-    async def assert_relationship(self, source_name: str, target_name: str, predicate: str,
-                                  group_id: str, fact: str | None = None,
-                                  attributes: dict[str, Any] | None = None,
-                                  valid_at: datetime | None = None,
-                                  relation_type: str | None = None) -> dict[str, Any]:
+    async def assert_relationship(
+        self,
+        source_name: str,
+        target_name: str,
+        predicate: str,
+        group_id: str,
+        fact: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        valid_at: datetime | None = None,
+        relation_type: str | None = None,
+    ) -> dict[str, Any]:
         """Create or update one directed fact between two entities of a group. See API.md §2.7."""
         predicate = predicate.strip()
         text = fact if fact and fact.strip() else f"{source_name} {predicate} {target_name}"
@@ -520,33 +640,59 @@ class Engine:
         vectors = await self._run(self.embedder.embed, [text])
 
         def write() -> dict[str, Any]:
-            with self._write_lock, self.store.read() as conn:
+            with self._write_lock, self.store.writer() as conn:
                 ends = []
                 for name in (source_name, target_name):
                     entity = self._resolve_name(conn, group_id, name)
                     if entity is None:
                         raise NotFoundError(
-                            "entity", name,
+                            "entity",
+                            name,
                             f"'{name}' does not exist in group '{group_id}' — knowledge_assert_relationship "
                             "only resolves endpoints within its own group_id and never falls back to a "
                             "cross-group search; use knowledge_add_cross_group_edge to connect entities "
-                            "across groups")
+                            "across groups",
+                        )
                     ends.append(entity)
-                current = graph.find_active_fact(conn, group_id, ends[0].uuid, predicate, ends[1].uuid)
+                current = graph.find_active_fact(
+                    conn, group_id, ends[0].uuid, predicate, ends[1].uuid
+                )
                 if current is None:
-                    row = Fact(uuid=str(uuidlib.uuid4()), group_id=group_id, source_uuid=ends[0].uuid,
-                               target_uuid=ends[1].uuid, name=predicate, fact=text,
-                               relation_type=relation_type, attributes=attrs, valid_at=valid_at,
-                               created_at=now())
+                    row = Fact(
+                        uuid=str(uuidlib.uuid4()),
+                        group_id=group_id,
+                        source_uuid=ends[0].uuid,
+                        target_uuid=ends[1].uuid,
+                        name=predicate,
+                        fact=text,
+                        relation_type=relation_type,
+                        attributes=attrs,
+                        valid_at=valid_at,
+                        created_at=now(),
+                    )
                 else:
-                    row = replace(current, fact=text, valid_at=valid_at, relation_type=relation_type,
-                                  attributes=attrs)
+                    row = replace(
+                        current,
+                        fact=text,
+                        valid_at=valid_at,
+                        relation_type=relation_type,
+                        attributes=attrs,
+                    )
                 if current is not None and current == row:
                     return {"edge_uuid": row.uuid, "created": False, "embedding_warning": None}
-                vec = EmbeddingRow("fact", row.uuid, group_id,
-                                   text_hash(self.embedder.identity.model, text), vectors[0])
+                vec = EmbeddingRow(
+                    "fact",
+                    row.uuid,
+                    group_id,
+                    text_hash(self.embedder.identity.model, text),
+                    vectors[0],
+                )
                 self._commit([_Batch(group_id, [fact_op(row)], [vec])])
-                return {"edge_uuid": row.uuid, "created": current is None, "embedding_warning": None}
+                return {
+                    "edge_uuid": row.uuid,
+                    "created": current is None,
+                    "embedding_warning": None,
+                }
 
         return await self._run(write)
 
@@ -561,7 +707,7 @@ class Engine:
     async def delete_episode(self, episode_uuid: str) -> dict[str, Any]:
         def write() -> dict[str, Any]:
             with self._write_lock:
-                groups = self._read(lambda c: graph.episode_groups(c, [episode_uuid]))
+                groups = self._locked_read(lambda c: graph.episode_groups(c, [episode_uuid]))
                 self._delete_episodes(list(groups.items()))
             return {"status": "deleted"}
 
@@ -570,37 +716,62 @@ class Engine:
     async def delete_by_source(self, source_file: str, group_ids: list[str]) -> dict[str, Any]:
         def write() -> dict[str, Any]:
             with self._write_lock:
-                matches = self._read(lambda c: graph.episodes_matching(c, group_ids, source_file=source_file))
+                matches = self._locked_read(
+                    lambda c: graph.episodes_matching(c, group_ids, source_file=source_file)
+                )
                 self._delete_episodes(matches)
-            return {"success": True, "source_file": source_file, "deleted_count": len(matches),
-                    "deleted_uuids": [m[0] for m in matches]}
+            return {
+                "success": True,
+                "source_file": source_file,
+                "deleted_count": len(matches),
+                "deleted_uuids": [m[0] for m in matches],
+            }
 
         return await self._run(write)
 
     async def delete_chunk_episode(self, chunk_id: str, group_ids: list[str]) -> dict[str, Any]:
         def write() -> dict[str, Any]:
             with self._write_lock:
-                matches = self._read(lambda c: graph.episodes_matching(c, group_ids, chunk_id=chunk_id))
+                matches = self._locked_read(
+                    lambda c: graph.episodes_matching(c, group_ids, chunk_id=chunk_id)
+                )
                 self._delete_episodes(matches)
-            return {"success": True, "chunk_id": chunk_id, "deleted_count": len(matches),
-                    "deleted_uuids": [m[0] for m in matches]}
+            return {
+                "success": True,
+                "chunk_id": chunk_id,
+                "deleted_count": len(matches),
+                "deleted_uuids": [m[0] for m in matches],
+            }
 
         return await self._run(write)
 
-    async def delete_by_group(self, group_ids: list[str], dry_run: bool, confirm: bool) -> dict[str, Any]:
+    async def delete_by_group(
+        self, group_ids: list[str], dry_run: bool, confirm: bool
+    ) -> dict[str, Any]:
         if not dry_run and not confirm:
             raise InvalidRequestError(
-                "Must set 'confirm' to true to purge group data (or 'dry_run' to preview)", field="confirm")
+                "Must set 'confirm' to true to purge group data (or 'dry_run' to preview)",
+                field="confirm",
+            )
 
         def write() -> dict[str, Any]:
             with self._write_lock:
-                counts = self._read(lambda c: [graph.group_counts(c, g) for g in group_ids])
+                counts = self._locked_read(lambda c: [graph.group_counts(c, g) for g in group_ids])
                 if not dry_run:
-                    self._commit([_Batch(g, [Op("group.purge", {})])
-                                  for g, n in zip(group_ids, counts, strict=True) if any(n.values())])
-            return {"success": True, "dry_run": dry_run,
-                    "groups": [{"group_id": g, **n} for g, n in zip(group_ids, counts, strict=True)],
-                    "unbound_impacts": [], "applied_seq_reset": False}
+                    self._commit(
+                        [
+                            _Batch(g, [Op("group.purge", {})])
+                            for g, n in zip(group_ids, counts, strict=True)
+                            if any(n.values())
+                        ]
+                    )
+            return {
+                "success": True,
+                "dry_run": dry_run,
+                "groups": [{"group_id": g, **n} for g, n in zip(group_ids, counts, strict=True)],
+                "unbound_impacts": [],
+                "applied_seq_reset": False,
+            }
 
         return await self._run(write)
 
@@ -611,8 +782,14 @@ class Engine:
 
         def write() -> dict[str, Any]:
             with self._write_lock:
-                marks = {g: (self._wal.bounds(g).max_seq, self._wal.generation(g))
-                         for g in self._wal.groups()} if preserve_wal else {}
+                marks = (
+                    {
+                        g: (self._wal.bounds(g).max_seq, self._wal.generation(g))
+                        for g in self._wal.groups()
+                    }
+                    if preserve_wal
+                    else {}
+                )
                 store = self.store
                 self._store = None
                 self.degraded_reason = "unknown"
@@ -629,7 +806,8 @@ class Engine:
                 except LcgError as exc:
                     raise InvalidRequestError(
                         f"Graph files deleted but reinitialization failed: {exc}. "
-                        "Restart the service to recover.") from exc
+                        "Restart the service to recover."
+                    ) from exc
                 with fresh.transaction() as tx:
                     # A preserved WAL is history the user chose to keep but not to show: record
                     # each stream as applied so a restart does not resurrect it; an explicit
@@ -654,7 +832,7 @@ class Engine:
         def write() -> dict[str, Any]:
             with self._write_lock:
                 if not is_mutation(query):
-                    with self.store.read() as conn:
+                    with self.store.writer() as conn:
                         return {"rows": _stringify_rows(conn.rows(query))}
                 rows: list[list[Any]] = []
                 op = Op("cypher.exec", {"query": query})
@@ -713,30 +891,45 @@ class Engine:
 
     async def get_nodes_by_group(self, group_ids: list[str] | None) -> dict[str, Any]:
         def read(conn: Conn) -> dict[str, Any]:
-            nodes = [] if group_ids == [] else [entity_to_wire(e) for e in graph.entities_in_groups(conn, group_ids)]
+            nodes = (
+                []
+                if group_ids == []
+                else [entity_to_wire(e) for e in graph.entities_in_groups(conn, group_ids)]
+            )
             return {"nodes": nodes, "count": len(nodes)}
 
         return await self._run(self._read, read)
 
     async def get_edges_by_group(self, group_ids: list[str] | None) -> dict[str, Any]:
         def read(conn: Conn) -> dict[str, Any]:
-            edges = [] if group_ids == [] else [fact_to_wire(f) for f in graph.facts_with_hops(conn, group_ids)]
+            edges = (
+                []
+                if group_ids == []
+                else [fact_to_wire(f) for f in graph.facts_with_hops(conn, group_ids)]
+            )
             return {"edges": edges, "count": len(edges)}
 
         return await self._run(self._read, read)
 
     async def get_edges_by_uuids(self, uuids: list[str]) -> dict[str, Any]:
         def read(conn: Conn) -> dict[str, Any]:
-            edges = [fact_to_wire(f) for f in graph.facts_with_hops(conn, uuids=uuids)] if uuids else []
+            edges = (
+                [fact_to_wire(f) for f in graph.facts_with_hops(conn, uuids=uuids)] if uuids else []
+            )
             return {"edges": edges, "count": len(edges)}
 
         return await self._run(self._read, read)
 
-    def _entities_with_provenance(self, conn: Conn, entities: list[Entity],
-                                  groups: list[str] | None) -> list[dict[str, Any]]:
+    def _entities_with_provenance(
+        self, conn: Conn, entities: list[Entity], groups: list[str] | None
+    ) -> list[dict[str, Any]]:
         prov = graph.provenance(conn, [e.uuid for e in entities], groups) if entities else {}
-        return [entity_to_wire(e, [p[0] for p in prov.get(e.uuid, [])], [p[1] for p in prov.get(e.uuid, [])])
-                for e in entities]
+        return [
+            entity_to_wire(
+                e, [p[0] for p in prov.get(e.uuid, [])], [p[1] for p in prov.get(e.uuid, [])]
+            )
+            for e in entities
+        ]
 
     def _facts_with_provenance(self, conn: Conn, facts: list[Fact]) -> list[dict[str, Any]]:
         ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
@@ -755,7 +948,9 @@ class Engine:
 
         return await self._run(self._read, read)
 
-    async def list_relationships(self, num_results: int, group_ids: list[str] | None) -> dict[str, Any]:
+    async def list_relationships(
+        self, num_results: int, group_ids: list[str] | None
+    ) -> dict[str, Any]:
         def read(conn: Conn) -> dict[str, Any]:
             facts = graph.facts_with_hops(conn, group_ids, limit=num_results)
             out = self._facts_with_provenance(conn, facts)
@@ -763,22 +958,35 @@ class Engine:
 
         return await self._run(self._read, read)
 
-    async def get_entity_neighbors(self, entity_uuid: str, num_results: int,
-                                   group_ids: list[str] | None) -> dict[str, Any]:
+    async def get_entity_neighbors(
+        self, entity_uuid: str, num_results: int, group_ids: list[str] | None
+    ) -> dict[str, Any]:
         def read(conn: Conn) -> dict[str, Any]:
             facts = graph.neighbor_facts(conn, entity_uuid, group_ids, num_results)
-            others = list(dict.fromkeys(
-                f.target_uuid if f.source_uuid == entity_uuid else f.source_uuid for f in facts))
+            others = list(
+                dict.fromkeys(
+                    f.target_uuid if f.source_uuid == entity_uuid else f.source_uuid for f in facts
+                )
+            )
             found = graph.entities_by_uuids(conn, others)
-            nodes = self._entities_with_provenance(conn, [found[u] for u in others if u in found], None)
+            nodes = self._entities_with_provenance(
+                conn, [found[u] for u in others if u in found], None
+            )
             edges = self._facts_with_provenance(conn, facts)
-            return {"center_uuid": entity_uuid, "nodes": nodes, "edges": edges, "count": len(nodes),
-                    "node_count": len(nodes), "edge_count": len(edges)}
+            return {
+                "center_uuid": entity_uuid,
+                "nodes": nodes,
+                "edges": edges,
+                "count": len(nodes),
+                "node_count": len(nodes),
+                "edge_count": len(edges),
+            }
 
         return await self._run(self._read, read)
 
-    async def get_entities_by_source(self, source: str, num_results: int,
-                                     group_ids: list[str] | None) -> dict[str, Any]:
+    async def get_entities_by_source(
+        self, source: str, num_results: int, group_ids: list[str] | None
+    ) -> dict[str, Any]:
         def read(conn: Conn) -> dict[str, Any]:
             entities = graph.entities_by_source(conn, source, group_ids, num_results)
             nodes = self._entities_with_provenance(conn, entities, group_ids)
@@ -806,18 +1014,29 @@ class Engine:
             hydration = "hydrated"
         else:
             hydration = "wal_ahead"
-        return {"applied_seq": applied, "max_seq": max_seq, "generation": generation,
-                "generation_status": gen_status, "hydration_status": hydration}
+        return {
+            "applied_seq": applied,
+            "max_seq": max_seq,
+            "generation": generation,
+            "generation_status": gen_status,
+            "hydration_status": hydration,
+        }
 
     async def status(self) -> dict[str, Any]:
         """`knowledge_status` (API.md §3.1): counts, WAL positions, index and embedder state."""
+        if self._store is None:
+            return self.degraded_status()
+
         def read(conn: Conn) -> dict[str, Any]:
             c = graph.counts(conn)
             default_dir = group_dir(self._wal.root, DEFAULT_GROUP_ID)
             files = ordered_files(default_dir)
-            wal = {"exists": default_dir.is_dir(), "file_count": len(files),
-                   "byte_size": sum(p.stat().st_size for p in files),
-                   **self._wal_state(conn, DEFAULT_GROUP_ID)}
+            wal = {
+                "exists": default_dir.is_dir(),
+                "file_count": len(files),
+                "byte_size": sum(p.stat().st_size for p in files),
+                **self._wal_state(conn, DEFAULT_GROUP_ID),
+            }
             identity = self.embedder.identity
             out: dict[str, Any] = {
                 "database_path": self.settings.database_path_text,
@@ -831,26 +1050,68 @@ class Engine:
             }
             if c["first_episode"] is not None:
                 out["index_created_at"] = to_iso_z(c["first_episode"])
-            out.update({
-                "context_graph_initialized": True, "connected": True, "queryable": True,
-                "initializing": False, "wal": wal,
-                "wal_groups": {g: self._wal_state(conn, g) for g in self._wal.groups()},
-                "indices_built": self.indices_built,
-                "name_index_trusted": self._names.trusted,
-                "name_index_fallback_scans": 0,
-                "cross_group_pointers": {"bound": 0, "unbound": 0, "ambiguous": 0},
-                "ontology": {"present": False, "loaded": False, "mode": None, "entity_type_count": 0,
-                             "relation_type_count": 0, "drifted": False, "drift_summary": None},
-                "schema_version": self.store.schema_version,
-            })
+            out.update(
+                {
+                    "context_graph_initialized": True,
+                    "connected": True,
+                    "queryable": True,
+                    "initializing": False,
+                    "wal": wal,
+                    "wal_groups": {g: self._wal_state(conn, g) for g in self._wal.groups()},
+                    "indices_built": self.indices_built,
+                    "name_index_trusted": self._names.trusted,
+                    "name_index_fallback_scans": 0,
+                    "cross_group_pointers": {"bound": 0, "unbound": 0, "ambiguous": 0},
+                    "ontology": {
+                        "present": False,
+                        "loaded": False,
+                        "mode": None,
+                        "entity_type_count": 0,
+                        "relation_type_count": 0,
+                        "drifted": False,
+                        "drift_summary": None,
+                    },
+                    "schema_version": self.store.schema_version,
+                }
+            )
             return out
 
         return await self._run(self._read, read)
 
+    def degraded_status(self) -> dict[str, Any]:
+        """`knowledge_status` while no database is open (API.md §3.1.3)."""
+        return {
+            "running": True,
+            "degraded": True,
+            "reason": self.degraded_reason or "unknown",
+            "context_graph_initialized": False,
+            "connected": False,
+            "queryable": False,
+            "initializing": False,
+            "recovery_available": ["drop_lbug_wal", "rebuild_from_workspace_wal"],
+            "ontology": {
+                "present": False,
+                "loaded": False,
+                "mode": None,
+                "entity_type_count": 0,
+                "relation_type_count": 0,
+                "drifted": False,
+                "drift_summary": None,
+            },
+            "indices_built": self.indices_built,
+            "name_index_trusted": None,
+            "name_index_fallback_scans": None,
+            "cross_group_pointers": None,
+        }
+
     async def health(self) -> dict[str, Any]:
         if self._store is None:
-            return {"ok": False, "healthy": False, "state": "degraded",
-                    "reason": self.degraded_reason or "unknown"}
+            return {
+                "ok": False,
+                "healthy": False,
+                "state": "degraded",
+                "reason": self.degraded_reason or "unknown",
+            }
 
         def probe(conn: Conn) -> dict[str, Any]:
             conn.scalar("RETURN 1")
@@ -860,19 +1121,61 @@ class Engine:
 
     # -- rebuild ---------------------------------------------------------------------------
 
-    async def rebuild_from_wal(self, group_id: str, from_seq: int = 0, to_seq: int | None = None,
-                               dry_run: bool = False, force_clear: bool = False,
-                               progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    async def rebuild_from_wal(
+        self,
+        group_id: str,
+        from_seq: int = 0,
+        to_seq: int | None = None,
+        dry_run: bool = False,
+        force_clear: bool = False,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
         """Replay a group's WAL into the graph (API.md §2.34, synchronous form)."""
-        return await self._run(self._rebuild, group_id, from_seq, to_seq, dry_run, force_clear, progress)
+        return await self._run(
+            self._rebuild, group_id, from_seq, to_seq, dry_run, force_clear, progress
+        )
 
-    def _rebuild(self, group_id: str, from_seq: int, to_seq: int | None, dry_run: bool,
-                 force_clear: bool, progress: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+    async def rebuild_groups(
+        self,
+        group_ids: Sequence[str],
+        *,
+        force_clear: bool = True,
+        dry_run: bool = False,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Rebuild several groups from their WALs, rebuilding the full-text indexes once at the end."""
+
+        def run() -> list[dict[str, Any]]:
+            with self._write_lock:
+                if dry_run:
+                    return [
+                        self._rebuild(g, 0, None, True, force_clear, progress) for g in group_ids
+                    ]
+                with self.store.fulltext_suspended():
+                    results = [
+                        self._rebuild(g, 0, None, False, force_clear, progress) for g in group_ids
+                    ]
+                self.indices_built = self._indices_present()
+                for result in results:
+                    result["indices_built"] = self.indices_built
+                return results
+
+        return await self._run(run)
+
+    def _rebuild(
+        self,
+        group_id: str,
+        from_seq: int,
+        to_seq: int | None,
+        dry_run: bool,
+        force_clear: bool,
+        progress: Callable[[dict[str, Any]], None] | None,
+    ) -> dict[str, Any]:
         directory = self._wal.directory(group_id)
         if not directory.is_dir() or not any(directory.glob("*.jsonl")):
             raise InvalidRequestError(f"No WAL files found at {directory}", field="group_id")
         with self._write_lock:
-            with self.store.read() as conn:
+            with self.store.writer() as conn:
                 position = self._position(conn, group_id)
                 has_data = self._group_has_data(conn, group_id)
             applied, previous = position if position else (None, None)
@@ -881,24 +1184,37 @@ class Engine:
                 raise WalGenerationError(
                     f'group "{group_id}": {directory}/.wal-generation.json is absent or unreadable — '
                     "republish the full WAL directory including its dot-files, or create the file by "
-                    'hand with {"generation": "<any unique string>"}')
+                    'hand with {"generation": "<any unique string>"}'
+                )
             reset = applied is not None and generation != previous
             if reset and dry_run:
-                return {"success": True, "group_id": group_id, "dry_run": True, "reset_detected": True,
-                        "previous_generation": previous, "generation": generation,
-                        "message": "the WAL stream's generation changed since it was applied; a real "
-                                   "rebuild will purge the group and replay the whole stream"}
+                return {
+                    "success": True,
+                    "group_id": group_id,
+                    "dry_run": True,
+                    "reset_detected": True,
+                    "previous_generation": previous,
+                    "generation": generation,
+                    "message": "the WAL stream's generation changed since it was applied; a real "
+                    "rebuild will purge the group and replay the whole stream",
+                }
             if reset:
                 from_seq, to_seq, force_clear = 0, None, True
             if from_seq == 0 and has_data:
-                prefix = (f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
-                          "from_seq: 0 is a full rebuild.")
+                prefix = (
+                    f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
+                    "from_seq: 0 is a full rebuild."
+                )
                 if dry_run:
-                    raise ConflictError(f"{prefix} A dry run cannot preview this cleanly — purge the "
-                                        "group first or pass a from_seq > 0.")
+                    raise ConflictError(
+                        f"{prefix} A dry run cannot preview this cleanly — purge the "
+                        "group first or pass a from_seq > 0."
+                    )
                 if not force_clear:
-                    raise ConflictError(f"{prefix} Pass force_clear: true to purge the group and replay "
-                                        "it, or a from_seq > 0 to replay a tail.")
+                    raise ConflictError(
+                        f"{prefix} Pass force_clear: true to purge the group and replay "
+                        "it, or a from_seq > 0 to replay a tail."
+                    )
             if dry_run:
                 return self._dry_run(directory, group_id, from_seq, to_seq, previous, generation)
             self.indices_built = False
@@ -908,22 +1224,46 @@ class Engine:
                     with self.store.transaction() as tx:
                         graph.purge_group(tx, group_id)
                         write_position(tx, group_id, None, generation)
-                report = replay_group(self.store, directory, group_id, self.embedder,
-                                      generation=generation, from_seq=from_seq, to_seq=to_seq,
-                                      bulk_load=from_seq == 0,
-                                      batch_size=self.settings.replay_batch_size, progress=progress)
+                report = replay_group(
+                    self.store,
+                    directory,
+                    group_id,
+                    self.embedder,
+                    generation=generation,
+                    from_seq=from_seq,
+                    to_seq=to_seq,
+                    bulk_load=from_seq == 0,
+                    batch_size=self.settings.replay_batch_size,
+                    progress=progress,
+                )
             self._reload_names()
             self.indices_built = self._indices_present()
             self._emit_replay(report)
-            result = report.to_wire(self.settings.replay_failure_samples,
-                                    self.settings.replay_fidelity_threshold)
-            result.update({"success": True, "dry_run": False, "indices_built": self.indices_built,
-                           "reset_detected": reset, "previous_generation": previous,
-                           "generation": generation, "cross_group_rebind": None})
+            result = report.to_wire(
+                self.settings.replay_failure_samples, self.settings.replay_fidelity_threshold
+            )
+            result.update(
+                {
+                    "success": True,
+                    "dry_run": False,
+                    "indices_built": self.indices_built,
+                    "reset_detected": reset,
+                    "previous_generation": previous,
+                    "generation": generation,
+                    "cross_group_rebind": None,
+                }
+            )
             return result
 
-    def _dry_run(self, directory: Any, group_id: str, from_seq: int, to_seq: int | None,
-                 previous: str | None, generation: str | None) -> dict[str, Any]:
+    def _dry_run(
+        self,
+        directory: Any,
+        group_id: str,
+        from_seq: int,
+        to_seq: int | None,
+        previous: str | None,
+        generation: str | None,
+    ) -> dict[str, Any]:
         stats = ReadStats()
         report = ReplayReport(group_id, from_seq, to_seq, mode="dry_run")
         for rec in iter_records(directory, from_seq, to_seq, stats):
@@ -935,11 +1275,19 @@ class Engine:
         report.torn_tail_lines = stats.torn_tail
         report.incomplete_batch_lines = stats.incomplete_batch_lines
         report.wal_files_processed = stats.files_processed
-        result = report.to_wire(self.settings.replay_failure_samples,
-                                self.settings.replay_fidelity_threshold)
-        result.update({"success": True, "dry_run": True, "reset_detected": False,
-                       "previous_generation": previous, "generation": generation,
-                       "cross_group_rebind": None})
+        result = report.to_wire(
+            self.settings.replay_failure_samples, self.settings.replay_fidelity_threshold
+        )
+        result.update(
+            {
+                "success": True,
+                "dry_run": True,
+                "reset_detected": False,
+                "previous_generation": previous,
+                "generation": generation,
+                "cross_group_rebind": None,
+            }
+        )
         return result
 
     def maybe_checkpoint(self) -> bool:
@@ -983,19 +1331,22 @@ def _check_commit_shape(commit: EpisodeCommit) -> None:
     """
     group = commit.group_id
     if not group:
-        raise InvalidRequestError('group_id must be non-empty: writes to group "" cannot be logged',
-                                  field="group_id")
+        raise InvalidRequestError(
+            'group_id must be non-empty: writes to group "" cannot be logged', field="group_id"
+        )
     encode_group(group)
     rows: list[tuple[str, Any]] = [("episode", commit.episode)]
     rows += [("entities", e) for e in commit.entities] + [("facts", f) for f in commit.facts]
     for part, row in rows:
         if row.group_id != group:
-            raise InvalidRequestError(f"{part}: {row.uuid} belongs to group '{row.group_id}', "
-                                      f"not '{group}'", field=part)
+            raise InvalidRequestError(
+                f"{part}: {row.uuid} belongs to group '{row.group_id}', not '{group}'", field=part
+            )
 
 
-def open_engine(settings: Settings, *, embedder: Embedder | None = None,
-                events: EventSink | None = None) -> Engine:
+def open_engine(
+    settings: Settings, *, embedder: Embedder | None = None, events: EventSink | None = None
+) -> Engine:
     """Build an engine from settings: open the store and WAL, catch up, load indexes.
 
     Raises:
@@ -1005,7 +1356,9 @@ def open_engine(settings: Settings, *, embedder: Embedder | None = None,
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = Store(settings.db_path, buffer_pool_mb=settings.kuzu_buffer_pool_mb)
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
-    cached = CachedEmbedder(embedder or HashEmbedder(settings.embedding_dim), settings.home / "embeddings")
+    cached = CachedEmbedder(
+        embedder or HashEmbedder(settings.embedding_dim), settings.home / "embeddings"
+    )
     engine = Engine(settings, store, wal, cached, events)
     try:
         engine.startup()

@@ -33,7 +33,9 @@ class NameIndex:
             self.put(group, name, uuid, created_at, merged)
         self.trusted = True
 
-    def put(self, group: str, name: str, uuid: str, created_at: datetime | None, merged: bool) -> None:
+    def put(
+        self, group: str, name: str, uuid: str, created_at: datetime | None, merged: bool
+    ) -> None:
         self.remove(uuid)
         key = (group, normalize_name(name))
         stamp = created_at.replace(tzinfo=None) if created_at else _EPOCH
@@ -58,7 +60,10 @@ class NameIndex:
 
     def lookup(self, group: str, name: str) -> list[tuple[str, bool]]:
         """(uuid, is_merged) of the entities with this name in the group, earliest first."""
-        return [(uuid, merged) for _, uuid, merged in self._by_key.get((group, normalize_name(name)), [])]
+        return [
+            (uuid, merged)
+            for _, uuid, merged in self._by_key.get((group, normalize_name(name)), [])
+        ]
 
     def __len__(self) -> int:
         return len(self._key_of)

@@ -41,8 +41,14 @@ def position_key(group_id: str) -> str:
     return f"wal_position:{group_id}"
 
 
-def write_position(conn: Any, group_id: str, applied_seq: int | None, generation: str | None) -> None:
-    graph.set_meta(conn, position_key(group_id), json.dumps({"applied_seq": applied_seq, "generation": generation}))
+def write_position(
+    conn: Any, group_id: str, applied_seq: int | None, generation: str | None
+) -> None:
+    graph.set_meta(
+        conn,
+        position_key(group_id),
+        json.dumps({"applied_seq": applied_seq, "generation": generation}),
+    )
 
 
 @dataclass
@@ -70,23 +76,37 @@ class ReplayReport:
 
     @property
     def total_lines(self) -> int:
-        return (self.mutations_replayed + self.failed_lines + self.unrecognised_lines
-                + self.unparseable_lines + self.incomplete_batch_lines)
+        return (
+            self.mutations_replayed
+            + self.failed_lines
+            + self.unrecognised_lines
+            + self.unparseable_lines
+            + self.incomplete_batch_lines
+        )
 
     def to_wire(self, sample_cap: int, fidelity_threshold: float) -> dict[str, Any]:
         """The statistics keys of `knowledge_rebuild_from_wal` (spec/API.md §2.34)."""
         ranked = self.failures.most_common()
-        samples = [{"cypher": template[:200], "error": error, "count": count}
-                   for (template, error), count in ranked[:sample_cap]]
-        ineffective = (self.failed_lines + self.noop_lines + self.unrecognised_lines
-                       + self.unparseable_lines + self.incomplete_batch_lines)
+        samples = [
+            {"cypher": template[:200], "error": error, "count": count}
+            for (template, error), count in ranked[:sample_cap]
+        ]
+        ineffective = (
+            self.failed_lines
+            + self.noop_lines
+            + self.unrecognised_lines
+            + self.unparseable_lines
+            + self.incomplete_batch_lines
+        )
         total = self.total_lines
         warning = None
         if total and ineffective / total > fidelity_threshold:
-            warning = (f"{ineffective} of {total} WAL lines ({ineffective / total:.1%}) had no effect "
-                       f"(failed {self.failed_lines}, no-op {self.noop_lines}, unrecognised "
-                       f"{self.unrecognised_lines}, unparseable {self.unparseable_lines}); the rebuilt "
-                       f"graph may differ from the original")
+            warning = (
+                f"{ineffective} of {total} WAL lines ({ineffective / total:.1%}) had no effect "
+                f"(failed {self.failed_lines}, no-op {self.noop_lines}, unrecognised "
+                f"{self.unrecognised_lines}, unparseable {self.unparseable_lines}); the rebuilt "
+                f"graph may differ from the original"
+            )
         return {
             "group_id": self.group_id,
             "from_seq": self.from_seq,
@@ -99,8 +119,12 @@ class ReplayReport:
             "failed_lines": self.failed_lines,
             "unparseable_lines": self.unparseable_lines,
             "legacy_skipped_lines": 0,
-            "lines_skipped": (self.unrecognised_lines + self.failed_lines + self.unparseable_lines
-                              + self.incomplete_batch_lines),
+            "lines_skipped": (
+                self.unrecognised_lines
+                + self.failed_lines
+                + self.unparseable_lines
+                + self.incomplete_batch_lines
+            ),
             "failed_samples": samples,
             "failed_sample_categories_dropped": max(0, len(ranked) - sample_cap),
             "fidelity_warning": warning,
@@ -144,29 +168,83 @@ def replay_group(
     """
     if suspend_fulltext:
         with store.fulltext_suspended():
-            return _replay(store, directory, group_id, embedder, generation, from_seq, to_seq,
-                           bulk_load, batch_size, progress)
-    return _replay(store, directory, group_id, embedder, generation, from_seq, to_seq,
-                   bulk_load, batch_size, progress)
+            return _replay(
+                store,
+                directory,
+                group_id,
+                embedder,
+                generation,
+                from_seq,
+                to_seq,
+                bulk_load,
+                batch_size,
+                progress,
+            )
+    return _replay(
+        store,
+        directory,
+        group_id,
+        embedder,
+        generation,
+        from_seq,
+        to_seq,
+        bulk_load,
+        batch_size,
+        progress,
+    )
 
 
-def _replay(store: Store, directory: Path, group_id: str, embedder: Embedder,
-            generation: str | None, from_seq: int, to_seq: int | None, bulk_load: bool,
-            batch_size: int, progress: Progress | None) -> ReplayReport:
+def _replay(
+    store: Store,
+    directory: Path,
+    group_id: str,
+    embedder: Embedder,
+    generation: str | None,
+    from_seq: int,
+    to_seq: int | None,
+    bulk_load: bool,
+    batch_size: int,
+    progress: Progress | None,
+) -> ReplayReport:
     started = time.perf_counter()
     report = ReplayReport(group_id, from_seq, to_seq)
     stats = ReadStats()
+
+    def frame(message: str) -> None:
+        """A progress frame in the shape of API.md §1.8 (the transport adds `type`)."""
+        if progress is not None:
+            progress(
+                {
+                    "message": message,
+                    "mutations_replayed_so_far": report.mutations_replayed,
+                    "files_processed_so_far": stats.files_processed,
+                    "files_total": stats.files_total,
+                    "failed_lines_so_far": report.failed_lines,
+                    "legacy_skipped_lines_so_far": 0,
+                }
+            )
+
     if bulk_load:
         records = list(iter_records(directory, from_seq, to_seq, stats))
         folded = fold(group_id, records)
+        frame(f"read {len(records)} lines from {stats.files_processed} files of {directory}")
         if folded.needs_statement_replay:
-            _incremental(store, group_id, embedder, records, report, generation, batch_size, progress)
+            _incremental(store, group_id, embedder, records, report, generation, batch_size, frame)
         else:
             report.mode = "bulk"
             _bulk(store, group_id, embedder, folded, report, generation)
     else:
-        _incremental(store, group_id, embedder, iter_records(directory, from_seq, to_seq, stats),
-                     report, generation, batch_size, progress)
+        _incremental(
+            store,
+            group_id,
+            embedder,
+            iter_records(directory, from_seq, to_seq, stats),
+            report,
+            generation,
+            batch_size,
+            frame,
+        )
+    frame(f"replayed {report.mutations_replayed} mutations from {directory}")
     report.unparseable_lines = stats.unparseable
     report.torn_tail_lines = stats.torn_tail
     report.incomplete_batch_lines = stats.incomplete_batch_lines
@@ -176,8 +254,14 @@ def _replay(store: Store, directory: Path, group_id: str, embedder: Embedder,
     return report
 
 
-def _bulk(store: Store, group_id: str, embedder: Embedder, folded: Any, report: ReplayReport,
-          generation: str | None) -> None:
+def _bulk(
+    store: Store,
+    group_id: str,
+    embedder: Embedder,
+    folded: Any,
+    report: ReplayReport,
+    generation: str | None,
+) -> None:
     report.unrecognised_lines = folded.unrecognised
     report.noop_lines = folded.noops
     report.failed_lines = len(folded.failures)
@@ -201,8 +285,13 @@ def _bulk(store: Store, group_id: str, embedder: Embedder, folded: Any, report: 
     report.last_committed_seq = folded.last_seq
 
 
-def _apply_batch(store: Store, group_id: str, embedder: Embedder, batch: Sequence[WalRecord],
-                 generation: str | None) -> None:
+def _apply_batch(
+    store: Store,
+    group_id: str,
+    embedder: Embedder,
+    batch: Sequence[WalRecord],
+    generation: str | None,
+) -> None:
     ops = [Op(r.op, r.data) for r in batch]
     plan = plan_for_ops(group_id, ops)
     with store.transaction() as tx:
@@ -213,9 +302,16 @@ def _apply_batch(store: Store, group_id: str, embedder: Embedder, batch: Sequenc
         write_position(tx, group_id, batch[-1].seq, generation)
 
 
-def _incremental(store: Store, group_id: str, embedder: Embedder, records: Any,
-                 report: ReplayReport, generation: str | None, batch_size: int,
-                 progress: Progress | None) -> None:
+def _incremental(
+    store: Store,
+    group_id: str,
+    embedder: Embedder,
+    records: Any,
+    report: ReplayReport,
+    generation: str | None,
+    batch_size: int,
+    frame: Callable[[str], None],
+) -> None:
     pending: list[WalRecord] = []
     reported = [0]
 
@@ -241,11 +337,9 @@ def _incremental(store: Store, group_id: str, embedder: Embedder, records: Any,
                         report.failed_lines += 1
                         report.failures[(_template(rec.op, rec.data), str(one_exc))] += 1
         pending.clear()
-        if progress is not None and report.mutations_replayed - reported[0] >= 1000:
+        if report.mutations_replayed - reported[0] >= 1000:
             reported[0] = report.mutations_replayed
-            progress({"message": f"replayed {report.mutations_replayed} mutations",
-                      "mutations_replayed_so_far": report.mutations_replayed,
-                      "failed_lines_so_far": report.failed_lines})
+            frame(f"replayed {report.mutations_replayed} mutations")
 
     for rec in records:
         if rec.op not in OPS:
@@ -267,6 +361,8 @@ def _committed(report: ReplayReport, batch: Sequence[WalRecord]) -> None:
     report.mutations_replayed += len(batch)
     report.last_committed_seq = batch[-1].seq
     report.match_prefixed_replayed += sum(
-        1 for r in batch
-        if r.op == "cypher.exec" and str(r.data.get("query", "")).lstrip().upper().startswith("MATCH")
+        1
+        for r in batch
+        if r.op == "cypher.exec"
+        and str(r.data.get("query", "")).lstrip().upper().startswith("MATCH")
     )

@@ -48,8 +48,9 @@ class JsonlSink:
         self._lock = threading.Lock()
 
     def emit(self, event_type: str, **fields: Any) -> None:
-        line = orjson.dumps({"type": event_type, "ts_ms": int(time.time() * 1000), **fields},
-                            default=str).decode()
+        line = orjson.dumps(
+            {"type": event_type, "ts_ms": int(time.time() * 1000), **fields}, default=str
+        ).decode()
         with self._lock:
             self._stream.write(line + "\n")
             self._stream.flush()

@@ -14,7 +14,11 @@ async def test_assert_entity_is_idempotent_by_name_and_case(engine: Engine) -> N
     first = await dispatch(engine, "knowledge_assert_entity", {"name": "Neil Armstrong"})
     again = await dispatch(engine, "knowledge_assert_entity", {"name": "  neil armstrong "})
     assert first["created"] is True
-    assert again == {"entity_uuid": first["entity_uuid"], "created": False, "embedding_warning": None}
+    assert again == {
+        "entity_uuid": first["entity_uuid"],
+        "created": False,
+        "embedding_warning": None,
+    }
 
 
 async def test_assert_relationship_upserts_on_source_predicate_target(engine: Engine) -> None:
@@ -22,11 +26,16 @@ async def test_assert_relationship_upserts_on_source_predicate_target(engine: En
     await dispatch(engine, "knowledge_assert_entity", {"name": "Apollo 11"})
     params = {"source_name": "Neil Armstrong", "target_name": "Apollo 11", "predicate": "COMMANDED"}
     created = await dispatch(engine, "knowledge_assert_relationship", params)
-    updated = await dispatch(engine, "knowledge_assert_relationship",
-                             {**params, "fact": "Armstrong commanded Apollo 11", "valid_at": "1969-07-16 13:32:00"})
+    updated = await dispatch(
+        engine,
+        "knowledge_assert_relationship",
+        {**params, "fact": "Armstrong commanded Apollo 11", "valid_at": "1969-07-16 13:32:00"},
+    )
     assert created["created"] is True and updated["created"] is False
     assert updated["edge_uuid"] == created["edge_uuid"]
-    edges = await dispatch(engine, "knowledge_get_edges_by_uuids", {"uuids": [created["edge_uuid"]]})
+    edges = await dispatch(
+        engine, "knowledge_get_edges_by_uuids", {"uuids": [created["edge_uuid"]]}
+    )
     assert edges["count"] == 1
     edge = edges["edges"][0]
     assert edge["fact"] == "Armstrong commanded Apollo 11"
@@ -61,11 +70,21 @@ async def test_an_episode_commit_with_dangling_references_is_refused_and_logs_no
     ep = Episode(uuid=str(uuid.uuid4()), group_id="g", name="e", content="text", created_at=now())
     a = Entity(uuid=str(uuid.uuid4()), group_id="g", name="A", created_at=now())
     ghost = str(uuid.uuid4())
-    dangling = Fact(uuid=str(uuid.uuid4()), group_id="g", source_uuid=a.uuid, target_uuid=ghost,
-                    name="KNOWS", fact="A knows a ghost", created_at=now())
+    dangling = Fact(
+        uuid=str(uuid.uuid4()),
+        group_id="g",
+        source_uuid=a.uuid,
+        target_uuid=ghost,
+        name="KNOWS",
+        fact="A knows a ghost",
+        created_at=now(),
+    )
     cases = [
         (EpisodeCommit("g", ep, [a], [dangling], [], [a.uuid]), "facts"),
-        (EpisodeCommit("g", ep, [a], [], [Invalidation(ghost, now(), now())], [a.uuid]), "invalidations"),
+        (
+            EpisodeCommit("g", ep, [a], [], [Invalidation(ghost, now(), now())], [a.uuid]),
+            "invalidations",
+        ),
         (EpisodeCommit("g", ep, [a], [], [], [ghost]), "facts"),
         (EpisodeCommit("other", ep, [a], [], [], []), "episode"),
         (EpisodeCommit("", ep, [], [], [], []), "group_id"),

@@ -328,7 +328,9 @@ def _episode_batch(stamp_text: str) -> tuple[list[bytes], dict[str, str]]:
         ),
         pytest.param(lambda lines: sum(map(len, lines)) - 1, 5, id="only-the-newline-missing"),
         pytest.param(lambda lines: len(lines[0]) + len(lines[1]) + 60, 3, id="in-third-line"),
-        pytest.param(lambda lines: len(lines[0]) + len(lines[1]) + 12, 3, id="before-third-line-ts"),
+        pytest.param(
+            lambda lines: len(lines[0]) + len(lines[1]) + 12, 3, id="before-third-line-ts"
+        ),
         pytest.param(lambda lines: len(lines[0]) + len(lines[1]), 2, id="between-two-lines"),
     ],
 )

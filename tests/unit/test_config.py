@@ -166,6 +166,7 @@ BAD_VALUES = {
     "embedding_dim": ["4", "8193", "wide"],
     "kuzu_buffer_pool_mb": ["63", "1GB"],
     "checkpoint_wal_bytes": ["-1", "16M"],
+    "attached_call_timeout_ms": ["0", "-5", "30s"],
 }
 
 

@@ -16,10 +16,12 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from lcg.cli.remote import service_client
+from lcg.cli.serve import serve
 from lcg.config import load_settings
 from lcg.engine import Engine, open_engine
 from lcg.errors import LcgError
-from lcg.service.registry import Context, dispatch
+from lcg.service.registry import dispatch
 
 __all__ = ["cli", "main"]
 
@@ -46,8 +48,12 @@ def _print(result: Any) -> None:
 
 
 @click.group()
-@click.option("--home", type=click.Path(file_okay=False), default=None,
-              help="State directory (default: $LCG_HOME or ./.lcg).")
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="State directory (default: $LCG_HOME or ./.lcg).",
+)
 @click.version_option(package_name="lcg")
 @click.pass_context
 def cli(ctx: click.Context, home: str | None) -> None:
@@ -56,27 +62,63 @@ def cli(ctx: click.Context, home: str | None) -> None:
     ctx.obj["home"] = home
 
 
+_SOCKET_OPTION = click.option(
+    "--socket",
+    "socket_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Service socket to use when a service is running (default: the configured one).",
+)
+
+
+def _remote(
+    ctx: click.Context, socket_path: str | None, method: str, params: dict[str, Any]
+) -> bool:
+    """Call `method` on a running service and print the result; False when none answers."""
+    client = service_client(ctx.obj.get("home"), socket_path)
+    if client is None:
+        return False
+    with client:
+        _print(client.call(method, params))
+    return True
+
+
 @cli.command()
+@_SOCKET_OPTION
 @click.pass_context
-def status(ctx: click.Context) -> None:
-    """Print knowledge_status as JSON."""
+def status(ctx: click.Context, socket_path: str | None) -> None:
+    """Print knowledge_status as JSON (from the running service, if there is one)."""
+    if _remote(ctx, socket_path, "knowledge_status", {}):
+        return
     engine = _engine(ctx)
     _print(_run(engine, lambda: dispatch(engine, "knowledge_status", {})))
 
 
 @cli.command()
 @click.argument("query")
+@_SOCKET_OPTION
 @click.pass_context
-def cypher(ctx: click.Context, query: str) -> None:
+def cypher(ctx: click.Context, query: str, socket_path: str | None) -> None:
     """Run one Cypher statement (knowledge_query_cypher) and print the rows."""
+    if _remote(ctx, socket_path, "knowledge_query_cypher", {"query": query}):
+        return
     engine = _engine(ctx)
     _print(_run(engine, lambda: dispatch(engine, "knowledge_query_cypher", {"query": query})))
 
 
 @cli.command()
-@click.option("--group", "groups", multiple=True, help="Group to rebuild (repeatable; default: every group with a WAL).")
-@click.option("--force-clear/--no-force-clear", default=True, show_default=True,
-              help="Purge a group that holds data before replaying it.")
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    help="Group to rebuild (repeatable; default: every group with a WAL).",
+)
+@click.option(
+    "--force-clear/--no-force-clear",
+    default=True,
+    show_default=True,
+    help="Purge a group that holds data before replaying it.",
+)
 @click.option("--dry-run", is_flag=True, help="Count what would be replayed; change nothing.")
 @click.pass_context
 def rebuild(ctx: click.Context, groups: tuple[str, ...], force_clear: bool, dry_run: bool) -> None:
@@ -87,38 +129,82 @@ def rebuild(ctx: click.Context, groups: tuple[str, ...], force_clear: bool, dry_
         raise click.ClickException(f"no WAL groups under {engine.wal.root}")
 
     async def run_all() -> list[dict[str, Any]]:
-        results = []
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed} ops"),
-                      TimeElapsedColumn(), console=console, transient=True) as bar:
-            for group in targets:
-                task = bar.add_task(f"rebuild {group}", total=None)
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed} ops"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task(f"rebuild {', '.join(targets)}", total=None)
 
-                def progress(frame: dict[str, Any], task: Any = task) -> None:
-                    bar.update(task, completed=frame.get("mutations_replayed_so_far", 0))
+            def progress(frame: dict[str, Any]) -> None:
+                bar.update(task, completed=frame.get("mutations_replayed_so_far", 0))
 
-                params = {"group_id": group, "force_clear": force_clear, "dry_run": dry_run}
-                results.append(await dispatch(engine, "knowledge_rebuild_from_wal", params,
-                                              Context(progress=progress)))
-                bar.update(task, completed=results[-1].get("mutations_replayed", 0))
-        return results
+            # One engine call for all groups: the full-text indexes are rebuilt once, at the end.
+            return await engine.rebuild_groups(
+                targets, force_clear=force_clear, dry_run=dry_run, progress=progress
+            )
 
     for result in _run(engine, run_all):
-        console.print(f"[bold]{result['group_id']}[/]: {result['mutations_replayed']} operations replayed "
-                      f"({result.get('replay_mode')}), {result['failed_lines']} failed, "
-                      f"{result['unparseable_lines']} unparseable, in {result.get('duration_seconds')} s")
+        console.print(
+            f"[bold]{result['group_id']}[/]: {result['mutations_replayed']} operations replayed "
+            f"({result.get('replay_mode')}), {result['failed_lines']} failed, "
+            f"{result['unparseable_lines']} unparseable, in {result.get('duration_seconds')} s"
+        )
         if result.get("fidelity_warning"):
             console.print(f"[yellow]warning:[/] {result['fidelity_warning']}")
         _print(result)
 
 
 @cli.command()
-@click.option("--dir", "directory", type=click.Path(file_okay=False), default=".lcg-demo",
-              show_default=True, help="Workspace for the demo; it is reset on every run.")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=".lcg-demo",
+    show_default=True,
+    help="Workspace for the demo; it is reset on every run.",
+)
 def demo(directory: str) -> None:
     """Build a small bi-temporal graph from examples/ and show what it knows."""
     from lcg.cli.demo import run_demo
 
     run_demo(Path(directory), console)
+
+
+cli.add_command(serve)
+
+
+@cli.command("mcp")
+@click.option(
+    "--scope",
+    default="all",
+    show_default=True,
+    help="Tools to expose: comma list of read, write, cypher, admin, all.",
+)
+@click.option(
+    "--connect",
+    "socket_path",
+    default=None,
+    metavar="SOCKET",
+    help="Attached mode: forward every call to the lcg service listening on SOCKET.",
+)
+@click.option(
+    "--allow-remote-close",
+    is_flag=True,
+    help="Attached mode: expose knowledge_close (stops the remote service).",
+)
+@click.pass_context
+def mcp_command(
+    ctx: click.Context, scope: str, socket_path: str | None, allow_remote_close: bool
+) -> None:
+    """Serve the knowledge tools over MCP on stdin/stdout (logs go to stderr)."""
+    from lcg.cli.compat import serve_mcp  # imports the MCP SDK only for this command
+
+    overrides: dict[str, Any] = {"home": ctx.obj["home"]} if ctx.obj.get("home") else {}
+    serve_mcp(scope, socket_path, allow_remote_close, overrides, prog="lcg mcp")
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ class CachedEmbedder:
         self.path = directory / f"{slug}-{identity.dim}.f32"
         self._lock = threading.Lock()
         self._index: dict[bytes, int] = {}
-        self._chunks: list[Vectors] = []
+        self._matrix: Vectors = np.zeros((0, identity.dim), dtype=np.float32)  # grows by doubling
         self._count = 0
         self.hits = 0
         self.misses = 0
@@ -61,18 +61,18 @@ class CachedEmbedder:
             with self.path.open("r+b") as fh:
                 fh.truncate(whole)
         data = np.fromfile(self.path, dtype=self._record)
-        for i, h in enumerate(data["h"].tolist()):
-            self._index[h] = i
-        self._chunks = [np.ascontiguousarray(data["v"])]
+        self._index = {h: i for i, h in enumerate(data["h"].tolist())}
+        self._matrix = np.ascontiguousarray(data["v"])
         self._count = len(data)
 
-    def _row(self, i: int) -> Vectors:
-        for chunk in self._chunks:
-            if i < len(chunk):
-                row: Vectors = chunk[i]
-                return row
-            i -= len(chunk)
-        raise IndexError(i)
+    def _append(self, vectors: Vectors) -> None:
+        need = self._count + len(vectors)
+        if need > len(self._matrix):
+            grown = np.zeros((max(need, 2 * len(self._matrix), 1024), self._dim), dtype=np.float32)
+            grown[: self._count] = self._matrix[: self._count]
+            self._matrix = grown
+        self._matrix[self._count : need] = vectors
+        self._count = need
 
     def __len__(self) -> int:
         return self._count
@@ -83,36 +83,51 @@ class CachedEmbedder:
         keys = [text_hash(model, t).encode() for t in texts]
         out = np.empty((len(texts), self._dim), dtype=np.float32)
         missing: dict[bytes, list[int]] = {}
+        rows, found = [], []
         with self._lock:
             for row, key in enumerate(keys):
                 at = self._index.get(key)
                 if at is None:
                     missing.setdefault(key, []).append(row)
                 else:
-                    out[row] = self._row(at)
+                    rows.append(row)
+                    found.append(at)
+            if found:
+                out[rows] = self._matrix[found]
         self.hits += len(texts) - sum(len(v) for v in missing.values())
         if not missing:
             return out
-        firsts = [rows[0] for rows in missing.values()]
-        fresh = np.asarray(self.inner.embed([texts[r] for r in firsts]), dtype=np.float32)
-        self.misses += len(firsts)
-        for (_, rows), vec in zip(missing.items(), fresh, strict=True):
-            out[rows] = vec
-        records = np.empty(len(firsts), dtype=self._record)
-        records["h"] = list(missing)
-        records["v"] = fresh
+        keys_missing = list(missing)
+        fresh = np.asarray(
+            self.inner.embed([texts[missing[k][0]] for k in keys_missing]), dtype=np.float32
+        )
+        self.misses += len(keys_missing)
+        targets, sources = [], []
+        for j, key in enumerate(keys_missing):
+            for row in missing[key]:
+                targets.append(row)
+                sources.append(j)
+        if len(targets) == len(texts) and len(sources) == len(keys_missing):
+            out = fresh  # every text was new and distinct, in order
+        else:
+            out[targets] = fresh[sources]
         with self._lock:
-            new = [k for k in missing if k not in self._index]  # another thread may have won
-            keep = np.isin(records["h"], np.array(new, dtype="S16")) if new else np.zeros(0, bool)
-            records = records[keep] if new else records[:0]
-            if len(records):
+            new = [
+                j for j, key in enumerate(keys_missing) if key not in self._index
+            ]  # another thread may have won
+            if new:
+                vectors = fresh if len(new) == len(keys_missing) else fresh[new]
+                hashes = np.frombuffer(b"".join(keys_missing[j] for j in new), dtype=np.uint8)
+                blob = np.concatenate(
+                    [hashes.reshape(len(new), 16), vectors.view(np.uint8).reshape(len(new), -1)],
+                    axis=1,
+                )
                 # No fsync: the cache is derived data, and a crash can only lose or tear the
                 # last records, which `_load` cuts off (lookups are by text hash, so a lost
                 # record just means embedding that text again).
                 with self.path.open("ab") as fh:
-                    fh.write(records.tobytes())
-                for i, key in enumerate(records["h"].tolist()):
-                    self._index[key] = self._count + i
-                self._chunks.append(np.ascontiguousarray(records["v"]))
-                self._count += len(records)
+                    fh.write(blob.tobytes())
+                for i, j in enumerate(new):
+                    self._index[keys_missing[j]] = self._count + i
+                self._append(vectors)
         return out

@@ -57,6 +57,7 @@ def parse_params(model: type[Params], raw: Any) -> Params:
 
 # -- reusable field types -------------------------------------------------------------------------
 
+
 def _required_text(name: str) -> Any:
     def check(value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
@@ -70,7 +71,7 @@ def _write_group(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("group_id must be a string")
     if not value:
-        raise ValueError("group_id must be non-empty: writes to group \"\" cannot be logged")
+        raise ValueError('group_id must be non-empty: writes to group "" cannot be logged')
     try:
         encode_group(value)
     except InvalidRequestError as exc:
@@ -178,7 +179,8 @@ class AssertRelationshipParams(Params):
             return parse_timestamp(value)
         except ValueError:
             raise ValueError(
-                f"valid_at '{value}' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp") from None
+                f"valid_at '{value}' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp"
+            ) from None
 
 
 class GetEpisodesParams(Params):
@@ -273,4 +275,6 @@ class RebuildParams(Params):
         if self.to_seq is not None and self.to_seq < self.from_seq:
             raise InvalidRequestError(
                 f"knowledge_rebuild_from_wal: to_seq ({self.to_seq}) must not be less than from_seq "
-                f"({self.from_seq}) — bounded replay requires from_seq <= to_seq.", field="to_seq")
+                f"({self.from_seq}) — bounded replay requires from_seq <= to_seq.",
+                field="to_seq",
+            )

@@ -45,18 +45,29 @@ class Method:
 REGISTRY: dict[str, Method] = {}
 
 
-def _register(name: str, scope: Scope | None, params: type[p.Params], description: str, *,
-              long_running: bool = False, degraded_ok: bool = False) -> Callable[[Handler], Handler]:
+def _register(
+    name: str,
+    scope: Scope | None,
+    params: type[p.Params],
+    description: str,
+    *,
+    long_running: bool = False,
+    degraded_ok: bool = False,
+) -> Callable[[Handler], Handler]:
     def wrap(handler: Handler) -> Handler:
         if name in REGISTRY:
             raise RuntimeError(f"method {name} declared twice")
-        REGISTRY[name] = Method(name, scope, params, handler, description, long_running, degraded_ok)
+        REGISTRY[name] = Method(
+            name, scope, params, handler, description, long_running, degraded_ok
+        )
         return handler
 
     return wrap
 
 
-async def dispatch(engine: Engine, name: str, raw_params: Any, ctx: Context | None = None) -> dict[str, Any]:
+async def dispatch(
+    engine: Engine, name: str, raw_params: Any, ctx: Context | None = None
+) -> dict[str, Any]:
     """Validate `raw_params` for method `name` and run it.
 
     Raises:
@@ -75,143 +86,256 @@ async def dispatch(engine: Engine, name: str, raw_params: Any, ctx: Context | No
 
 # -- lifecycle and status -----------------------------------------------------------------------
 
+
 @_register("health_check", None, p.Empty, "Liveness and readiness probe.", degraded_ok=True)
 async def _health(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
     return await engine.health()
 
 
-@_register("knowledge_status", "read", p.Empty,
-           "Graph counts, per-group WAL positions, index state and the embedder in use. Call it to "
-           "see whether the graph is populated and fully caught up with its write-ahead log.",
-           degraded_ok=True)
+@_register(
+    "knowledge_status",
+    "read",
+    p.Empty,
+    "Graph counts, per-group WAL positions, index state and the embedder in use. Call it to "
+    "see whether the graph is populated and fully caught up with its write-ahead log.",
+    degraded_ok=True,
+)
 async def _status(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
     return await engine.status()
 
 
+@_register(
+    "knowledge_close",
+    "admin",
+    p.Empty,
+    "Shut the service down gracefully: in-flight calls finish, the log is flushed.",
+    degraded_ok=True,
+)
+async def _close(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
+    # The transport that received the call performs the shutdown after writing this answer.
+    return {"status": "closed"}
+
+
 # -- direct writes -----------------------------------------------------------------------------
 
-@_register("knowledge_assert_entity", "write", p.AssertEntityParams,
-           "Create or update one entity by exact name (case-insensitive) or by entity_uuid within a "
-           "group, without any LLM extraction. Repeating the call with the same name is idempotent.")
+
+@_register(
+    "knowledge_assert_entity",
+    "write",
+    p.AssertEntityParams,
+    "Create or update one entity by exact name (case-insensitive) or by entity_uuid within a "
+    "group, without any LLM extraction. Repeating the call with the same name is idempotent.",
+)
 async def _assert_entity(engine: Engine, a: p.AssertEntityParams, ctx: Context) -> dict[str, Any]:
-    return await engine.assert_entity(a.name, a.group_id, a.entity_uuid, a.labels, a.summary, a.attributes)
+    return await engine.assert_entity(
+        a.name, a.group_id, a.entity_uuid, a.labels, a.summary, a.attributes
+    )
 
 
-@_register("knowledge_assert_relationship", "write", p.AssertRelationshipParams,
-           "Create or update one directed fact (source --predicate--> target) between two existing "
-           "entities of the same group, resolved by name. The (source, predicate, target) triple of a "
-           "current fact is its identity: asserting it again updates the fact text and validity.")
-async def _assert_relationship(engine: Engine, a: p.AssertRelationshipParams, ctx: Context) -> dict[str, Any]:
-    return await engine.assert_relationship(a.source_name, a.target_name, a.predicate, a.group_id,
-                                            a.fact, a.attributes, a.valid_at, a.relation_type)
+@_register(
+    "knowledge_assert_relationship",
+    "write",
+    p.AssertRelationshipParams,
+    "Create or update one directed fact (source --predicate--> target) between two existing "
+    "entities of the same group, resolved by name. The (source, predicate, target) triple of a "
+    "current fact is its identity: asserting it again updates the fact text and validity.",
+)
+async def _assert_relationship(
+    engine: Engine, a: p.AssertRelationshipParams, ctx: Context
+) -> dict[str, Any]:
+    return await engine.assert_relationship(
+        a.source_name,
+        a.target_name,
+        a.predicate,
+        a.group_id,
+        a.fact,
+        a.attributes,
+        a.valid_at,
+        a.relation_type,
+    )
 
 
 # -- reads ----------------------------------------------------------------------------------------
 
-@_register("knowledge_get_episodes", "read", p.GetEpisodesParams,
-           "The most recent episodes (ingested texts) of one group, newest first, with the uuids of "
-           "the entities each one mentions.")
+
+@_register(
+    "knowledge_get_episodes",
+    "read",
+    p.GetEpisodesParams,
+    "The most recent episodes (ingested texts) of one group, newest first, with the uuids of "
+    "the entities each one mentions.",
+)
 async def _get_episodes(engine: Engine, a: p.GetEpisodesParams, ctx: Context) -> dict[str, Any]:
     return await engine.get_episodes(a.group_id, a.last_n)
 
 
-@_register("knowledge_get_nodes_by_group", "read", p.GroupsParams,
-           "Every entity of the given groups (all groups when group_ids is omitted; none for []).")
+@_register(
+    "knowledge_get_nodes_by_group",
+    "read",
+    p.GroupsParams,
+    "Every entity of the given groups (all groups when group_ids is omitted; none for []).",
+)
 async def _nodes_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> dict[str, Any]:
     return await engine.get_nodes_by_group(a.group_ids)
 
 
-@_register("knowledge_get_edges_by_group", "read", p.GroupsParams,
-           "Every fact (relationship) owned by the given groups, current and invalidated.")
+@_register(
+    "knowledge_get_edges_by_group",
+    "read",
+    p.GroupsParams,
+    "Every fact (relationship) owned by the given groups, current and invalidated.",
+)
 async def _edges_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> dict[str, Any]:
     return await engine.get_edges_by_group(a.group_ids)
 
 
-@_register("knowledge_get_edges_by_uuids", "read", p.EdgesByUuidsParams,
-           "Fetch specific facts by uuid; unknown uuids are left out.")
+@_register(
+    "knowledge_get_edges_by_uuids",
+    "read",
+    p.EdgesByUuidsParams,
+    "Fetch specific facts by uuid; unknown uuids are left out.",
+)
 async def _edges_by_uuids(engine: Engine, a: p.EdgesByUuidsParams, ctx: Context) -> dict[str, Any]:
     return await engine.get_edges_by_uuids(a.uuids)
 
 
-@_register("knowledge_list_entities", "read", p.ListEntitiesParams,
-           "List entities (newest uuid first) with the episodes that mention each one.")
+@_register(
+    "knowledge_list_entities",
+    "read",
+    p.ListEntitiesParams,
+    "List entities (newest uuid first) with the episodes that mention each one.",
+)
 async def _list_entities(engine: Engine, a: p.ListEntitiesParams, ctx: Context) -> dict[str, Any]:
     return await engine.list_entities(a.num_results, a.group_ids)
 
 
-@_register("knowledge_list_relationships", "read", p.ListRelationshipsParams,
-           "List facts with the episodes that mention either endpoint.")
-async def _list_relationships(engine: Engine, a: p.ListRelationshipsParams, ctx: Context) -> dict[str, Any]:
+@_register(
+    "knowledge_list_relationships",
+    "read",
+    p.ListRelationshipsParams,
+    "List facts with the episodes that mention either endpoint.",
+)
+async def _list_relationships(
+    engine: Engine, a: p.ListRelationshipsParams, ctx: Context
+) -> dict[str, Any]:
     return await engine.list_relationships(a.num_results, a.group_ids)
 
 
-@_register("knowledge_get_entity_neighbors", "read", p.NeighborsParams,
-           "The one-hop neighbourhood of an entity: its facts (outgoing first) and the entities at "
-           "their other ends.")
+@_register(
+    "knowledge_get_entity_neighbors",
+    "read",
+    p.NeighborsParams,
+    "The one-hop neighbourhood of an entity: its facts (outgoing first) and the entities at "
+    "their other ends.",
+)
 async def _neighbors(engine: Engine, a: p.NeighborsParams, ctx: Context) -> dict[str, Any]:
     return await engine.get_entity_neighbors(a.entity_uuid, a.num_results, a.group_ids)
 
 
-@_register("knowledge_get_entities_by_source", "read", p.BySourceParams,
-           "Entities mentioned by episodes whose source_description contains the given text.")
+@_register(
+    "knowledge_get_entities_by_source",
+    "read",
+    p.BySourceParams,
+    "Entities mentioned by episodes whose source_description contains the given text.",
+)
 async def _by_source(engine: Engine, a: p.BySourceParams, ctx: Context) -> dict[str, Any]:
     return await engine.get_entities_by_source(a.source, a.num_results, a.group_ids)
 
 
 # -- deletes --------------------------------------------------------------------------------------
 
-@_register("knowledge_delete_episode", "write", p.DeleteEpisodeParams,
-           "Delete one episode by uuid. Entities and facts extracted from it are kept.")
+
+@_register(
+    "knowledge_delete_episode",
+    "write",
+    p.DeleteEpisodeParams,
+    "Delete one episode by uuid. Entities and facts extracted from it are kept.",
+)
 async def _delete_episode(engine: Engine, a: p.DeleteEpisodeParams, ctx: Context) -> dict[str, Any]:
     return await engine.delete_episode(a.episode_uuid)
 
 
-@_register("knowledge_delete_by_source", "write", p.DeleteBySourceParams,
-           "Delete every episode ingested from a source file within the given groups.")
-async def _delete_by_source(engine: Engine, a: p.DeleteBySourceParams, ctx: Context) -> dict[str, Any]:
+@_register(
+    "knowledge_delete_by_source",
+    "write",
+    p.DeleteBySourceParams,
+    "Delete every episode ingested from a source file within the given groups.",
+)
+async def _delete_by_source(
+    engine: Engine, a: p.DeleteBySourceParams, ctx: Context
+) -> dict[str, Any]:
     return await engine.delete_by_source(a.source_file, a.group_ids)
 
 
-@_register("knowledge_delete_chunk_episode", "write", p.DeleteChunkParams,
-           "Delete every episode whose name is the given chunk id within the given groups.")
+@_register(
+    "knowledge_delete_chunk_episode",
+    "write",
+    p.DeleteChunkParams,
+    "Delete every episode whose name is the given chunk id within the given groups.",
+)
 async def _delete_chunk(engine: Engine, a: p.DeleteChunkParams, ctx: Context) -> dict[str, Any]:
     return await engine.delete_chunk_episode(a.chunk_id, a.group_ids)
 
 
-@_register("knowledge_delete_by_group", "admin", p.DeleteByGroupParams,
-           "Purge all entities, facts and episodes of whole groups. Needs confirm: true (or dry_run: "
-           "true to see the counts first).")
-async def _delete_by_group(engine: Engine, a: p.DeleteByGroupParams, ctx: Context) -> dict[str, Any]:
+@_register(
+    "knowledge_delete_by_group",
+    "admin",
+    p.DeleteByGroupParams,
+    "Purge all entities, facts and episodes of whole groups. Needs confirm: true (or dry_run: "
+    "true to see the counts first).",
+)
+async def _delete_by_group(
+    engine: Engine, a: p.DeleteByGroupParams, ctx: Context
+) -> dict[str, Any]:
     return await engine.delete_by_group(a.group_ids, a.dry_run, a.confirm)
 
 
-@_register("knowledge_clear_all", "write", p.ClearAllParams,
-           "Delete the entire graph (every group) and start empty. Needs confirm: true; the "
-           "write-ahead log is deleted too unless preserve_wal: true.")
+@_register(
+    "knowledge_clear_all",
+    "write",
+    p.ClearAllParams,
+    "Delete the entire graph (every group) and start empty. Needs confirm: true; the "
+    "write-ahead log is deleted too unless preserve_wal: true.",
+)
 async def _clear_all(engine: Engine, a: p.ClearAllParams, ctx: Context) -> dict[str, Any]:
     return await engine.clear_all(a.confirm, a.preserve_wal)
 
 
 # -- admin ----------------------------------------------------------------------------------------
 
-@_register("knowledge_query_cypher", "cypher", p.QueryCypherParams,
-           "Run one Cypher statement against the graph (tables Episode, Entity, Fact; relationships "
-           "MENTIONS and RELATES_TO). Every cell comes back as a string. Mutations are logged and "
-           "replayed verbatim but bypass lcg's invariants; prefer the typed methods.")
+
+@_register(
+    "knowledge_query_cypher",
+    "cypher",
+    p.QueryCypherParams,
+    "Run one Cypher statement against the graph (tables Episode, Entity, Fact; relationships "
+    "MENTIONS and RELATES_TO). Every cell comes back as a string. Mutations are logged and "
+    "replayed verbatim but bypass lcg's invariants; prefer the typed methods.",
+)
 async def _cypher(engine: Engine, a: p.QueryCypherParams, ctx: Context) -> dict[str, Any]:
     return await engine.query_cypher(a.query)
 
 
-@_register("knowledge_build_indices", "admin", p.Empty,
-           "Create any missing full-text index. Safe to repeat.")
+@_register(
+    "knowledge_build_indices",
+    "admin",
+    p.Empty,
+    "Create any missing full-text index. Safe to repeat.",
+)
 async def _build_indices(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
     return await engine.build_indices()
 
 
-@_register("knowledge_rebuild_from_wal", "admin", p.RebuildParams,
-           "Replay a group's write-ahead log into the graph: from_seq 0 re-derives the whole group "
-           "(force_clear: true purges it first if it holds data), a later from_seq replays a tail; "
-           "dry_run counts without writing.", long_running=True)
+@_register(
+    "knowledge_rebuild_from_wal",
+    "admin",
+    p.RebuildParams,
+    "Replay a group's write-ahead log into the graph: from_seq 0 re-derives the whole group "
+    "(force_clear: true purges it first if it holds data), a later from_seq replays a tail; "
+    "dry_run counts without writing.",
+    long_running=True,
+)
 async def _rebuild(engine: Engine, a: p.RebuildParams, ctx: Context) -> dict[str, Any]:
-    return await engine.rebuild_from_wal(a.group_id, a.from_seq, a.to_seq, a.dry_run, a.force_clear,
-                                         progress=ctx.progress)
+    return await engine.rebuild_from_wal(
+        a.group_id, a.from_seq, a.to_seq, a.dry_run, a.force_clear, progress=ctx.progress
+    )

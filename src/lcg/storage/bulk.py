@@ -26,55 +26,75 @@ def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingR
     """COPY every row of `folded` (and its embeddings) into the graph."""
     episodes = list(folded.episodes.values())
     if episodes:
-        conn.copy_from("Episode", pa.table({
-            "uuid": [e.uuid for e in episodes],
-            "group_id": [e.group_id for e in episodes],
-            "name": [e.name for e in episodes],
-            "content": [e.content for e in episodes],
-            "source": [e.source for e in episodes],
-            "source_description": [e.source_description for e in episodes],
-            "source_file": [e.source_file for e in episodes],
-            "chunk_id": [e.chunk_id for e in episodes],
-            "created_at": pa.array([to_db(e.created_at) for e in episodes], type=_TS),
-            "valid_at": pa.array([to_db(e.valid_at) for e in episodes], type=_TS),
-        }))
+        conn.copy_from(
+            "Episode",
+            pa.table(
+                {
+                    "uuid": [e.uuid for e in episodes],
+                    "group_id": [e.group_id for e in episodes],
+                    "name": [e.name for e in episodes],
+                    "content": [e.content for e in episodes],
+                    "source": [e.source for e in episodes],
+                    "source_description": [e.source_description for e in episodes],
+                    "source_file": [e.source_file for e in episodes],
+                    "chunk_id": [e.chunk_id for e in episodes],
+                    "created_at": pa.array([to_db(e.created_at) for e in episodes], type=_TS),
+                    "valid_at": pa.array([to_db(e.valid_at) for e in episodes], type=_TS),
+                }
+            ),
+        )
     entities = list(folded.entities.values())
     if entities:
-        conn.copy_from("Entity", pa.table({
-            "uuid": [e.uuid for e in entities],
-            "group_id": [e.group_id for e in entities],
-            "name": [e.name for e in entities],
-            "labels": pa.array([list(e.labels) for e in entities], type=_STRS),
-            "summary": [e.summary for e in entities],
-            "attributes": [e.attributes for e in entities],
-            "created_at": pa.array([to_db(e.created_at) for e in entities], type=_TS),
-            "merged_into": pa.array([e.merged_into for e in entities], type=pa.string()),
-        }))
+        conn.copy_from(
+            "Entity",
+            pa.table(
+                {
+                    "uuid": [e.uuid for e in entities],
+                    "group_id": [e.group_id for e in entities],
+                    "name": [e.name for e in entities],
+                    "labels": pa.array([list(e.labels) for e in entities], type=_STRS),
+                    "summary": [e.summary for e in entities],
+                    "attributes": [e.attributes for e in entities],
+                    "created_at": pa.array([to_db(e.created_at) for e in entities], type=_TS),
+                    "merged_into": pa.array([e.merged_into for e in entities], type=pa.string()),
+                }
+            ),
+        )
     facts = list(folded.facts.values())
     if facts:
-        conn.copy_from("Fact", pa.table({
-            "uuid": [f.uuid for f in facts],
-            "group_id": [f.group_id for f in facts],
-            "source_uuid": [f.source_uuid for f in facts],
-            "target_uuid": [f.target_uuid for f in facts],
-            "name": [f.name for f in facts],
-            "fact": [f.fact for f in facts],
-            "relation_type": pa.array([f.relation_type for f in facts], type=pa.string()),
-            "attributes": [f.attributes for f in facts],
-            "episodes": pa.array([list(f.episodes) for f in facts], type=_STRS),
-            "valid_at": pa.array([to_db(f.valid_at) for f in facts], type=_TS),
-            "invalid_at": pa.array([to_db(f.invalid_at) for f in facts], type=_TS),
-            "created_at": pa.array([to_db(f.created_at) for f in facts], type=_TS),
-            "expired_at": pa.array([to_db(f.expired_at) for f in facts], type=_TS),
-        }))
+        conn.copy_from(
+            "Fact",
+            pa.table(
+                {
+                    "uuid": [f.uuid for f in facts],
+                    "group_id": [f.group_id for f in facts],
+                    "source_uuid": [f.source_uuid for f in facts],
+                    "target_uuid": [f.target_uuid for f in facts],
+                    "name": [f.name for f in facts],
+                    "fact": [f.fact for f in facts],
+                    "relation_type": pa.array([f.relation_type for f in facts], type=pa.string()),
+                    "attributes": [f.attributes for f in facts],
+                    "episodes": pa.array([list(f.episodes) for f in facts], type=_STRS),
+                    "valid_at": pa.array([to_db(f.valid_at) for f in facts], type=_TS),
+                    "invalid_at": pa.array([to_db(f.invalid_at) for f in facts], type=_TS),
+                    "created_at": pa.array([to_db(f.created_at) for f in facts], type=_TS),
+                    "expired_at": pa.array([to_db(f.expired_at) for f in facts], type=_TS),
+                }
+            ),
+        )
     if embeddings:
-        conn.copy_from("Embedding", pa.table({
-            "key": [r.key for r in embeddings],
-            "owner": [r.owner for r in embeddings],
-            "kind": [r.kind for r in embeddings],
-            "group_id": [r.group_id for r in embeddings],
-            "text_hash": [r.text_hash for r in embeddings],
-        }))
+        conn.copy_from(
+            "Embedding",
+            pa.table(
+                {
+                    "key": [r.key for r in embeddings],
+                    "owner": [r.owner for r in embeddings],
+                    "kind": [r.kind for r in embeddings],
+                    "group_id": [r.group_id for r in embeddings],
+                    "text_hash": [r.text_hash for r in embeddings],
+                }
+            ),
+        )
     wired = folded.hops()
     if wired:
         conn.copy_from(

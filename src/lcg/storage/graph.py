@@ -46,7 +46,9 @@ __all__ = [
 
 EMBEDDING_KINDS = ("entity_name", "entity_summary", "fact", "episode")
 
-ENTITY_COLS = "e.uuid, e.group_id, e.name, e.labels, e.summary, e.attributes, e.created_at, e.merged_into"
+ENTITY_COLS = (
+    "e.uuid, e.group_id, e.name, e.labels, e.summary, e.attributes, e.created_at, e.merged_into"
+)
 FACT_COLS = (
     "f.uuid, f.group_id, f.source_uuid, f.target_uuid, f.name, f.fact, f.relation_type, "
     "f.attributes, f.episodes, f.valid_at, f.invalid_at, f.created_at, f.expired_at"
@@ -60,26 +62,47 @@ _HOPS = "(a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity)"
 
 def _entity(row: Sequence[Any]) -> Entity:
     return Entity(
-        uuid=row[0], group_id=row[1], name=row[2] or "", labels=tuple(row[3] or ()),
-        summary=row[4] or "", attributes=row[5] or "{}", created_at=from_db(row[6]),
+        uuid=row[0],
+        group_id=row[1],
+        name=row[2] or "",
+        labels=tuple(row[3] or ()),
+        summary=row[4] or "",
+        attributes=row[5] or "{}",
+        created_at=from_db(row[6]),
         merged_into=row[7],
     )
 
 
 def _fact(row: Sequence[Any]) -> Fact:
     return Fact(
-        uuid=row[0], group_id=row[1], source_uuid=row[2] or "", target_uuid=row[3] or "",
-        name=row[4] or "", fact=row[5] or "", relation_type=row[6], attributes=row[7] or "{}",
-        episodes=tuple(row[8] or ()), valid_at=from_db(row[9]), invalid_at=from_db(row[10]),
-        created_at=from_db(row[11]), expired_at=from_db(row[12]),
+        uuid=row[0],
+        group_id=row[1],
+        source_uuid=row[2] or "",
+        target_uuid=row[3] or "",
+        name=row[4] or "",
+        fact=row[5] or "",
+        relation_type=row[6],
+        attributes=row[7] or "{}",
+        episodes=tuple(row[8] or ()),
+        valid_at=from_db(row[9]),
+        invalid_at=from_db(row[10]),
+        created_at=from_db(row[11]),
+        expired_at=from_db(row[12]),
     )
 
 
 def _episode(row: Sequence[Any]) -> Episode:
     return Episode(
-        uuid=row[0], group_id=row[1], name=row[2] or "", content=row[3] or "",
-        source=row[4] or "text", source_description=row[5] or "", source_file=row[6] or "",
-        chunk_id=row[7] or "", created_at=from_db(row[8]), valid_at=from_db(row[9]),
+        uuid=row[0],
+        group_id=row[1],
+        name=row[2] or "",
+        content=row[3] or "",
+        source=row[4] or "text",
+        source_description=row[5] or "",
+        source_file=row[6] or "",
+        chunk_id=row[7] or "",
+        created_at=from_db(row[8]),
+        valid_at=from_db(row[9]),
     )
 
 
@@ -96,30 +119,50 @@ def _where(*clauses: str) -> str:
 
 # -- writes ---------------------------------------------------------------------------------
 
+
 def _entity_params(e: Entity) -> dict[str, Any]:
     return {
-        "uuid": e.uuid, "group_id": e.group_id, "name": e.name, "labels": list(e.labels),
-        "summary": e.summary, "attributes": e.attributes, "created_at": to_db(e.created_at),
+        "uuid": e.uuid,
+        "group_id": e.group_id,
+        "name": e.name,
+        "labels": list(e.labels),
+        "summary": e.summary,
+        "attributes": e.attributes,
+        "created_at": to_db(e.created_at),
         "merged_into": e.merged_into,
     }
 
 
 def _fact_params(f: Fact) -> dict[str, Any]:
     return {
-        "uuid": f.uuid, "group_id": f.group_id, "source_uuid": f.source_uuid,
-        "target_uuid": f.target_uuid, "name": f.name, "fact": f.fact,
-        "relation_type": f.relation_type, "attributes": f.attributes, "episodes": list(f.episodes),
-        "valid_at": to_db(f.valid_at), "invalid_at": to_db(f.invalid_at),
-        "created_at": to_db(f.created_at), "expired_at": to_db(f.expired_at),
+        "uuid": f.uuid,
+        "group_id": f.group_id,
+        "source_uuid": f.source_uuid,
+        "target_uuid": f.target_uuid,
+        "name": f.name,
+        "fact": f.fact,
+        "relation_type": f.relation_type,
+        "attributes": f.attributes,
+        "episodes": list(f.episodes),
+        "valid_at": to_db(f.valid_at),
+        "invalid_at": to_db(f.invalid_at),
+        "created_at": to_db(f.created_at),
+        "expired_at": to_db(f.expired_at),
     }
 
 
 def _episode_params(ep: Episode) -> dict[str, Any]:
     return {
-        "uuid": ep.uuid, "group_id": ep.group_id, "name": ep.name, "content": ep.content,
-        "source": ep.source, "source_description": ep.source_description,
-        "source_file": ep.source_file, "chunk_id": ep.chunk_id,
-        "created_at": to_db(ep.created_at), "valid_at": to_db(ep.valid_at),
+        "uuid": ep.uuid,
+        "group_id": ep.group_id,
+        "name": ep.name,
+        "content": ep.content,
+        "source": ep.source,
+        "source_description": ep.source_description,
+        "source_file": ep.source_file,
+        "chunk_id": ep.chunk_id,
+        "created_at": to_db(ep.created_at),
+        "valid_at": to_db(ep.valid_at),
     }
 
 
@@ -161,7 +204,10 @@ def _upsert(conn: Conn, table: str, rows: Sequence[dict[str, Any]], assignments:
 
 def _existing(conn: Conn, table: str, uuids: list[str]) -> set[str]:
     return {
-        r[0] for r in conn.rows(f"UNWIND $uuids AS u MATCH (x:{table} {{uuid: u}}) RETURN x.uuid", {"uuids": uuids})
+        r[0]
+        for r in conn.rows(
+            f"UNWIND $uuids AS u MATCH (x:{table} {{uuid: u}}) RETURN x.uuid", {"uuids": uuids}
+        )
     }
 
 
@@ -203,10 +249,14 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
             conn.run("MATCH (:Entity)-[r:RELATES_TO]->(f:Fact {uuid: $u}) DELETE r", {"u": uuid})
             conn.run("MATCH (f:Fact {uuid: $u})-[r:RELATES_TO]->(:Entity) DELETE r", {"u": uuid})
         # Kuzu rejects a parameter the statement does not use: pass each hop only its own.
-        conn.run("MATCH (a:Entity {uuid: $s}), (f:Fact {uuid: $f}) CREATE (a)-[:RELATES_TO]->(f)",
-                 {"f": uuid, "s": fact.source_uuid})
-        conn.run("MATCH (f:Fact {uuid: $f}), (b:Entity {uuid: $t}) CREATE (f)-[:RELATES_TO]->(b)",
-                 {"f": uuid, "t": fact.target_uuid})
+        conn.run(
+            "MATCH (a:Entity {uuid: $s}), (f:Fact {uuid: $f}) CREATE (a)-[:RELATES_TO]->(f)",
+            {"f": uuid, "s": fact.source_uuid},
+        )
+        conn.run(
+            "MATCH (f:Fact {uuid: $f}), (b:Entity {uuid: $t}) CREATE (f)-[:RELATES_TO]->(b)",
+            {"f": uuid, "t": fact.target_uuid},
+        )
 
 
 def invalidate_facts(conn: Conn, rows: Sequence[dict[str, Any]]) -> None:
@@ -250,11 +300,18 @@ def put_embeddings(conn: Conn, rows: Sequence[EmbeddingRow]) -> None:
         conn.run(
             "UNWIND $rows AS r MERGE (v:Embedding {key: r.key}) SET v.owner = r.owner, "
             "v.kind = r.kind, v.group_id = r.group_id, v.text_hash = r.text_hash",
-            {"rows": [
-                {"key": r.key, "owner": r.owner, "kind": r.kind, "group_id": r.group_id,
-                 "text_hash": r.text_hash}
-                for r in rows
-            ]},
+            {
+                "rows": [
+                    {
+                        "key": r.key,
+                        "owner": r.owner,
+                        "kind": r.kind,
+                        "group_id": r.group_id,
+                        "text_hash": r.text_hash,
+                    }
+                    for r in rows
+                ]
+            },
         )
 
 
@@ -276,7 +333,11 @@ def apply_ops(conn: Conn, group_id: str, ops: Sequence[Op]) -> None:
     i = 0
     while i < len(ops):
         j = i
-        while j < len(ops) and ops[j].name == ops[i].name and ops[i].name not in ("mentions.add", "group.purge", "cypher.exec"):
+        while (
+            j < len(ops)
+            and ops[j].name == ops[i].name
+            and ops[i].name not in ("mentions.add", "group.purge", "cypher.exec")
+        ):
             j += 1
         batch = ops[i : max(j, i + 1)]
         _apply_batch(conn, group_id, batch)
@@ -331,6 +392,7 @@ def _invalidation(data: dict[str, Any]) -> dict[str, Any]:
 
 # -- meta -----------------------------------------------------------------------------------
 
+
 def get_meta(conn: Conn, key: str) -> str | None:
     value = conn.scalar("MATCH (m:Meta {key: $k}) RETURN m.value", {"k": key})
     return value if isinstance(value, str) else None
@@ -346,11 +408,14 @@ def set_meta(conn: Conn, key: str, value: str | None) -> None:
 def meta_with_prefix(conn: Conn, prefix: str) -> dict[str, str]:
     return {
         row[0]: row[1]
-        for row in conn.rows("MATCH (m:Meta) WHERE m.key STARTS WITH $p RETURN m.key, m.value", {"p": prefix})
+        for row in conn.rows(
+            "MATCH (m:Meta) WHERE m.key STARTS WITH $p RETURN m.key, m.value", {"p": prefix}
+        )
     }
 
 
 # -- reads ----------------------------------------------------------------------------------
+
 
 def entity_by_uuid(conn: Conn, uuid: str) -> Entity | None:
     rows = conn.rows(f"MATCH (e:Entity {{uuid: $u}}) RETURN {ENTITY_COLS}", {"u": uuid})
@@ -359,7 +424,8 @@ def entity_by_uuid(conn: Conn, uuid: str) -> Entity | None:
 
 def entities_by_uuids(conn: Conn, uuids: Iterable[str]) -> dict[str, Entity]:
     rows = conn.rows(
-        f"UNWIND $uuids AS u MATCH (e:Entity {{uuid: u}}) RETURN {ENTITY_COLS}", {"uuids": list(uuids)}
+        f"UNWIND $uuids AS u MATCH (e:Entity {{uuid: u}}) RETURN {ENTITY_COLS}",
+        {"uuids": list(uuids)},
     )
     return {row[0]: _entity(row) for row in rows}
 
@@ -368,17 +434,24 @@ def name_rows(conn: Conn) -> list[tuple[str, str, str, datetime | None, bool]]:
     """(group_id, name, uuid, created_at, is_merged) of every entity: the name index source."""
     return [
         (row[0], row[1] or "", row[2], from_db(row[3]), "Merged" in (row[4] or ()))
-        for row in conn.rows("MATCH (e:Entity) RETURN e.group_id, e.name, e.uuid, e.created_at, e.labels")
+        for row in conn.rows(
+            "MATCH (e:Entity) RETURN e.group_id, e.name, e.uuid, e.created_at, e.labels"
+        )
     ]
 
 
-def entities_in_groups(conn: Conn, groups: Sequence[str] | None, limit: int | None = None) -> list[Entity]:
+def entities_in_groups(
+    conn: Conn, groups: Sequence[str] | None, limit: int | None = None
+) -> list[Entity]:
     clause, params = _group_filter("e", groups)
     tail = ""
     if limit is not None:
         tail = " ORDER BY e.uuid DESC LIMIT $limit"
         params["limit"] = limit
-    return [_entity(r) for r in conn.rows(f"MATCH (e:Entity) {_where(clause)} RETURN {ENTITY_COLS}{tail}", params)]
+    return [
+        _entity(r)
+        for r in conn.rows(f"MATCH (e:Entity) {_where(clause)} RETURN {ENTITY_COLS}{tail}", params)
+    ]
 
 
 def facts_with_hops(
@@ -402,11 +475,15 @@ def facts_with_hops(
 
 
 def facts_by_uuids(conn: Conn, uuids: Iterable[str]) -> dict[str, Fact]:
-    rows = conn.rows(f"UNWIND $uuids AS u MATCH (f:Fact {{uuid: u}}) RETURN {FACT_COLS}", {"uuids": list(uuids)})
+    rows = conn.rows(
+        f"UNWIND $uuids AS u MATCH (f:Fact {{uuid: u}}) RETURN {FACT_COLS}", {"uuids": list(uuids)}
+    )
     return {row[0]: _fact(row) for row in rows}
 
 
-def find_active_fact(conn: Conn, group_id: str, source: str, predicate: str, target: str) -> Fact | None:
+def find_active_fact(
+    conn: Conn, group_id: str, source: str, predicate: str, target: str
+) -> Fact | None:
     """The earliest non-invalidated fact with this (source, predicate, target) in the group."""
     rows = conn.rows(
         "MATCH (a:Entity {uuid: $s})-[:RELATES_TO]->(f:Fact) WHERE f.target_uuid = $t "
@@ -488,12 +565,19 @@ def episode_mentions(conn: Conn, episode_uuids: Sequence[str]) -> dict[str, list
 
 
 def episode_groups(conn: Conn, uuids: Sequence[str]) -> dict[str, str]:
-    rows = conn.rows("UNWIND $uuids AS u MATCH (ep:Episode {uuid: u}) RETURN ep.uuid, ep.group_id", {"uuids": list(uuids)})
+    rows = conn.rows(
+        "UNWIND $uuids AS u MATCH (ep:Episode {uuid: u}) RETURN ep.uuid, ep.group_id",
+        {"uuids": list(uuids)},
+    )
     return {row[0]: row[1] for row in rows}
 
 
 def episodes_matching(
-    conn: Conn, groups: Sequence[str], *, source_file: str | None = None, chunk_id: str | None = None
+    conn: Conn,
+    groups: Sequence[str],
+    *,
+    source_file: str | None = None,
+    chunk_id: str | None = None,
 ) -> list[tuple[str, str]]:
     """(uuid, group_id) of episodes from a source file, or with a chunk id as their name."""
     params: dict[str, Any] = {"groups": list(groups)}
@@ -531,5 +615,8 @@ def group_counts(conn: Conn, group_id: str) -> dict[str, int]:
 
 
 def stored_text_hashes(conn: Conn, keys: Sequence[str]) -> dict[str, str]:
-    rows = conn.rows("UNWIND $keys AS k MATCH (v:Embedding {key: k}) RETURN v.key, v.text_hash", {"keys": list(keys)})
+    rows = conn.rows(
+        "UNWIND $keys AS k MATCH (v:Embedding {key: k}) RETURN v.key, v.text_hash",
+        {"keys": list(keys)},
+    )
     return {row[0]: row[1] for row in rows}

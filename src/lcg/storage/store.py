@@ -22,6 +22,7 @@ import logging
 import queue
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,7 @@ class Store:
         self._closed = False
         self._fulltext_live = True
         self.rollbacks = 0
+        self.fulltext_build_seconds = 0.0  # time spent recreating full-text indexes, in total
         self.migrate()
         if unclean:
             logger.warning("%s was not closed cleanly: rebuilding its full-text indexes", path)
@@ -133,7 +135,10 @@ class Store:
         """Apply the migrations not yet recorded; return their names."""
         w = self._writer
         w.run("CREATE NODE TABLE IF NOT EXISTS Meta(key STRING PRIMARY KEY, value STRING)")
-        done = {row[0] for row in w.rows("MATCH (m:Meta) WHERE m.key STARTS WITH 'migration:' RETURN m.key")}
+        done = {
+            row[0]
+            for row in w.rows("MATCH (m:Meta) WHERE m.key STARTS WITH 'migration:' RETURN m.key")
+        }
         applied = []
         for name, step in MIGRATIONS:
             key = f"migration:{name}"
@@ -142,7 +147,9 @@ class Store:
             step(w.run)
             w.run("MERGE (m:Meta {key: $k}) SET m.value = 'applied'", {"k": key})
             applied.append(name)
-        w.run("MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(len(MIGRATIONS))})
+        w.run(
+            "MERGE (m:Meta {key: 'schema_version'}) SET m.value = $v", {"v": str(len(MIGRATIONS))}
+        )
         return applied
 
     @property
@@ -214,7 +221,11 @@ class Store:
 
     def create_fulltext(self) -> list[str]:
         """Create the full-text indexes that are missing; return their names."""
-        return create_missing_fts_indexes(self._writer.run)
+        started = time.perf_counter()
+        try:
+            return create_missing_fts_indexes(self._writer.run)
+        finally:
+            self.fulltext_build_seconds += time.perf_counter() - started
 
     def rebuild_fulltext(self) -> None:
         """Drop and recreate every full-text index (after a rollback may have damaged one)."""
@@ -224,7 +235,13 @@ class Store:
 
     @contextlib.contextmanager
     def fulltext_suspended(self) -> Iterator[None]:
-        """Run a block (a bulk load) with the full-text indexes dropped; rebuild them after."""
+        """Run a block (a bulk load) with the full-text indexes dropped; rebuild them after.
+
+        Nests: only the outermost block drops and rebuilds.
+        """
+        if not self._fulltext_live:
+            yield
+            return
         self.drop_fulltext()
         self._fulltext_live = False
         try:

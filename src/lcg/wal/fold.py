@@ -44,7 +44,8 @@ class FoldedGroup:
     def hops(self) -> list[Fact]:
         """Facts whose endpoints both exist: the ones that get structural hops."""
         return [
-            f for f in self.facts.values()
+            f
+            for f in self.facts.values()
             if f.source_uuid in self.entities and f.target_uuid in self.entities
         ]
 

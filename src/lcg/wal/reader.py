@@ -79,7 +79,9 @@ def iter_records(
                     if len(stats.unparseable_samples) < 5:
                         stats.unparseable_samples.append(f"{path.name}:{index + 1}")
                 continue
-            if batch and not (record.seq == batch[-1].seq + 1 and record.more == batch[-1].more - 1):
+            if batch and not (
+                record.seq == batch[-1].seq + 1 and record.more == batch[-1].more - 1
+            ):
                 stats.incomplete_batch_lines += len(batch)  # its last line never came
                 batch = []
             if record.more or batch:

@@ -120,8 +120,12 @@ def entity_op(e: Entity) -> Op:
 
 
 def fact_op(f: Fact) -> Op:
-    data: dict[str, Any] = {"uuid": f.uuid, "source": f.source_uuid, "target": f.target_uuid,
-                            "name": f.name}
+    data: dict[str, Any] = {
+        "uuid": f.uuid,
+        "source": f.source_uuid,
+        "target": f.target_uuid,
+        "name": f.name,
+    }
     _put(data, "fact", f.fact)
     _put(data, "relation_type", f.relation_type)
     if f.attributes != "{}":

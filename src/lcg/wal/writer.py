@@ -212,7 +212,9 @@ class Wal:
         if stream is None:
             directory = self.directory(group_id)
             if not directory.exists() and self.root.is_dir():
-                clash = [c.name for c in self.root.iterdir() if c.name.lower() == directory.name.lower()]
+                clash = [
+                    c.name for c in self.root.iterdir() if c.name.lower() == directory.name.lower()
+                ]
                 if clash:
                     raise ConflictError(
                         f'group_id "{group_id}": WAL directory collides case-insensitively with {clash[0]!r}'

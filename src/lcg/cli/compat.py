@@ -1,0 +1,259 @@
+"""`liminis-context-graph`: the reference service's command line, so existing configs keep working.
+
+An MCP client config that ran the reference binary works by changing only the command name.
+Flags follow spec/API.md §4.6 exactly: arguments are scanned left to right, a flag that takes a
+value consumes the next argument, only `--scope` also accepts `--scope=LIST`, `-h/--help` wins
+over everything. Usage errors print `liminis-context-graph: <message>` to stderr and exit 2;
+fatal startup errors exit 1. stdout carries only `--help`/`--version` text or MCP messages.
+
+Modes: `--mcp-stdio` (standalone MCP), `--mcp-stdio --connect SOCKET` (attached MCP), neither
+(the JSON-RPC socket service, when this build has it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+import lcg
+from lcg.config import load_settings
+from lcg.errors import ConfigError, LcgError
+
+__all__ = ["Options", "main", "parse_args", "serve_mcp"]
+
+PROG = "liminis-context-graph"
+
+USAGE = f"""Usage: {PROG} [OPTIONS]
+
+Runs the lcg context graph: the JSON-RPC socket service by default, or an MCP server on
+stdin/stdout with --mcp-stdio.
+
+Options:
+  --mcp-stdio              Serve MCP on stdin/stdout instead of the socket service.
+  --scope LIST             MCP tools to expose: comma list of read, write, cypher, admin, all
+                           (default all). Also --scope=LIST.
+  --connect SOCKET         MCP attached mode: forward every call to the service on SOCKET.
+  --allow-remote-close     Attached mode: expose knowledge_close (stops the remote service).
+  --embedder-uds SOCKET    Embedding sidecar on a Unix socket (accepted; not used yet).
+  --embedder-http URL      Embedding endpoint over HTTP (accepted; not used yet).
+  --extractor-uds SOCKET   Extraction endpoint on a Unix socket (accepted; not used yet).
+  --extractor-http URL     Extraction endpoint over HTTP (accepted; not used yet).
+  -h, --help               Print this help and exit.
+  -V, --version            Print the version and exit.
+"""
+
+_VALUE_FLAGS = (
+    "--scope",
+    "--connect",
+    "--embedder-uds",
+    "--embedder-http",
+    "--extractor-uds",
+    "--extractor-http",
+)
+
+
+class UsageError(Exception):
+    """A command-line mistake: printed with the program name, exit status 2."""
+
+
+@dataclass
+class Options:
+    mcp_stdio: bool = False
+    scope: str | None = None
+    connect: str | None = None
+    allow_remote_close: bool = False
+    embedder_uds: str | None = None
+    embedder_http: str | None = None
+    extractor_uds: str | None = None
+    extractor_http: str | None = None
+    version: bool = False
+
+
+def parse_args(argv: Sequence[str]) -> Options:
+    """Parse the reference's flags (help is handled by the caller, before this).
+
+    Raises:
+        UsageError: unknown argument, missing value, mutually exclusive or MCP-only flags,
+            a bad scope list, or a malformed URL.
+    """
+    opts = Options()
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--mcp-stdio":
+            opts.mcp_stdio = True
+        elif arg == "--allow-remote-close":
+            opts.allow_remote_close = True
+        elif arg in ("-V", "--version"):
+            opts.version = True
+            return opts
+        elif arg.startswith("--scope="):
+            opts.scope = arg.removeprefix("--scope=")
+        elif arg in _VALUE_FLAGS:
+            if i >= len(args):
+                raise UsageError(f"{arg} requires a value")
+            setattr(opts, arg.removeprefix("--").replace("-", "_"), args[i])
+            i += 1
+        else:
+            raise UsageError(f"unknown argument '{arg}'\n\n{USAGE}")
+    for a, b in (("embedder_uds", "embedder_http"), ("extractor_uds", "extractor_http")):
+        if getattr(opts, a) is not None and getattr(opts, b) is not None:
+            raise UsageError(
+                f"--{a.replace('_', '-')} and --{b.replace('_', '-')} are mutually exclusive"
+            )
+    if not opts.mcp_stdio:
+        for name in ("connect", "scope"):
+            if getattr(opts, name) is not None:
+                raise UsageError(f"--{name} requires --mcp-stdio")
+    if opts.scope is not None:
+        from lcg.service.mcp import parse_scopes
+
+        try:
+            parse_scopes(opts.scope)
+        except ConfigError as exc:
+            raise UsageError(exc.message) from None
+    for name in ("embedder_http", "extractor_http"):
+        url = getattr(opts, name)
+        if url is not None:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise UsageError(
+                    f"--{name.replace('_', '-')} must be an http:// or https:// URL with a "
+                    f"host, got '{url}'"
+                )
+    return opts
+
+
+def serve_mcp(
+    scope: str,
+    socket_path: str | None,
+    allow_remote_close: bool,
+    overrides: dict[str, Any] | None = None,
+    prog: str = PROG,
+) -> None:
+    """Run MCP on stdio: attached when `socket_path` is given, standalone otherwise.
+
+    Raises:
+        ConfigError: a bad scope list or setting.
+        LcgError: the database (standalone) or the service (attached) cannot be reached.
+    """
+    from lcg.service import mcp
+
+    _log_to_stderr()
+    scopes = mcp.parse_scopes(scope)
+    settings = load_settings(overrides=overrides)
+    if socket_path is not None:
+        mcp.run_attached(
+            socket_path,
+            scopes,
+            allow_remote_close=allow_remote_close,
+            timeout_ms=settings.attached_call_timeout_ms,
+            shutdown_timeout_ms=settings.shutdown_timeout_ms,
+        )
+        return
+    if allow_remote_close:
+        print(
+            f"{prog}: warning: --allow-remote-close only applies with --connect; ignored",
+            file=sys.stderr,
+        )
+    mcp.run_standalone(settings, scopes)
+
+
+def _log_to_stderr() -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.WARNING,
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+
+
+def _fail(message: str, status: int) -> NoReturn:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    sys.exit(status)
+
+
+def _check_sidecars(opts: Options) -> None:
+    """Validate the embedder/extractor flags; they configure nothing yet, and we say so."""
+    given = [
+        (flag, value)
+        for flag, value in (
+            ("--embedder-uds", opts.embedder_uds),
+            ("--embedder-http", opts.embedder_http),
+            ("--extractor-uds", opts.extractor_uds),
+            ("--extractor-http", opts.extractor_http),
+        )
+        if value is not None
+    ]
+    if not given:
+        return
+    if opts.connect is not None:
+        return  # attached mode: accepted and ignored, like the reference
+    for flag, value in given:
+        if flag.endswith("-uds"):
+            from pathlib import Path
+
+            if not Path(value).exists():
+                _fail(f"{flag}: socket '{value}' does not exist", 1)
+        print(
+            f"{PROG}: note: {flag} is accepted but configures nothing yet; lcg embeds with its "
+            "built-in embedder (LCG_EMBEDDER) and has no extraction provider",
+            file=sys.stderr,
+        )
+
+
+def _run_socket_service() -> None:
+    if (
+        importlib.util.find_spec("lcg.service.rpc") is None
+        or importlib.util.find_spec("lcg.service.rpc.server") is None
+    ):
+        _fail(
+            "the JSON-RPC socket service is not available in this build (lcg.service.rpc.server is "
+            "missing); run with --mcp-stdio for MCP over stdio",
+            1,
+        )
+    from lcg.cli.main import cli
+
+    if "serve" not in cli.commands:
+        _fail(
+            "the JSON-RPC socket service is not available in this build (no `lcg serve` command); "
+            "run with --mcp-stdio for MCP over stdio",
+            1,
+        )
+    cli.main(args=["serve"], prog_name=PROG, standalone_mode=False)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the `liminis-context-graph` script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:
+        print(USAGE, end="")
+        sys.exit(0)
+    try:
+        opts = parse_args(args)
+    except UsageError as exc:
+        _fail(str(exc), 2)
+    if opts.version:
+        print(f"{PROG} {lcg.__version__}")
+        sys.exit(0)
+    _check_sidecars(opts)
+    try:
+        if opts.mcp_stdio:
+            serve_mcp(opts.scope or "all", opts.connect, opts.allow_remote_close)
+        else:
+            _run_socket_service()
+    except LcgError as exc:
+        _fail(exc.wire_message(), exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

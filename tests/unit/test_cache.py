@@ -1,0 +1,54 @@
+"""The embedding cache: each (model, text) embedded once, kept across instances, torn tails cut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lcg.embedding import HashEmbedder
+from lcg.embedding.base import EmbedderIdentity, Vectors
+from lcg.embedding.cache import CachedEmbedder
+
+
+class CountingEmbedder:
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(32)
+        self.seen: list[str] = []
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return self.inner.identity
+
+    def embed(self, texts: list[str]) -> Vectors:
+        self.seen.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_each_distinct_text_is_embedded_once_even_across_instances(tmp_path: Path) -> None:
+    counting = CountingEmbedder()
+    first = CachedEmbedder(counting, tmp_path).embed(["a", "b", "a"])
+    again = CachedEmbedder(counting, tmp_path).embed(["b", "c", "a"])
+    assert counting.seen == ["a", "b", "c"]
+    assert np.array_equal(first, counting.inner.embed(["a", "b", "a"]))
+    assert np.array_equal(again, counting.inner.embed(["b", "c", "a"]))
+
+
+def test_a_torn_final_record_is_cut_and_the_rest_is_kept(tmp_path: Path) -> None:
+    counting = CountingEmbedder()
+    cache = CachedEmbedder(counting, tmp_path)
+    cache.embed(["kept", "torn"])
+    with cache.path.open("r+b") as fh:
+        fh.truncate(cache.path.stat().st_size - 7)
+    counting.seen.clear()
+    reopened = CachedEmbedder(counting, tmp_path)
+    assert len(reopened) == 1
+    assert np.array_equal(reopened.embed(["torn", "kept"]), counting.inner.embed(["torn", "kept"]))
+    assert counting.seen == ["torn"]
+
+
+def test_each_embedder_identity_has_its_own_file(tmp_path: Path) -> None:
+    small = CachedEmbedder(HashEmbedder(16), tmp_path)
+    large = CachedEmbedder(HashEmbedder(32), tmp_path)
+    assert small.embed(["x"]).shape == (1, 16) and large.embed(["x"]).shape == (1, 32)
+    assert small.path != large.path
