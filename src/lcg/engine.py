@@ -391,6 +391,15 @@ class Engine:
                 raise
         for batch in batches:
             self._index_names(batch)
+            stream = self._wal.stream(batch.group_id)
+            while stream.rotated:
+                closed, opened = stream.rotated.pop(0)
+                self.events.emit(
+                    "wal_rotated",
+                    group_id=batch.group_id,
+                    closed_file=str(closed),
+                    new_file=str(opened),
+                )
         self.maybe_checkpoint()
         return [(first, last) for _, first, last in appended]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lcg import Engine
@@ -96,3 +98,23 @@ async def test_an_episode_commit_with_dangling_references_is_refused_and_logs_no
     assert sorted((p.name, p.read_bytes()) for p in engine.wal.root.rglob("*.jsonl")) == wal_before
     status = await dispatch(engine, "knowledge_status", {})
     assert (status["entity_count"], status["episode_count"]) == (1, 0)
+
+
+async def test_a_rotation_of_the_wal_file_is_reported(tmp_path: Path) -> None:
+    from lcg import Settings, open_engine
+    from lcg.telemetry import ListSink
+
+    sink = ListSink()
+    engine = open_engine(
+        Settings.for_home(tmp_path / ".lcg", wal_max_events_per_file=2), events=sink
+    )
+    try:
+        for name in ("A", "B", "C", "D", "E"):
+            await dispatch(engine, "knowledge_assert_entity", {"name": name})
+    finally:
+        engine.close()
+    rotated = sink.of_type("wal_rotated")
+    files = sorted(p.name for p in (tmp_path / ".lcg" / "wal" / "liminis").glob("*.jsonl"))
+    assert len(files) == 3 and len(rotated) == 2
+    assert [e["group_id"] for e in rotated] == ["liminis", "liminis"]
+    assert {Path(e["new_file"]).name for e in rotated} == set(files[1:])

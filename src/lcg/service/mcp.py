@@ -48,6 +48,7 @@ from lcg.engine import Engine, open_engine
 from lcg.errors import ConfigError, LcgError
 from lcg.service.attach import AttachedClient, AttachedServiceError
 from lcg.service.registry import REGISTRY, Context, Method, dispatch
+from lcg.telemetry import JsonlSink
 
 __all__ = [
     "SCOPES",
@@ -606,14 +607,19 @@ def run_standalone(settings: Settings, scopes: frozenset[str]) -> None:
     Raises:
         LcgError: the database cannot be opened (startup is fatal).
     """
-    engine = open_engine(settings)
+    events = JsonlSink()  # stderr: stdout belongs to the protocol
+    events.emit("service_state", state="starting", mode="mcp_stdio")
+    engine = open_engine(settings, events=events)
+    events.emit("service_state", state="healthy", mode="mcp_stdio")
     logger.info("MCP standalone: serving %s over stdio", settings.db_path)
     try:
         backend = LocalBackend(engine)
         server = build_server(backend, tool_table(scopes), scopes=scopes)
         anyio.run(_serve_stdio, server, backend.closed, settings.shutdown_timeout_ms)
     finally:
+        events.emit("service_state", state="shutting_down", mode="mcp_stdio")
         engine.close()
+        events.emit("service_state", state="stopped", mode="mcp_stdio")
         logger.info("MCP standalone: database closed")
 
 

@@ -110,6 +110,9 @@ class GroupStream:
         self._events = 0
         self._bytes = 0
         self.rotations = 0
+        self.rotated: list[
+            tuple[Path, Path | None]
+        ] = []  # (closed file, new file), drained by the owner
         self._last_append: tuple[int, int, int, int] | None = None
 
     def _open_new_file(self) -> None:
@@ -141,9 +144,11 @@ class GroupStream:
                 or (self.max_bytes > 0 and self._bytes + len(blob) > self.max_bytes)
             )
         ):
-            if self._file is not None:
-                self.rotations += 1
+            previous = self._path
             self._open_new_file()
+            if previous is not None:
+                self.rotations += 1
+                self.rotated.append((previous, self._path))
         assert self._file is not None
         start = self._file.tell()
         try:
