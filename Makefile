@@ -29,6 +29,7 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/wal_store.py
+	$(BIN)/python bench/service.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -723,31 +723,29 @@ class Engine:
         return await self._run(write)
 
     async def delete_by_source(self, source_file: str, group_ids: list[str]) -> dict[str, Any]:
-        def write() -> dict[str, Any]:
-            with self._write_lock:
-                matches = self._locked_read(
-                    lambda c: graph.episodes_matching(c, group_ids, source_file=source_file)
-                )
-                self._delete_episodes(matches)
-            return {
-                "success": True,
-                "source_file": source_file,
-                "deleted_count": len(matches),
-                "deleted_uuids": [m[0] for m in matches],
-            }
-
-        return await self._run(write)
+        """Delete the episodes ingested from `source_file` (or its chunks) in the groups."""
+        return await self._delete_matching(
+            "source_file",
+            source_file,
+            lambda c: graph.episodes_matching(c, group_ids, source_file=source_file),
+        )
 
     async def delete_chunk_episode(self, chunk_id: str, group_ids: list[str]) -> dict[str, Any]:
+        """Delete the episodes named `chunk_id` in the groups."""
+        return await self._delete_matching(
+            "chunk_id", chunk_id, lambda c: graph.episodes_matching(c, group_ids, chunk_id=chunk_id)
+        )
+
+    async def _delete_matching(
+        self, key: str, value: str, find: Callable[[Conn], list[tuple[str, str]]]
+    ) -> dict[str, Any]:
         def write() -> dict[str, Any]:
             with self._write_lock:
-                matches = self._locked_read(
-                    lambda c: graph.episodes_matching(c, group_ids, chunk_id=chunk_id)
-                )
+                matches = self._locked_read(find)
                 self._delete_episodes(matches)
             return {
                 "success": True,
-                "chunk_id": chunk_id,
+                key: value,
                 "deleted_count": len(matches),
                 "deleted_uuids": [m[0] for m in matches],
             }
@@ -1071,15 +1069,7 @@ class Engine:
                     "name_index_trusted": self._names.trusted,
                     "name_index_fallback_scans": 0,
                     "cross_group_pointers": {"bound": 0, "unbound": 0, "ambiguous": 0},
-                    "ontology": {
-                        "present": False,
-                        "loaded": False,
-                        "mode": None,
-                        "entity_type_count": 0,
-                        "relation_type_count": 0,
-                        "drifted": False,
-                        "drift_summary": None,
-                    },
+                    "ontology": no_ontology(),
                     "schema_version": self.store.schema_version,
                 }
             )
@@ -1098,15 +1088,7 @@ class Engine:
             "queryable": False,
             "initializing": False,
             "recovery_available": ["drop_lbug_wal", "rebuild_from_workspace_wal"],
-            "ontology": {
-                "present": False,
-                "loaded": False,
-                "mode": None,
-                "entity_type_count": 0,
-                "relation_type_count": 0,
-                "drifted": False,
-                "drift_summary": None,
-            },
+            "ontology": no_ontology(),
             "indices_built": self.indices_built,
             "name_index_trusted": None,
             "name_index_fallback_scans": None,
@@ -1310,6 +1292,19 @@ class Engine:
             return self._store.checkpoint()
         finally:
             self._write_lock.release()
+
+
+def no_ontology() -> dict[str, Any]:
+    """The `ontology` object of `knowledge_status` when no ontology is loaded (API.md §3.1.5)."""
+    return {
+        "present": False,
+        "loaded": False,
+        "mode": None,
+        "entity_type_count": 0,
+        "relation_type_count": 0,
+        "drifted": False,
+        "drift_summary": None,
+    }
 
 
 def _cell(value: Any) -> str:

@@ -15,6 +15,7 @@ The caller holds the engine's write lock for the whole replay.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
@@ -166,32 +167,19 @@ def replay_group(
     `store.fulltext_suspended()` (COPY into a full-text indexed table is unsafe, see
     storage/README.md); `suspend_fulltext` asks this call to suspend them itself.
     """
-    if suspend_fulltext:
-        with store.fulltext_suspended():
-            return _replay(
-                store,
-                directory,
-                group_id,
-                embedder,
-                generation,
-                from_seq,
-                to_seq,
-                bulk_load,
-                batch_size,
-                progress,
-            )
-    return _replay(
-        store,
-        directory,
-        group_id,
-        embedder,
-        generation,
-        from_seq,
-        to_seq,
-        bulk_load,
-        batch_size,
-        progress,
-    )
+    with store.fulltext_suspended() if suspend_fulltext else contextlib.nullcontext():
+        return _replay(
+            store,
+            directory,
+            group_id,
+            embedder,
+            generation,
+            from_seq,
+            to_seq,
+            bulk_load,
+            batch_size,
+            progress,
+        )
 
 
 def _replay(

@@ -77,7 +77,10 @@ def to_read_format(value: datetime | None) -> str | None:
     """The reference's DB read format `YYYY-MM-DD HH:MM:SS` (UTC, no zone, no fraction)."""
     if value is None:
         return None
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    # isoformat is several times faster than strftime, and reads return thousands of these.
+    return value.isoformat(" ", "seconds")[:19]
 
 
 def to_iso_z(value: datetime) -> str:

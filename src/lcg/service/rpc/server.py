@@ -47,7 +47,7 @@ import anyio.to_thread
 
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
-from lcg.engine import Engine
+from lcg.engine import Engine, no_ontology
 from lcg.errors import ConfigError, ConflictError, InvalidRequestError, UnavailableError
 from lcg.recovery import open_or_degraded, rebuild_database
 from lcg.service.registry import REGISTRY, Context, dispatch
@@ -181,15 +181,7 @@ def _initializing_status() -> dict[str, Any]:
         "connected": False,
         "queryable": False,
         "indices_built": False,
-        "ontology": {
-            "present": False,
-            "loaded": False,
-            "mode": None,
-            "entity_type_count": 0,
-            "relation_type_count": 0,
-            "drifted": False,
-            "drift_summary": None,
-        },
+        "ontology": no_ontology(),
     }
 
 
