@@ -26,6 +26,7 @@ import uuid as uuidlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import anyio.to_thread
@@ -44,6 +45,7 @@ from lcg.errors import (
     WalError,
     WalGenerationError,
 )
+from lcg.jobs import JobTable, RebuildJob
 from lcg.models import (
     DEFAULT_GROUP_ID,
     EmbeddingRow,
@@ -196,6 +198,18 @@ class _Batch:
     stale: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _RebuildPlan:
+    """What a rebuild will do once its checks passed (API.md §2.34 steps 6-8)."""
+
+    from_seq: int
+    to_seq: int | None
+    has_data: bool
+    reset: bool
+    previous: str | None
+    generation: str | None
+
+
 class Engine:
     """The context graph: one workspace's store, WAL and embedder."""
 
@@ -215,6 +229,7 @@ class Engine:
         self._write_lock = threading.RLock()
         self._names = NameIndex()
         self.indices_built = False
+        self._jobs = JobTable()
         # Set when no database is open (store None): the service then runs degraded.
         self.degraded_reason: str | None = None if store is not None else "unknown"
 
@@ -229,6 +244,11 @@ class Engine:
     @property
     def wal(self) -> Wal:
         return self._wal
+
+    @property
+    def write_lock(self) -> threading.RLock:
+        """The one write lock, for admin passes outside the commit path (lcg.waladmin)."""
+        return self._write_lock
 
     async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
@@ -270,6 +290,9 @@ class Engine:
             self.indices_built = self._indices_present()
 
     def close(self) -> None:
+        # A background rebuild commits per batch and holds the write lock while it runs: wait
+        # for it to end rather than closing the store under it (jobs are not resumed later).
+        self._jobs.join()
         with self._write_lock:
             self._wal.close()
             if self._store is not None:
@@ -307,8 +330,23 @@ class Engine:
                 return None
             return ("bulk", bounds.max_seq + 1)
         if position[0] < bounds.max_seq:
+            held = self._held_through(group_id)
+            if held is not None and bounds.max_seq <= held:
+                logger.info(
+                    "group %r: WAL lines %d..%d are held back by a bounded restore",
+                    group_id,
+                    position[0] + 1,
+                    held,
+                )
+                return None
             return ("tail", bounds.max_seq - position[0])
         return None
+
+    def _held_through(self, group_id: str) -> int | None:
+        with self.store.writer() as conn:
+            raw = graph.get_meta(conn, position_key(group_id))
+        held = json.loads(raw).get("held_through") if raw else None
+        return held if isinstance(held, int) else None
 
     def _catch_up(self, group_id: str, plan: tuple[str, int] | None = None) -> ReplayReport | None:
         """Apply what the group's WAL holds beyond its applied position (write lock held).
@@ -1029,10 +1067,41 @@ class Engine:
             "hydration_status": hydration,
         }
 
+    def _backfill_positions(self) -> None:
+        """Record a position for groups that have none where that is certain (API.md §3.1.4).
+
+        Only the first backfill rule applies here: a group with no data and no WAL line gets
+        `(0, on-disk generation)`. A group whose WAL has lines but no data is hydrated by the
+        next startup's bulk catch-up, which recording 0 would turn into a tail replay from seq
+        1; a group with data and no position stays unknown — guessing it from the latest
+        episode would make startup tail-replay from the guess (`_catch_up_plan` refuses to
+        guess: it asks for an explicit rebuild). See README, "Differences from the reference".
+        """
+        # Only a group without WAL lines can qualify: most calls need no lock at all (a running
+        # background rebuild holds it for its whole replay).
+        candidates = [g for g in self._wal.groups() if self._wal.bounds(g).max_seq is None]
+        if not candidates:
+            return
+        with self._write_lock:
+            for group_id in candidates:
+                try:
+                    with self.store.writer() as conn:
+                        position = self._position(conn, group_id)
+                        if position is not None and position[0] is not None:
+                            continue
+                        if self._group_has_data(conn, group_id):
+                            continue
+                    generation = self._wal.generation(group_id)
+                    with self.store.transaction() as tx:
+                        write_position(tx, group_id, 0, generation)
+                except (LcgError, OSError, ValueError) as exc:  # degrade to null, never fail
+                    logger.warning("group %r: WAL position backfill failed: %s", group_id, exc)
+
     async def status(self) -> dict[str, Any]:
         """`knowledge_status` (API.md §3.1): counts, WAL positions, index and embedder state."""
         if self._store is None:
             return self.degraded_status()
+        await self._run(self._backfill_positions)
 
         def read(conn: Conn) -> dict[str, Any]:
             c = graph.counts(conn)
@@ -1153,6 +1222,105 @@ class Engine:
 
         return await self._run(run)
 
+    async def start_rebuild(
+        self, group_id: str, from_seq: int = 0, to_seq: int | None = None, force_clear: bool = False
+    ) -> dict[str, Any]:
+        """Start a real rebuild as a background job (API.md §2.34 step 9, non-streaming form).
+
+        Every refusal of steps 4-8 is raised here, before a job exists (the checks read a
+        snapshot; the job repeats them under the write lock, and fails if the state changed in
+        between). If a job is already running (any group), that job is returned instead.
+        """
+        return await self._run(self._start_rebuild, group_id, from_seq, to_seq, force_clear)
+
+    def _start_rebuild(
+        self, group_id: str, from_seq: int, to_seq: int | None, force_clear: bool
+    ) -> dict[str, Any]:
+        directory = self._rebuild_directory(group_id)
+        self._read(
+            lambda conn: self._rebuild_plan(
+                conn, directory, group_id, from_seq, to_seq, False, force_clear
+            )
+        )
+
+        def work(job: RebuildJob) -> dict[str, Any]:
+            result = self._rebuild(group_id, from_seq, to_seq, False, force_clear, job.progress)
+            result.pop("success", None)
+            return result
+
+        job, _ = self._jobs.start(group_id, len(ordered_files(directory)), work)
+        return {"success": True, "job_id": job.job_id, "status": "running"}
+
+    def rebuild_status(self, job_id: str) -> dict[str, Any]:
+        """`knowledge_rebuild_status` (API.md §2.35): a background job's state, from memory."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            return {"status": "not_found"}
+        return job.to_wire()
+
+    def _rebuild_directory(self, group_id: str) -> Path:
+        """The group's WAL directory, if it holds any WAL file (API.md §2.34 steps 4-5)."""
+        directory = self._wal.directory(group_id)
+        if not directory.is_dir() or not any(directory.glob("*.jsonl")):
+            raise InvalidRequestError(f"No WAL files found at {directory}", field="group_id")
+        return directory
+
+    def _rebuild_plan(
+        self,
+        conn: Conn,
+        directory: Path,
+        group_id: str,
+        from_seq: int,
+        to_seq: int | None,
+        dry_run: bool,
+        force_clear: bool,
+    ) -> _RebuildPlan | dict[str, Any]:
+        """API.md §2.34 steps 6-8 (checks only): the effective plan, or a dry run's reset answer.
+
+        Raises:
+            WalGenerationError, ConflictError: the rebuild is refused.
+        """
+        position = self._position(conn, group_id)
+        has_data = self._group_has_data(conn, group_id)
+        applied, previous = position if position else (None, None)
+        generation = self._wal.generation(group_id)
+        if applied is not None and generation is None:
+            raise WalGenerationError(
+                f'group "{group_id}": {directory}/.wal-generation.json is absent or unreadable — '
+                "republish the full WAL directory including its dot-files, or create the file by "
+                'hand with {"generation": "<any unique string>"}'
+            )
+        reset = applied is not None and generation != previous
+        if reset and dry_run:
+            return {
+                "success": True,
+                "group_id": group_id,
+                "dry_run": True,
+                "reset_detected": True,
+                "previous_generation": previous,
+                "generation": generation,
+                "message": "the WAL stream's generation changed since it was applied; a real "
+                "rebuild will purge the group and replay the whole stream",
+            }
+        if reset:
+            from_seq, to_seq, force_clear = 0, None, True
+        if from_seq == 0 and has_data:
+            prefix = (
+                f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
+                "from_seq: 0 is a full rebuild."
+            )
+            if dry_run:
+                raise ConflictError(
+                    f"{prefix} A dry run cannot preview this cleanly — purge the "
+                    "group first or pass a from_seq > 0."
+                )
+            if not force_clear:
+                raise ConflictError(
+                    f"{prefix} Pass force_clear: true to purge the group and replay "
+                    "it, or a from_seq > 0 to replay a tail."
+                )
+        return _RebuildPlan(from_seq, to_seq, has_data, reset, previous, generation)
+
     def _rebuild(
         self,
         group_id: str,
@@ -1162,50 +1330,16 @@ class Engine:
         force_clear: bool,
         progress: Callable[[dict[str, Any]], None] | None,
     ) -> dict[str, Any]:
-        directory = self._wal.directory(group_id)
-        if not directory.is_dir() or not any(directory.glob("*.jsonl")):
-            raise InvalidRequestError(f"No WAL files found at {directory}", field="group_id")
+        directory = self._rebuild_directory(group_id)
         with self._write_lock:
             with self.store.writer() as conn:
-                position = self._position(conn, group_id)
-                has_data = self._group_has_data(conn, group_id)
-            applied, previous = position if position else (None, None)
-            generation = self._wal.generation(group_id)
-            if applied is not None and generation is None:
-                raise WalGenerationError(
-                    f'group "{group_id}": {directory}/.wal-generation.json is absent or unreadable — '
-                    "republish the full WAL directory including its dot-files, or create the file by "
-                    'hand with {"generation": "<any unique string>"}'
+                plan = self._rebuild_plan(
+                    conn, directory, group_id, from_seq, to_seq, dry_run, force_clear
                 )
-            reset = applied is not None and generation != previous
-            if reset and dry_run:
-                return {
-                    "success": True,
-                    "group_id": group_id,
-                    "dry_run": True,
-                    "reset_detected": True,
-                    "previous_generation": previous,
-                    "generation": generation,
-                    "message": "the WAL stream's generation changed since it was applied; a real "
-                    "rebuild will purge the group and replay the whole stream",
-                }
-            if reset:
-                from_seq, to_seq, force_clear = 0, None, True
-            if from_seq == 0 and has_data:
-                prefix = (
-                    f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
-                    "from_seq: 0 is a full rebuild."
-                )
-                if dry_run:
-                    raise ConflictError(
-                        f"{prefix} A dry run cannot preview this cleanly — purge the "
-                        "group first or pass a from_seq > 0."
-                    )
-                if not force_clear:
-                    raise ConflictError(
-                        f"{prefix} Pass force_clear: true to purge the group and replay "
-                        "it, or a from_seq > 0 to replay a tail."
-                    )
+            if isinstance(plan, dict):
+                return plan
+            from_seq, to_seq, has_data = plan.from_seq, plan.to_seq, plan.has_data
+            reset, previous, generation = plan.reset, plan.previous, plan.generation
             if dry_run:
                 return self._dry_run(directory, group_id, from_seq, to_seq, previous, generation)
             self.indices_built = False
@@ -1227,6 +1361,16 @@ class Engine:
                     batch_size=self.settings.replay_batch_size,
                     progress=progress,
                 )
+            max_seq = self._wal.bounds(group_id).max_seq
+            if (
+                to_seq is not None
+                and max_seq is not None
+                and report.last_committed_seq is not None
+                and to_seq < max_seq
+            ):
+                # A bounded restore: keep the later lines from being replayed at the next open.
+                with self.store.transaction() as tx:
+                    write_position(tx, group_id, report.last_committed_seq, generation, max_seq)
             self._reload_names()
             self.indices_built = self._indices_present()
             self._emit_replay(report)

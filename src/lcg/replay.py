@@ -43,13 +43,21 @@ def position_key(group_id: str) -> str:
 
 
 def write_position(
-    conn: Any, group_id: str, applied_seq: int | None, generation: str | None
+    conn: Any,
+    group_id: str,
+    applied_seq: int | None,
+    generation: str | None,
+    held_through: int | None = None,
 ) -> None:
-    graph.set_meta(
-        conn,
-        position_key(group_id),
-        json.dumps({"applied_seq": applied_seq, "generation": generation}),
-    )
+    """Record a group's applied position (in the caller's transaction).
+
+    `held_through` marks WAL lines after `applied_seq` (up to it) as deliberately not applied —
+    a bounded restore — so that startup does not replay them; the next write clears it.
+    """
+    value: dict[str, Any] = {"applied_seq": applied_seq, "generation": generation}
+    if held_through is not None:
+        value["held_through"] = held_through
+    graph.set_meta(conn, position_key(group_id), json.dumps(value))
 
 
 @dataclass

@@ -40,6 +40,12 @@ from lcg import (
 from lcg.service.params import parse_params
 from lcg.service.registry import REGISTRY, dispatch
 from lcg.timeutil import now
+from lcg.wal.marks import (
+    CheckpointExistsError,
+    CheckpointNameError,
+    CheckpointNotFoundError,
+    create_mark,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -268,6 +274,21 @@ DG = "knowledge_delete_by_group"
 CA = "knowledge_clear_all"
 QC = "knowledge_query_cypher"
 RB = "knowledge_rebuild_from_wal"
+MC = "knowledge_wal_mark_create"
+MD = "knowledge_wal_mark_delete"
+ML = "knowledge_wal_mark_list"
+DW = "knowledge_dump_wal"
+
+
+def create_taken_mark(engine: Engine) -> None:
+    create_mark(engine.wal.directory("liminis"), "taken", 0, None)
+
+
+def fill_default_dump_target(engine: Engine) -> None:
+    target = engine.settings.db_path.parent.parent / "wal-compacted"
+    target.mkdir()
+    (target / "keep.txt").write_text("not mine")
+
 
 REL = {"source_name": "Neil Armstrong", "target_name": "Apollo 11", "predicate": "COMMANDED"}
 TOO_LONG_PLAIN = "g" * 201  # plain characters, but more than 200 of them
@@ -680,6 +701,38 @@ CASES = [
         mentions=".wal-generation.json",
         prepare=remove_default_generation,
     ),
+    # -- WAL administration ----------------------------------------------------------------------
+    bad("mark_create/name-missing", MC, {}, field="name"),
+    bad("mark_create/name-number", MC, {"name": 7}, field="name"),
+    bad("mark_create/name-invalid", MC, {"name": "a b"}, CheckpointNameError, field="name"),
+    bad("mark_create/group_id-number", MC, {"name": "m", "group_id": 1}, field="group_id"),
+    bad(
+        "mark_create/group_id-unencodable",
+        MC,
+        {"name": "m", "group_id": TOO_LONG_SLASHES},
+        field="group_id",
+    ),
+    bad(
+        "mark_create/already-exists",
+        MC,
+        {"name": "taken"},
+        CheckpointExistsError,
+        mentions="already exists",
+        prepare=create_taken_mark,
+    ),
+    bad("mark_delete/not-found", MD, {"name": "nope"}, CheckpointNotFoundError, mentions="nope"),
+    bad("mark_delete/name-invalid", MD, {"name": "../x"}, CheckpointNameError, field="name"),
+    bad("mark_list/group_id-number", ML, {"group_id": 1}, field="group_id"),
+    bad("dump_wal/target_dir-number", DW, {"target_dir": 5}, field="target_dir"),
+    bad("dump_wal/group_id-empty", DW, {"group_id": ""}, field="group_id"),
+    bad(
+        "dump_wal/target-not-empty",
+        DW,
+        {},
+        field="target_dir",
+        mentions="not empty",
+        prepare=fill_default_dump_target,
+    ),
 ]
 
 
@@ -718,7 +771,8 @@ def test_every_write_method_has_bad_input_cases() -> None:
     writes = {name for name, m in REGISTRY.items() if m.scope in ("write", "admin", "cypher")}
     covered = {p.values[0].method for p in CASES}
     assert (
-        writes - {"knowledge_build_indices", "knowledge_close"} <= covered
+        writes - {"knowledge_build_indices", "knowledge_close", "knowledge_prepare_checkpoint"}
+        <= covered
     )  # no params to get wrong
 
 

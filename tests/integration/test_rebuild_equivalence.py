@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rebuild_jobs import rebuild_and_wait
 
 from lcg import (
     ConflictError,
@@ -635,7 +636,7 @@ async def explicit_rebuild(engine: Engine) -> None:
     for gid in engine.wal.groups():
         if any(engine.wal.directory(gid).glob("*.jsonl")):
             params = {"group_id": gid, "force_clear": True}
-            reports.append(await dispatch(engine, "knowledge_rebuild_from_wal", params))
+            reports.append(await rebuild_and_wait(engine, params))
     check_replays(reports, "knowledge_rebuild_from_wal")
 
 

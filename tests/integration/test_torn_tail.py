@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rebuild_jobs import rebuild_and_wait
 
 from lcg import Engine, Entity, Episode, Fact, Settings, open_engine
 from lcg.service.registry import dispatch
@@ -139,9 +140,7 @@ async def test_corrupt_line_mid_stream_is_counted_by_a_rebuild(tmp_path: Path) -
     try:
         assert sink.of_type("wal_torn_tail") == []  # only a final line is a torn write
         assert await _names(engine, GROUP) == set(names)  # the database still has everything
-        result = await dispatch(
-            engine, "knowledge_rebuild_from_wal", {"group_id": GROUP, "force_clear": True}
-        )
+        result = await rebuild_and_wait(engine, {"group_id": GROUP, "force_clear": True})
         assert result["success"] is True
         assert result["replay_mode"] == "bulk"
         assert result["wal_files_processed"] == 2

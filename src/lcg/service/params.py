@@ -256,6 +256,17 @@ class QueryCypherParams(Params):
     query: Annotated[str, _required_text("query")]
 
 
+def _job_id(value: Any) -> Any:
+    if not isinstance(value, str) or not value:
+        raise ValueError("job_id is required and must be non-empty")
+    return value
+
+
+class RebuildStatusParams(Params):
+    # Validated even when absent: a missing job_id gets the same message as an empty one.
+    job_id: Annotated[str, BeforeValidator(_job_id)] = Field(default="", validate_default=True)
+
+
 class RebuildParams(Params):
     # Fields validate in declaration order: the seqs before the group (API.md §2.34 steps 1-4).
     from_seq: Annotated[int, _seq("from_seq")] = 0

@@ -11,9 +11,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from lcg import waladmin
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError, UnavailableError
 from lcg.service import params as p
+from lcg.service import wal_params as wp
 
 __all__ = ["REGISTRY", "Context", "Method", "dispatch"]
 
@@ -332,10 +334,89 @@ async def _build_indices(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, 
     p.RebuildParams,
     "Replay a group's write-ahead log into the graph: from_seq 0 re-derives the whole group "
     "(force_clear: true purges it first if it holds data), a later from_seq replays a tail; "
-    "dry_run counts without writing.",
+    "dry_run counts without writing. Without a progress token a real run starts a background "
+    "job and returns its job_id at once: poll it with knowledge_rebuild_status.",
     long_running=True,
 )
 async def _rebuild(engine: Engine, a: p.RebuildParams, ctx: Context) -> dict[str, Any]:
+    # A streaming call (progress wanted) and a dry run answer synchronously; any other call
+    # starts a background job, polled with knowledge_rebuild_status (API.md §2.34 step 9).
+    if ctx.progress is None and not a.dry_run:
+        return await engine.start_rebuild(a.group_id, a.from_seq, a.to_seq, a.force_clear)
     return await engine.rebuild_from_wal(
         a.group_id, a.from_seq, a.to_seq, a.dry_run, a.force_clear, progress=ctx.progress
     )
+
+
+@_register(
+    "knowledge_rebuild_status",
+    "read",
+    p.RebuildStatusParams,
+    "Poll a background WAL rebuild started by knowledge_rebuild_from_wal (without a progress "
+    "token): its status (running, completed, failed or not_found), progress counters and, once "
+    "completed, the replay statistics. Jobs are kept in memory only and are lost on restart.",
+)
+async def _rebuild_status(engine: Engine, a: p.RebuildStatusParams, ctx: Context) -> dict[str, Any]:
+    return engine.rebuild_status(str(a.job_id))
+
+
+# -- WAL administration (lcg.waladmin) ------------------------------------------------------------
+
+
+@_register(
+    "knowledge_dump_wal",
+    "admin",
+    wp.DumpWalParams,
+    "Write the current graph as a fresh, compacted write-ahead log (lcg's own line format) into "
+    "target_dir (default .lcg/wal-compacted, which must not exist or be empty): one group's "
+    "stream with group_id, else one stream directory per group. The live graph and WAL are "
+    "not changed.",
+)
+async def _dump_wal(engine: Engine, a: wp.DumpWalParams, ctx: Context) -> dict[str, Any]:
+    return await waladmin.dump_wal(engine, a.group_id, a.target_dir)
+
+
+@_register(
+    "knowledge_prepare_checkpoint",
+    "admin",
+    p.Empty,
+    "Before copying .lcg/ for a backup: end every open write-ahead-log file and fold the "
+    "database journal into the database file. Unrelated to the knowledge_wal_mark_* methods.",
+)
+async def _prepare_checkpoint(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
+    return await waladmin.prepare_checkpoint(engine)
+
+
+@_register(
+    "knowledge_wal_mark_create",
+    "admin",
+    wp.MarkNameParams,
+    "Record a named position ('known good here') in one group's write-ahead log. To return the "
+    "group to it later: knowledge_rebuild_from_wal with from_seq 0, to_seq = the mark's seq and "
+    "force_clear true (a null seq means the group was empty: use knowledge_delete_by_group).",
+)
+async def _mark_create(engine: Engine, a: wp.MarkNameParams, ctx: Context) -> dict[str, Any]:
+    return await waladmin.mark_create(engine, a.name, a.group_id)
+
+
+@_register(
+    "knowledge_wal_mark_list",
+    "admin",
+    wp.MarkGroupParams,
+    "List one group's named write-ahead-log positions, sorted by name, each with whether the "
+    "log on disk can still reproduce it (reachable).",
+    degraded_ok=True,
+)
+async def _mark_list(engine: Engine, a: wp.MarkGroupParams, ctx: Context) -> dict[str, Any]:
+    return await waladmin.mark_list(engine, a.group_id)
+
+
+@_register(
+    "knowledge_wal_mark_delete",
+    "admin",
+    wp.MarkNameParams,
+    "Delete a named write-ahead-log position, freeing its name for reuse. The log is unchanged.",
+    degraded_ok=True,
+)
+async def _mark_delete(engine: Engine, a: wp.MarkNameParams, ctx: Context) -> dict[str, Any]:
+    return await waladmin.mark_delete(engine, a.name, a.group_id)

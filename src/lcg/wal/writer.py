@@ -249,6 +249,16 @@ class Wal:
     def groups(self) -> list[str]:
         return list_groups(self.root)
 
+    def close_files(self) -> int:
+        """Close every stream's current file (the next append starts a new one); return how
+        many were open. Appends are already durable, so this only ends the files."""
+        closed = 0
+        for stream in self._streams.values():
+            if stream._file is not None:
+                stream.close()
+                closed += 1
+        return closed
+
     def generation(self, group_id: str) -> str | None:
         return read_generation(self.directory(group_id))
 

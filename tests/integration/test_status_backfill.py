@@ -1,0 +1,51 @@
+"""`knowledge_status` backfills unrecorded WAL positions only where that is certain (API.md
+§3.1.4; README, "Differences from the reference")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lcg import Engine
+from lcg.replay import position_key
+from lcg.service.registry import dispatch
+from lcg.storage import graph
+from lcg.wal.layout import group_dir
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_an_empty_group_without_wal_lines_gets_position_zero(engine: Engine) -> None:
+    directory = group_dir(engine.wal.root, "quiet")
+    directory.mkdir(parents=True)
+    (directory / ".wal-generation.json").write_text(json.dumps({"generation": "gen-q"}))
+    status = await dispatch(engine, "knowledge_status", {})
+    assert status["wal_groups"]["quiet"] == {
+        "applied_seq": 0,
+        "max_seq": None,
+        "generation": "gen-q",
+        "generation_status": "known",
+        "hydration_status": "not_applicable",
+    }
+    with engine.store.read() as conn:
+        recorded = json.loads(graph.get_meta(conn, position_key("quiet")) or "null")
+    assert recorded == {"applied_seq": 0, "generation": "gen-q"}
+    # Writing to the group afterwards records the real position.
+    await dispatch(engine, "knowledge_assert_entity", {"name": "Ada", "group_id": "quiet"})
+    status = await dispatch(engine, "knowledge_status", {})
+    assert status["wal_groups"]["quiet"]["applied_seq"] == status["wal_groups"]["quiet"]["max_seq"]
+
+
+async def test_a_group_with_data_and_no_position_stays_unknown(engine: Engine) -> None:
+    for name in ("Ada", "Grace"):
+        await dispatch(engine, "knowledge_assert_entity", {"name": name, "group_id": "busy"})
+    with engine.store.transaction() as tx:
+        graph.set_meta(tx, position_key("busy"), None)
+    status = await dispatch(engine, "knowledge_status", {})
+    entry = status["wal_groups"]["busy"]
+    assert entry["applied_seq"] is None
+    assert entry["max_seq"] == 1
+    assert entry["hydration_status"] == "wal_ahead"
+    with engine.store.read() as conn:
+        assert graph.get_meta(conn, position_key("busy")) is None
