@@ -82,6 +82,8 @@ T = TypeVar("T")
 # A tail longer than this is replayed with the full-text indexes dropped and rebuilt after:
 # maintaining them row by row costs more than rebuilding them once.
 _LONG_TAIL = 2000
+# How long `reopen_store` waits for running reads before closing the database under them.
+_READERS_DRAIN_SECONDS = 30.0
 
 _MUTATION_TOKENS = frozenset(
     {"CREATE", "MERGE", "SET", "DELETE", "DETACH", "DROP", "REMOVE", "COPY", "ALTER"}
@@ -263,8 +265,11 @@ class Engine:
         with self.store.writer() as conn:
             return fn(conn)
 
-    def startup(self) -> None:
-        """Repair torn WAL tails, catch every group up to its WAL, load the name index."""
+    def startup(self) -> list[ReplayReport]:
+        """Repair torn WAL tails, catch every group up to its WAL, load the name index.
+
+        Returns the replay report of each group that had WAL lines to apply.
+        """
         with self._write_lock:
             for torn in self._wal.open_all():
                 logger.warning(
@@ -283,11 +288,15 @@ class Engine:
             plans = [(g, plan) for g, plan in found if plan is not None]
             # Bulk loads need the full-text indexes dropped; drop and rebuild them once for all.
             heavy = any(plan[0] == "bulk" or plan[1] > _LONG_TAIL for _, plan in plans)
+            reports: list[ReplayReport] = []
             with self.store.fulltext_suspended() if heavy else contextlib.nullcontext():
                 for group, plan in plans:
-                    self._catch_up(group, plan)
+                    report = self._catch_up(group, plan)
+                    if report is not None:
+                        reports.append(report)
             self._names.load(self._read(graph.name_rows))
             self.indices_built = self._indices_present()
+            return reports
 
     def close(self) -> None:
         # A background rebuild commits per batch and holds the write lock while it runs: wait
@@ -298,6 +307,45 @@ class Engine:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+
+    def reopen_store(
+        self,
+        prepare: Callable[[Path], object],
+        *,
+        failed_reason: str,
+        on_open: Callable[[Store], object] | None = None,
+    ) -> list[ReplayReport]:
+        """Replace the database in place: close it, `prepare(db_path)`, open it, catch up.
+
+        `on_open(store)`, if given, sees the reopened database before the catch-up.
+
+        The recovery hook (lcg.recovery_admin): callers, such as the service holding this
+        Engine, keep the same object. The caller must hold the write lock. Returns the startup
+        catch-up reports. If `prepare` or the reopening raises, the engine is left degraded
+        with `failed_reason` (no store) and the error propagates.
+        """
+        store, self._store = self._store, None
+        self.degraded_reason = failed_reason
+        self.indices_built = False
+        if store is not None:
+            # New reads now fail as degraded; let the reads already running finish first.
+            if not store.wait_idle(_READERS_DRAIN_SECONDS):
+                logger.warning("reopening the database with reads still running")
+            store.close()
+        self._wal.close()
+        prepare(self.settings.db_path)
+        fresh = Store(self.settings.db_path, buffer_pool_mb=self.settings.kuzu_buffer_pool_mb)
+        self._store = fresh
+        try:
+            if on_open is not None:
+                on_open(fresh)
+            reports = self.startup()
+        except BaseException:
+            self._store = None
+            fresh.close()
+            raise
+        self.degraded_reason = None
+        return reports
 
     # -- positions and catch-up ------------------------------------------------------------
 
@@ -838,6 +886,9 @@ class Engine:
                 store = self.store
                 self._store = None
                 self.degraded_reason = "unknown"
+                # New reads now fail as unavailable; let the reads already running finish first.
+                if not store.wait_idle(_READERS_DRAIN_SECONDS):
+                    logger.warning("clearing the database with reads still running")
                 store.close()
                 self._wal.close()
                 try:

@@ -278,6 +278,7 @@ MC = "knowledge_wal_mark_create"
 MD = "knowledge_wal_mark_delete"
 ML = "knowledge_wal_mark_list"
 DW = "knowledge_dump_wal"
+RC = "knowledge_recover"
 
 
 def create_taken_mark(engine: Engine) -> None:
@@ -733,6 +734,17 @@ CASES = [
         mentions="not empty",
         prepare=fill_default_dump_target,
     ),
+    # -- recovery --------------------------------------------------------------------------------
+    bad("recover/strategy-missing", RC, {}, field="strategy", mentions="strategy is required"),
+    bad("recover/strategy-empty", RC, {"strategy": ""}, field="strategy"),
+    bad("recover/strategy-number", RC, {"strategy": 1}, field="strategy"),
+    bad(
+        "recover/strategy-unknown",
+        RC,
+        {"strategy": "pray"},
+        field="strategy",
+        mentions="Unknown strategy: pray",
+    ),
 ]
 
 
@@ -771,7 +783,13 @@ def test_every_write_method_has_bad_input_cases() -> None:
     writes = {name for name, m in REGISTRY.items() if m.scope in ("write", "admin", "cypher")}
     covered = {p.values[0].method for p in CASES}
     assert (
-        writes - {"knowledge_build_indices", "knowledge_close", "knowledge_prepare_checkpoint"}
+        writes
+        - {
+            "knowledge_build_indices",
+            "knowledge_close",
+            "knowledge_prepare_checkpoint",
+            "knowledge_recover_full",
+        }
         <= covered
     )  # no params to get wrong
 

@@ -113,6 +113,7 @@ _HINTS: dict[str, str] = {
     "from_seq": "First WAL sequence number to replay (0: the whole stream).",
     "to_seq": "Last WAL sequence number to replay (inclusive; omit for the end).",
     "force_clear": "Purge the group first when from_seq is 0 and the group holds data.",
+    "strategy": "drop_lbug_wal, rebuild_from_workspace_wal or restore_from_backup.",
 }
 
 _CLOSE_DESCRIPTION = (

@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from lcg.errors import InvalidRequestError
 from lcg.models import DEFAULT_GROUP_ID
+from lcg.recovery_admin import STRATEGIES
 from lcg.timeutil import parse_timestamp
 from lcg.wal.layout import encode_group
 
@@ -289,3 +290,15 @@ class RebuildParams(Params):
                 f"({self.from_seq}) — bounded replay requires from_seq <= to_seq.",
                 field="to_seq",
             )
+
+
+def _strategy(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("strategy is required")
+    if value not in STRATEGIES:
+        raise ValueError(f"Unknown strategy: {value}")
+    return value
+
+
+class RecoverParams(Params):
+    strategy: Annotated[str, BeforeValidator(_strategy)]

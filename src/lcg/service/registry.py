@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lcg import waladmin
+from lcg import recovery_admin, waladmin
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError, UnavailableError
 from lcg.service import params as p
@@ -420,3 +420,35 @@ async def _mark_list(engine: Engine, a: wp.MarkGroupParams, ctx: Context) -> dic
 )
 async def _mark_delete(engine: Engine, a: wp.MarkNameParams, ctx: Context) -> dict[str, Any]:
     return await waladmin.mark_delete(engine, a.name, a.group_id)
+
+
+# -- recovery (lcg.recovery_admin) ----------------------------------------------------------------
+
+
+@_register(
+    "knowledge_recover",
+    "admin",
+    p.RecoverParams,
+    "Recover an unavailable or damaged graph database with one strategy: "
+    "rebuild_from_workspace_wal (move the database aside and re-derive it from the "
+    "write-ahead log; the usual choice), drop_lbug_wal (set the database's own journal aside "
+    "and reopen at its last checkpoint, then catch up from the log) or restore_from_backup "
+    "(copy the newest *.pre-*-backup over the database, then catch up). Works on a healthy "
+    "service too: the open database is replaced.",
+    degraded_ok=True,
+)
+async def _recover(engine: Engine, a: p.RecoverParams, ctx: Context) -> dict[str, Any]:
+    return await recovery_admin.recover(engine, a.strategy)
+
+
+@_register(
+    "knowledge_recover_full",
+    "admin",
+    p.Empty,
+    "One-call recovery: a no-op when the database is open; otherwise reopen it at its last "
+    "checkpoint and catch up from the write-ahead log, falling back to a full rebuild from "
+    "the log.",
+    degraded_ok=True,
+)
+async def _recover_full(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
+    return await recovery_admin.recover_full(engine)

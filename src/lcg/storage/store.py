@@ -197,8 +197,22 @@ class Store:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Conn]:
-        """A reader connection from the pool, for the duration of the block."""
-        conn = self._readers.get()
+        """A reader connection from the pool, for the duration of the block.
+
+        Raises:
+            StorageError: the store is closed (or closes while waiting for a connection).
+        """
+        while True:
+            if self._closed:
+                raise StorageError(f"the database {self.path} is closed")
+            try:
+                conn = self._readers.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if self._closed:  # a connection handed back after close: never used again
+                self._readers.put(conn)
+                raise StorageError(f"the database {self.path} is closed")
+            break
         with self._busy_lock:
             self._busy_readers += 1
         try:
@@ -267,6 +281,17 @@ class Store:
                 return False
         self._writer.run("CHECKPOINT")
         return True
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no reader connection is checked out; False if `timeout` seconds pass."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._busy_lock:
+                if not self._busy_readers:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     def close(self) -> None:
         if self._closed:

@@ -337,10 +337,17 @@ class RpcServer:
         self.settled.set()
 
     def _recover(self, reason: str) -> None:
+        degraded = self.engine
         try:
-            fresh = rebuild_database(
-                self.settings, reason=reason, embedder=self._embedder, events=self.events
-            )
+            # The degraded engine's write lock is held while rebuilding, so a knowledge_recover
+            # sent meanwhile answers "Recovery already in progress"; one that ran first and
+            # reopened the database in place leaves nothing to do.
+            with degraded.write_lock if degraded is not None else contextlib.nullcontext():
+                if degraded is not None and degraded.degraded_reason is None:
+                    return
+                fresh = rebuild_database(
+                    self.settings, reason=reason, embedder=self._embedder, events=self.events
+                )
         except Exception:
             logger.exception("self-recovery from the WAL failed; staying degraded")
             self.events.emit("service_state", state="degraded", reason=reason)
