@@ -33,7 +33,7 @@ import anyio
 
 from lcg import Settings, open_engine
 from lcg.models import Entity, Episode, Fact
-from lcg.service.registry import dispatch
+from lcg.service.registry import Context, dispatch
 from lcg.storage.store import delete_database_files
 from lcg.wal.records import Op, entity_op, episode_op, fact_op
 from lcg.wal.writer import Wal
@@ -220,8 +220,11 @@ def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
     async def rebuild_each() -> float:  # knowledge_rebuild_from_wal once per group
         start = time.perf_counter()
         for group in engine.wal.groups():
-            result = await dispatch(
-                engine, "knowledge_rebuild_from_wal", {"group_id": group, "force_clear": True}
+            result = await dispatch(  # with a progress sink: the synchronous (streaming) form
+                engine,
+                "knowledge_rebuild_from_wal",
+                {"group_id": group, "force_clear": True},
+                Context(progress=lambda frame: None),
             )
             assert result["failed_lines"] == 0, result
         return time.perf_counter() - start
