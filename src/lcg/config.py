@@ -189,6 +189,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Attached MCP mode: how long one read from the service may stay silent.",
         on_invalid="warn",
     ),
+    # -- embeddings (issue 3) --
+    # -- search (issue 3) --
+    # -- extraction providers (issue 4) --
+    # -- ingestion pipeline (issue 4) --
+    # -- ontology (issue 4) --
+    # -- http and ui (issue 7) --
+    # -- curation and export (issue 6) --
+    # -- folder ingest (issue 8) --
 )
 
 
@@ -213,6 +221,14 @@ class Settings:
     kuzu_buffer_pool_mb: int = 1024
     checkpoint_wal_bytes: int = 16 * 1024 * 1024
     attached_call_timeout_ms: int = 30_000
+    # -- embeddings (issue 3) --
+    # -- search (issue 3) --
+    # -- extraction providers (issue 4) --
+    # -- ingestion pipeline (issue 4) --
+    # -- ontology (issue 4) --
+    # -- http and ui (issue 7) --
+    # -- curation and export (issue 6) --
+    # -- folder ingest (issue 8) --
 
     @classmethod
     def for_home(cls, home: Path, **values: Any) -> Settings:

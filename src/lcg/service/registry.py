@@ -17,7 +17,7 @@ from lcg.errors import InvalidRequestError, UnavailableError
 from lcg.service import params as p
 from lcg.service import wal_params as wp
 
-__all__ = ["REGISTRY", "Context", "Method", "dispatch"]
+__all__ = ["REGISTRY", "Context", "Method", "dispatch", "register"]
 
 Scope = Literal["read", "write", "cypher", "admin"]
 Progress = Callable[[dict[str, Any]], None]
@@ -47,7 +47,7 @@ class Method:
 REGISTRY: dict[str, Method] = {}
 
 
-def _register(
+def register(
     name: str,
     scope: Scope | None,
     params: type[p.Params],
@@ -56,6 +56,8 @@ def _register(
     long_running: bool = False,
     degraded_ok: bool = False,
 ) -> Callable[[Handler], Handler]:
+    """Declare a method; each area's methods module (lcg.service.methods_*) uses this too."""
+
     def wrap(handler: Handler) -> Handler:
         if name in REGISTRY:
             raise RuntimeError(f"method {name} declared twice")
@@ -89,12 +91,12 @@ async def dispatch(
 # -- lifecycle and status -----------------------------------------------------------------------
 
 
-@_register("health_check", None, p.Empty, "Liveness and readiness probe.", degraded_ok=True)
+@register("health_check", None, p.Empty, "Liveness and readiness probe.", degraded_ok=True)
 async def _health(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
     return await engine.health()
 
 
-@_register(
+@register(
     "knowledge_status",
     "read",
     p.Empty,
@@ -106,7 +108,7 @@ async def _status(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
     return await engine.status()
 
 
-@_register(
+@register(
     "knowledge_close",
     "admin",
     p.Empty,
@@ -121,7 +123,7 @@ async def _close(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
 # -- direct writes -----------------------------------------------------------------------------
 
 
-@_register(
+@register(
     "knowledge_assert_entity",
     "write",
     p.AssertEntityParams,
@@ -134,7 +136,7 @@ async def _assert_entity(engine: Engine, a: p.AssertEntityParams, ctx: Context) 
     )
 
 
-@_register(
+@register(
     "knowledge_assert_relationship",
     "write",
     p.AssertRelationshipParams,
@@ -160,7 +162,7 @@ async def _assert_relationship(
 # -- reads ----------------------------------------------------------------------------------------
 
 
-@_register(
+@register(
     "knowledge_get_episodes",
     "read",
     p.GetEpisodesParams,
@@ -171,7 +173,7 @@ async def _get_episodes(engine: Engine, a: p.GetEpisodesParams, ctx: Context) ->
     return await engine.get_episodes(a.group_id, a.last_n)
 
 
-@_register(
+@register(
     "knowledge_get_nodes_by_group",
     "read",
     p.GroupsParams,
@@ -181,7 +183,7 @@ async def _nodes_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> di
     return await engine.get_nodes_by_group(a.group_ids)
 
 
-@_register(
+@register(
     "knowledge_get_edges_by_group",
     "read",
     p.GroupsParams,
@@ -191,7 +193,7 @@ async def _edges_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> di
     return await engine.get_edges_by_group(a.group_ids)
 
 
-@_register(
+@register(
     "knowledge_get_edges_by_uuids",
     "read",
     p.EdgesByUuidsParams,
@@ -201,7 +203,7 @@ async def _edges_by_uuids(engine: Engine, a: p.EdgesByUuidsParams, ctx: Context)
     return await engine.get_edges_by_uuids(a.uuids)
 
 
-@_register(
+@register(
     "knowledge_list_entities",
     "read",
     p.ListEntitiesParams,
@@ -211,7 +213,7 @@ async def _list_entities(engine: Engine, a: p.ListEntitiesParams, ctx: Context) 
     return await engine.list_entities(a.num_results, a.group_ids)
 
 
-@_register(
+@register(
     "knowledge_list_relationships",
     "read",
     p.ListRelationshipsParams,
@@ -223,7 +225,7 @@ async def _list_relationships(
     return await engine.list_relationships(a.num_results, a.group_ids)
 
 
-@_register(
+@register(
     "knowledge_get_entity_neighbors",
     "read",
     p.NeighborsParams,
@@ -234,7 +236,7 @@ async def _neighbors(engine: Engine, a: p.NeighborsParams, ctx: Context) -> dict
     return await engine.get_entity_neighbors(a.entity_uuid, a.num_results, a.group_ids)
 
 
-@_register(
+@register(
     "knowledge_get_entities_by_source",
     "read",
     p.BySourceParams,
@@ -247,7 +249,7 @@ async def _by_source(engine: Engine, a: p.BySourceParams, ctx: Context) -> dict[
 # -- deletes --------------------------------------------------------------------------------------
 
 
-@_register(
+@register(
     "knowledge_delete_episode",
     "write",
     p.DeleteEpisodeParams,
@@ -257,7 +259,7 @@ async def _delete_episode(engine: Engine, a: p.DeleteEpisodeParams, ctx: Context
     return await engine.delete_episode(a.episode_uuid)
 
 
-@_register(
+@register(
     "knowledge_delete_by_source",
     "write",
     p.DeleteBySourceParams,
@@ -269,7 +271,7 @@ async def _delete_by_source(
     return await engine.delete_by_source(a.source_file, a.group_ids)
 
 
-@_register(
+@register(
     "knowledge_delete_chunk_episode",
     "write",
     p.DeleteChunkParams,
@@ -279,7 +281,7 @@ async def _delete_chunk(engine: Engine, a: p.DeleteChunkParams, ctx: Context) ->
     return await engine.delete_chunk_episode(a.chunk_id, a.group_ids)
 
 
-@_register(
+@register(
     "knowledge_delete_by_group",
     "admin",
     p.DeleteByGroupParams,
@@ -292,7 +294,7 @@ async def _delete_by_group(
     return await engine.delete_by_group(a.group_ids, a.dry_run, a.confirm)
 
 
-@_register(
+@register(
     "knowledge_clear_all",
     "write",
     p.ClearAllParams,
@@ -306,7 +308,7 @@ async def _clear_all(engine: Engine, a: p.ClearAllParams, ctx: Context) -> dict[
 # -- admin ----------------------------------------------------------------------------------------
 
 
-@_register(
+@register(
     "knowledge_query_cypher",
     "cypher",
     p.QueryCypherParams,
@@ -318,7 +320,7 @@ async def _cypher(engine: Engine, a: p.QueryCypherParams, ctx: Context) -> dict[
     return await engine.query_cypher(a.query)
 
 
-@_register(
+@register(
     "knowledge_build_indices",
     "admin",
     p.Empty,
@@ -328,7 +330,7 @@ async def _build_indices(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, 
     return await engine.build_indices()
 
 
-@_register(
+@register(
     "knowledge_rebuild_from_wal",
     "admin",
     p.RebuildParams,
@@ -348,7 +350,7 @@ async def _rebuild(engine: Engine, a: p.RebuildParams, ctx: Context) -> dict[str
     )
 
 
-@_register(
+@register(
     "knowledge_rebuild_status",
     "read",
     p.RebuildStatusParams,
@@ -363,7 +365,7 @@ async def _rebuild_status(engine: Engine, a: p.RebuildStatusParams, ctx: Context
 # -- WAL administration (lcg.waladmin) ------------------------------------------------------------
 
 
-@_register(
+@register(
     "knowledge_dump_wal",
     "admin",
     wp.DumpWalParams,
@@ -376,7 +378,7 @@ async def _dump_wal(engine: Engine, a: wp.DumpWalParams, ctx: Context) -> dict[s
     return await waladmin.dump_wal(engine, a.group_id, a.target_dir)
 
 
-@_register(
+@register(
     "knowledge_prepare_checkpoint",
     "admin",
     p.Empty,
@@ -387,7 +389,7 @@ async def _prepare_checkpoint(engine: Engine, a: p.Empty, ctx: Context) -> dict[
     return await waladmin.prepare_checkpoint(engine)
 
 
-@_register(
+@register(
     "knowledge_wal_mark_create",
     "admin",
     wp.MarkNameParams,
@@ -399,7 +401,7 @@ async def _mark_create(engine: Engine, a: wp.MarkNameParams, ctx: Context) -> di
     return await waladmin.mark_create(engine, a.name, a.group_id)
 
 
-@_register(
+@register(
     "knowledge_wal_mark_list",
     "admin",
     wp.MarkGroupParams,
@@ -411,7 +413,7 @@ async def _mark_list(engine: Engine, a: wp.MarkGroupParams, ctx: Context) -> dic
     return await waladmin.mark_list(engine, a.group_id)
 
 
-@_register(
+@register(
     "knowledge_wal_mark_delete",
     "admin",
     wp.MarkNameParams,
@@ -425,7 +427,7 @@ async def _mark_delete(engine: Engine, a: wp.MarkNameParams, ctx: Context) -> di
 # -- recovery (lcg.recovery_admin) ----------------------------------------------------------------
 
 
-@_register(
+@register(
     "knowledge_recover",
     "admin",
     p.RecoverParams,
@@ -441,7 +443,7 @@ async def _recover(engine: Engine, a: p.RecoverParams, ctx: Context) -> dict[str
     return await recovery_admin.recover(engine, a.strategy)
 
 
-@_register(
+@register(
     "knowledge_recover_full",
     "admin",
     p.Empty,
@@ -452,3 +454,25 @@ async def _recover(engine: Engine, a: p.RecoverParams, ctx: Context) -> dict[str
 )
 async def _recover_full(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
     return await recovery_admin.recover_full(engine)
+
+
+# -- the other areas' declarations ---------------------------------------------------------------
+# Each module below declares its own methods with `register` when imported; they are imported
+# here, last, so that importing the registry always yields the complete table.
+from lcg.service import (  # noqa: E402  (after the declarations above, which they extend)
+    methods_curation,
+    methods_embedding,
+    methods_ingest,
+    methods_search,
+    methods_temporal,
+    methods_typing,
+)
+
+_AREAS = (
+    methods_curation,
+    methods_embedding,
+    methods_ingest,
+    methods_search,
+    methods_temporal,
+    methods_typing,
+)

@@ -1,0 +1,3 @@
+"""Embedding maintenance methods: knowledge_backfill_summary_embeddings."""
+
+from __future__ import annotations
