@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 __all__ = [
     "ConfigError",
     "ConflictError",
+    "ExtractionError",
     "InvalidRequestError",
     "LcgError",
     "NotFoundError",
@@ -98,6 +99,13 @@ class UnavailableError(LcgError):
 
     def wire_data(self) -> dict[str, Any] | None:
         return {"reason": self.reason}
+
+
+class ExtractionError(LcgError):
+    """A language model or embedding provider failed (transport, HTTP status, unusable output).
+
+    Raised before anything is written: a failed call leaves the graph and the WAL unchanged.
+    """
 
 
 class StorageError(LcgError):

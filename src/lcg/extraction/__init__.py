@@ -1,0 +1,1 @@
+"""Extraction: turning text into entities and facts (LLM providers, prompts, heuristics)."""
