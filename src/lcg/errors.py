@@ -6,6 +6,8 @@
     ├── NotFoundError             a named thing does not exist (`kind`, `ident`)
     ├── ConflictError             the request contradicts the current state (busy, collision)
     ├── UnavailableError          no database is open (degraded); `rpc_code` -32001
+    ├── ExtractionError           a language model / embedding provider failed; nothing was written
+    │   └── ProviderTransportError  unreachable provider or HTTP error status ("HTTP error: ...")
     ├── StorageError              the graph database failed (Kuzu errors are translated in storage/)
     └── WalError                  the write-ahead log could not be read or written
         ├── WalCorruptError       a WAL line cannot be parsed (`path`, `line`)
@@ -28,6 +30,7 @@ __all__ = [
     "InvalidRequestError",
     "LcgError",
     "NotFoundError",
+    "ProviderTransportError",
     "StorageError",
     "UnavailableError",
     "WalCorruptError",
@@ -106,6 +109,12 @@ class ExtractionError(LcgError):
 
     Raised before anything is written: a failed call leaves the graph and the WAL unchanged.
     """
+
+
+class ProviderTransportError(ExtractionError):
+    """A provider could not be reached, timed out, or answered an HTTP error status."""
+
+    wire_prefix: ClassVar[str] = "HTTP error: "
 
 
 class StorageError(LcgError):

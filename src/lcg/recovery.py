@@ -23,8 +23,7 @@ from pathlib import Path
 
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
-from lcg.embedding.cache import CachedEmbedder
-from lcg.embedding.hashing import HashEmbedder
+from lcg.embedding.select import build_embedder
 from lcg.engine import Engine, open_engine
 from lcg.errors import StorageError
 from lcg.telemetry import EventSink, NullSink
@@ -61,10 +60,7 @@ def degraded_engine(
 ) -> Engine:
     """An engine with no database open: status and health work, every other call is refused."""
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
-    cached = CachedEmbedder(
-        embedder or HashEmbedder(settings.embedding_dim), settings.home / "embeddings"
-    )
-    engine = Engine(settings, None, wal, cached, events)
+    engine = Engine(settings, None, wal, build_embedder(settings, embedder), events)
     engine.degraded_reason = reason
     return engine
 

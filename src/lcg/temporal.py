@@ -1,27 +1,53 @@
 """Time on both axes: which facts a read sees.
 
 Valid time (`valid_at`/`invalid_at`) says when a fact was true in the world; system time
-(`created_at`/`expired_at`) says when the graph believed it. A `TimeFilter` combines both:
+(`created_at`/`expired_at`) says when the graph believed it. A fact is one row, so its history
+of beliefs is read from the row this way:
 
-- `as_of=T`: facts true in the world at T — `valid_at` absent or <= T, `invalid_at` absent or > T;
-- `known_at=T`: facts the graph held at T — `created_at` <= T, `expired_at` absent or > T;
-- neither, `include_invalidated=False` (the default): current facts — not expired, and not
-  invalidated at or before now;
-- `include_invalidated=True` lifts the "current" rule (and is implied by an explicit as_of or
-  known_at, which ask about other instants).
+- before `created_at` the graph did not know the fact;
+- from `created_at` to `expired_at` it held the fact as open-ended (supersession sets
+  `invalid_at` and `expired_at` together, see `Engine.commit_episode`), or with the
+  `invalid_at` it was created with when it was never retired;
+- from `expired_at` on it holds a fact retired *with* an `invalid_at` as history (superseded:
+  true from `valid_at` until `invalid_at`); a fact retired *without* one (withdrawn) is no longer
+  held.
 
-Intervals are half-open: a fact invalidated at T is no longer true at T.
+A `TimeFilter` asks at two instants:
+
+- `known_at=T` (system time, default now): facts the graph held at T, as it held them;
+- `as_of=T` (valid time): of those, the facts true in the world at T — `valid_at` absent or
+  <= T, end of validity (as held) absent or > T;
+- neither `as_of` nor `include_invalidated` (the default): the facts current at `known_at`
+  (or now) — held then and not ended by then;
+- `include_invalidated=True` lifts the "current" rule: without `as_of`, every fact held at
+  `known_at` whatever its validity; without `known_at` either, every fact (withdrawn too).
+
+Intervals are half-open: a fact invalidated at T is no longer true at T; a fact created at T is
+known at T; a fact retired at T is held as history (or not at all) from T. The same rule has
+two other forms: `TimeFilter.mask` over numpy columns (the search index) and
+`storage/history.time_clause` in Cypher; tests/unit/test_temporal.py and
+tests/integration/test_temporal_reads.py check that all three agree on every combination.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import numpy.typing as npt
 
 from lcg.models import Fact
 from lcg.timeutil import now
 
 __all__ = ["CURRENT", "TimeFilter"]
+
+Micros = npt.NDArray[np.int64]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _micros(value: datetime) -> int:
+    return (value - _EPOCH) // timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -37,23 +63,56 @@ class TimeFilter:
         """True when only currently valid, unexpired facts are wanted (the default read)."""
         return self.as_of is None and self.known_at is None and not self.include_invalidated
 
-    def admits(self, fact: Fact) -> bool:
-        """Whether `fact` is visible under this filter."""
-        if self.known_at is not None:
-            if fact.created_at is not None and fact.created_at > self.known_at:
+    def admits(self, fact: Fact, *, at: datetime | None = None) -> bool:
+        """Whether `fact` is visible under this filter; `at` stands for "now" (default: the clock)."""
+        invalid_at = fact.invalid_at
+        if self.known_at is not None or not self.include_invalidated:
+            system = self.known_at or at or now()
+            if fact.created_at is not None and fact.created_at > system:
                 return False
-            if fact.expired_at is not None and fact.expired_at <= self.known_at:
-                return False
+            if fact.expired_at is not None:
+                if fact.expired_at > system:
+                    invalid_at = None  # retired later: held as open-ended then
+                elif fact.invalid_at is None:
+                    return False  # withdrawn
         if self.as_of is not None:
             if fact.valid_at is not None and fact.valid_at > self.as_of:
                 return False
-            if fact.invalid_at is not None and fact.invalid_at <= self.as_of:
-                return False
-        if self.is_current:
-            if fact.expired_at is not None:
-                return False
-            return fact.invalid_at is None or fact.invalid_at > now()
-        return True
+            return invalid_at is None or invalid_at > self.as_of
+        if self.include_invalidated:
+            return True
+        reference = self.known_at or at or now()
+        return invalid_at is None or invalid_at > reference
+
+    def mask(
+        self,
+        valid_at: Micros,
+        invalid_at: Micros,
+        created_at: Micros,
+        expired_at: Micros,
+        *,
+        at: datetime | None = None,
+    ) -> npt.NDArray[np.bool_]:
+        """`admits` over columns of microseconds since the epoch, vectorised (same rule).
+
+        An absent `valid_at`/`created_at` must be encoded as a value below every instant (e.g.
+        the int64 minimum), an absent `invalid_at`/`expired_at` as one above (the maximum).
+        """
+        keep = np.ones(valid_at.shape, dtype=bool)
+        held_open = np.zeros(valid_at.shape, dtype=bool)  # retired later: open-ended then
+        if self.known_at is not None or not self.include_invalidated:
+            system = _micros(self.known_at or at or now())
+            never = np.iinfo(np.int64).max
+            keep &= created_at <= system
+            keep &= (expired_at > system) | (invalid_at != never)
+            held_open = (expired_at != never) & (expired_at > system)
+        if self.as_of is not None:
+            as_of = _micros(self.as_of)
+            return keep & (valid_at <= as_of) & (held_open | (invalid_at > as_of))
+        if self.include_invalidated:
+            return keep
+        reference = _micros(self.known_at or at or now())
+        return keep & (held_open | (invalid_at > reference))
 
 
 CURRENT = TimeFilter()

@@ -84,5 +84,5 @@ def to_read_format(value: datetime | None) -> str | None:
 
 
 def to_iso_z(value: datetime) -> str:
-    """`YYYY-MM-DDTHH:MM:SSZ`, used by `knowledge_status.index_created_at` only."""
+    """`YYYY-MM-DDTHH:MM:SSZ` (whole seconds, UTC)."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

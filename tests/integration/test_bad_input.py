@@ -23,6 +23,7 @@ import anyio
 import pytest
 
 from lcg import (
+    ConfigError,
     ConflictError,
     Engine,
     Entity,
@@ -279,6 +280,8 @@ MD = "knowledge_wal_mark_delete"
 ML = "knowledge_wal_mark_list"
 DW = "knowledge_dump_wal"
 RC = "knowledge_recover"
+AC = "knowledge_apply_corrections"
+XE = "knowledge_add_cross_group_edge"
 
 
 def create_taken_mark(engine: Engine) -> None:
@@ -744,6 +747,184 @@ CASES = [
         {"strategy": "pray"},
         field="strategy",
         mentions="Unknown strategy: pray",
+    ),
+    # -- typing maintenance (an unknown scope is a success:false result, not an error) -----------
+    bad(
+        "reprocess_entity_types/scope-number",
+        "knowledge_reprocess_entity_types",
+        {"scope": 1},
+        field="scope",
+    ),
+    bad(
+        "reprocess_entity_types/group_id-empty",
+        "knowledge_reprocess_entity_types",
+        {"group_id": ""},
+        field="group_id",
+    ),
+    bad(
+        "reprocess_relation_types/dry_run-string",
+        "knowledge_reprocess_relation_types",
+        {"dry_run": "yes"},
+        field="dry_run",
+    ),
+    bad(
+        "canonicalize_relations/group_id-missing",
+        "knowledge_canonicalize_relations",
+        {},
+        field="group_id",
+        mentions="group_id is required and must be a non-empty string",
+    ),
+    bad(
+        "canonicalize_relations/threshold-above-1",
+        "knowledge_canonicalize_relations",
+        {"group_id": "liminis", "embedding_threshold": 1.5},
+        field="embedding_threshold",
+    ),
+    bad(
+        "backfill_relation_types/group_id-number",
+        "knowledge_backfill_relation_types",
+        {"group_id": 3},
+        field="group_id",
+    ),
+    # -- embedding maintenance -------------------------------------------------------------------
+    bad(
+        "backfill_summary_embeddings/batch_size-zero",
+        "knowledge_backfill_summary_embeddings",
+        {"batch_size": 0},
+        field="batch_size",
+    ),
+    bad(
+        "backfill_summary_embeddings/group_ids-number",
+        "knowledge_backfill_summary_embeddings",
+        {"group_ids": [7]},
+        field="group_ids",
+    ),
+    # -- ingestion -------------------------------------------------------------------------------
+    bad(
+        "process_chunk/chunk_text-missing",
+        "knowledge_process_chunk",
+        {"chunk_id": "c", "source_file": "f"},
+        field="chunk_text",
+        mentions="chunk_text is required and must be non-empty",
+    ),
+    bad(
+        "process_chunk/chunk_text-blank",
+        "knowledge_process_chunk",
+        {"chunk_text": "  ", "chunk_id": "c", "source_file": "f"},
+        field="chunk_text",
+    ),
+    bad(
+        "process_chunk/chunk_id-missing",
+        "knowledge_process_chunk",
+        {"chunk_text": "x", "source_file": "f"},
+        field="chunk_id",
+        mentions="chunk_id is required",
+    ),
+    bad(
+        "process_chunk/source_file-missing",
+        "knowledge_process_chunk",
+        {"chunk_text": "x", "chunk_id": "c"},
+        field="source_file",
+        mentions="source_file is required",
+    ),
+    bad(
+        "process_chunk/reference_time-invalid",
+        "knowledge_process_chunk",
+        {"chunk_text": "x", "chunk_id": "c", "source_file": "f", "reference_time": "soon"},
+        field="reference_time",
+        mentions="reference_time is not valid ISO 8601: soon",
+    ),
+    bad(
+        "process_chunk/group_id-empty",
+        "knowledge_process_chunk",
+        {"chunk_text": "x", "chunk_id": "c", "source_file": "f", "group_id": ""},
+        field="group_id",
+    ),
+    bad("add_episode/name-number", "knowledge_add_episode", {"name": 1}, field="name"),
+    bad(
+        "add_episode/reference_time-number",
+        "knowledge_add_episode",
+        {"name": "n", "episode_body": "b", "reference_time": 1969},
+        field="reference_time",
+    ),
+    bad(
+        "add_episode/group_id-number",
+        "knowledge_add_episode",
+        {"name": "n", "episode_body": "b", "group_id": 7},
+        field="group_id",
+    ),
+    # -- curation, cross-group pointers, export/import -------------------------------------------
+    bad(
+        "merge/alias_uuids-string",
+        "knowledge_merge_entities",
+        {"canonical_name": "Michael Collins", "alias_uuids": COLLINS},
+        field="alias_uuids",
+    ),
+    bad("merge/group_id-number", "knowledge_merge_entities", {"group_id": 1}, field="group_id"),
+    bad("apply_corrections/dry_run-string", AC, {"dry_run": "yes"}, field="dry_run"),
+    bad(
+        "apply_corrections/no-workspace-root",
+        AC,
+        {},
+        ConfigError,
+        mentions="LIMINIS_WORKSPACE_ROOT not set",
+    ),
+    bad(
+        "cross_edge/source-missing",
+        XE,
+        {"name": "N", "target": {"uuid": COLLINS}},
+        field="source",
+        mentions="endpoint must have either 'uuid' alone",
+    ),
+    bad(
+        "cross_edge/target-mixed",
+        XE,
+        {"source": {"uuid": COLLINS}, "target": {"uuid": COLLINS, "endpoint_name": "x"}},
+        field="target",
+        mentions="not a mix",
+    ),
+    bad(
+        "cross_edge/foreign-blank",
+        XE,
+        {"source": {"source_group_id": " ", "endpoint_name": "x"}, "target": {"uuid": COLLINS}},
+        field="source",
+        mentions="(FR-002)",
+    ),
+    bad(
+        "cross_edge/uuid-unknown",
+        XE,
+        {"source": {"uuid": UNKNOWN_UUID}, "target": {"uuid": COLLINS}},
+        NotFoundError,
+        mentions=f"cross-group edge endpoint {UNKNOWN_UUID} does not exist",
+    ),
+    bad(
+        "cross_edge/uuid-other-group",
+        XE,
+        {"source": {"uuid": COLLINS}, "target": {"uuid": COLLINS}, "group_id": "mission-b"},
+        field="source",
+        mentions="foreign to this edge's own group 'mission-b'",
+    ),
+    bad(
+        "rebind/source_group_id-missing",
+        "knowledge_rebind_pointers",
+        {},
+        field="source_group_id",
+        mentions="source_group_id is required",
+    ),
+    bad(
+        "rebind/source_group_id-number",
+        "knowledge_rebind_pointers",
+        {"source_group_id": 3},
+        field="source_group_id",
+    ),
+    bad("export/path-missing", "knowledge_export_graph", {}, field="path"),
+    bad("import/path-missing", "knowledge_import_graph", {}, field="path"),
+    bad(
+        "import/file-missing",
+        "knowledge_import_graph",
+        {"path": "/nonexistent-lcg-dir/graph.jsonl"},
+        field="path",
+        mentions="cannot read",
     ),
 ]
 

@@ -64,6 +64,15 @@ REFERENCE: dict[str, tuple[str, tuple[str, ...]]] = {
     "knowledge_build_indices": ("admin", ()),
     "knowledge_rebind_pointers": ("admin", ("source_group_id",)),
     "knowledge_delete_by_group": ("admin", ("group_ids",)),
+    # lcg's own tools (not in the reference): temporal reads and context (docs/temporal.md)
+    "knowledge_get_changes": ("read", ("since",)),
+    "knowledge_get_entity_timeline": ("read", ()),
+    "knowledge_get_context": ("read", ("query",)),
+    # lcg's own: re-embedding after an embedder change (docs/embeddings.md)
+    "knowledge_backfill_summary_embeddings": ("write", ()),
+    # lcg's own: the portable graph file of `lcg export` / `lcg import` (README, curation)
+    "knowledge_export_graph": ("admin", ("path",)),
+    "knowledge_import_graph": ("admin", ("path",)),
 }
 
 

@@ -3,7 +3,7 @@
 A property test: hypothesis draws a sequence of writes over three groups (entities asserted,
 renamed and updated; relationships asserted and re-asserted; whole episodes with new and existing
 entities, facts, fact updates, invalidations and mentions; episode, source and chunk deletes; group
-purges; a full clear). After it, every row and edge of the graph is snapshotted and compared with
+purges; entity merges; a full clear). After it, every row and edge of the graph is snapshotted and compared with
 the graph obtained (1) by `knowledge_rebuild_from_wal` with `force_clear` for every group on the
 live engine, and (2) by deleting the database and reopening (startup catch-up, bulk mode). Each
 state must also answer the full-text indexes exactly as a Python tokenisation of its rows says.
@@ -228,6 +228,14 @@ class ClearAll:
     pass
 
 
+@dataclass(frozen=True)
+class Merge:
+    group: int
+    canonical: int
+    aliases: list[int]
+    by_name: bool
+
+
 assert_entities = st.builds(
     AssertEntity,
     group,
@@ -303,7 +311,7 @@ episodes = st.builds(
 @st.composite
 def operations(draw: st.DrawFn) -> object:
     """One operation; shrinks towards asserting an entity. A full clear is rare (~1 in 50)."""
-    kind = draw(st.integers(0, 49))
+    kind = draw(st.integers(0, 53))
     if kind < 10:
         return draw(assert_entities)
     if kind < 14:
@@ -320,6 +328,8 @@ def operations(draw: st.DrawFn) -> object:
         return draw(st.builds(DeleteChunk, st.integers(0, len(CHUNKS) - 1), groups_mask))
     if kind < 49:
         return draw(st.builds(Purge, groups_mask))
+    if kind > 49:
+        return draw(st.builds(Merge, group, pick, st.lists(pick, max_size=3), st.booleans()))
     return ClearAll()
 
 
@@ -446,6 +456,19 @@ class Driver:
                 "knowledge_delete_by_group",
                 {"group_ids": [GROUPS[g] for g in op.groups], "confirm": True},
             )
+        elif isinstance(op, Merge):
+            current = self.entities(GROUPS[op.group])
+            if not current:
+                return
+            params = {
+                "canonical_uuid": current[op.canonical % len(current)].uuid,
+                "alias_uuids": [current[a % len(current)].uuid for a in op.aliases],
+                "merge_all_by_name": op.by_name,
+                "group_id": GROUPS[op.group],
+            }
+            result = await dispatch(engine, "knowledge_merge_entities", params)
+            self._order([f.uuid for f in self.facts(GROUPS[op.group])])
+            assert not any("not found" in e for e in result["errors"]), result
         elif isinstance(op, ClearAll):
             await dispatch(engine, "knowledge_clear_all", {"confirm": True, "preserve_wal": False})
         else:  # pragma: no cover

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import anyio
-from click.testing import CliRunner  # noqa: TID251  CLI tests drive click's own runner
+from click.testing import CliRunner
 from rpc_support import running_server, short_socket_dir, wait_settled
 
 from lcg.cli.main import cli

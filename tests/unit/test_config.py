@@ -54,7 +54,8 @@ def test_every_setting_has_one_declaration_and_an_lcg_variable() -> None:
     assert len(names) == len(set(names))
     fields = {f.name for f in dataclasses.fields(Settings)}
     for setting in SETTINGS:
-        assert setting.env == "LCG_" + setting.name.upper()
+        # Variables the reference names outside LCG_* (ANTHROPIC_API_KEY, LIMINIS_*) keep them.
+        assert setting.env == "LCG_" + setting.name.upper() or not setting.env.startswith("LCG_")
         assert setting.help.strip()
         assert setting.name in fields or setting.name == "home"
         assert all(alias.startswith("GRAPHITI_") for alias in setting.aliases)
@@ -162,11 +163,46 @@ BAD_VALUES = {
     "chunk_text_advisory_max_chars": ["0", "big"],
     "wal_max_bytes_per_file": ["-1", "5MB"],
     "wal_max_events_per_file": ["0", "lots"],
-    "embedder": ["openai", ""],
+    "embedder": ["openai", "sentence_transformers", ""],
     "embedding_dim": ["4", "8193", "wide"],
     "kuzu_buffer_pool_mb": ["63", "1GB"],
     "checkpoint_wal_bytes": ["-1", "16M"],
     "attached_call_timeout_ms": ["0", "-5", "30s"],
+    # embeddings: model names and paths are checked when the embedder is selected
+    "embedding_model": [],
+    "embedding_model_path": [],
+    "embedding_url": ["ftp://host", "localhost:8080", "http://"],
+    "embedding_uds": [],
+    "embedding_batch_size": ["0", "2049", "many"],
+    "embedding_timeout_ms": ["0", "30s"],
+    # extraction providers: names and URLs are validated lazily, when extraction is first used
+    "replay_llm": [],
+    "record_llm": [],
+    "extractor_uds": [],
+    "extractor_http": [],
+    "anthropic_api_key": [],
+    "extraction_url": [],
+    "extraction_model": [],
+    "extraction_llm": [],
+    "extraction_max_tokens_ceiling": ["255", "lots"],
+    "extraction_timeout_ms": ["0", "2m"],
+    "llm_cost_table_path": [],
+    # ingestion pipeline
+    "extractor": ["gpt", "", "heuristics"],
+    "extraction_concurrency": ["0", "257", "eight"],
+    "supersede_candidates": ["-1", "101", "ten"],
+    "dedup_llm": ["maybe", "2"],
+    "dedup_embedding_threshold": ["1.5", "-0.1", "high"],
+    "summary_max_chars": ["79", "long"],
+    # ontology: any directory; one without ontology files simply resolves no ontology
+    "workspace_root": [],
+    # http and ui: the host is checked when the server binds; a token is any text
+    "http_host": [],
+    "http_port": ["-1", "65536", "http"],
+    "api_token": [],
+    "http_scope": ["read,everything", "admin;read", ","],
+    "http_cors_origins": ["app.example", "ftp://app.example", "https://app.example/path"],
+    "http_allowed_hosts": [],
 }
 
 
@@ -240,6 +276,8 @@ ALIAS_VALUES = {
     "wal_dir": ("old/wal", "new/wal"),
     "socket_path": ("old.sock", "new.sock"),
     "embedding_dim": ("128", "256"),
+    "embedding_model": ("old-model", "new-model"),
+    "embedding_url": ("http://old:1", "http://new:2"),
 }
 ALIASED = [(s.name, alias) for s in SETTINGS for alias in s.aliases]
 
@@ -253,7 +291,7 @@ def _value(s: Settings, name: str) -> object:
 
 
 def _expected(tmp_path: Path, name: str, text: str) -> object:
-    if name == "db_path":
+    if name in ("db_path", "embedding_model", "embedding_url"):
         return text
     if name == "embedding_dim":
         return int(text)

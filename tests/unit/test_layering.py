@@ -101,3 +101,13 @@ def test_only_the_cli_imports_click() -> None:
         if not path.startswith("lcg/cli/")
     }
     assert {p: names for p, names in offenders.items() if names} == {}
+
+
+def test_only_the_http_transport_imports_the_web_stack() -> None:
+    offenders = {
+        path: _names(imports, "fastapi", "starlette", "uvicorn")
+        for path, imports in sources().items()
+        if path != "lcg/service/http.py"
+    }
+    assert {p: names for p, names in offenders.items() if names} == {}
+    assert "fastapi" in sources()["lcg/service/http.py"]

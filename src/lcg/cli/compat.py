@@ -17,6 +17,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -27,6 +28,7 @@ from lcg.errors import ConfigError, LcgError
 __all__ = ["Options", "main", "parse_args", "serve_mcp"]
 
 PROG = "liminis-context-graph"
+REFERENCE_SIDECAR = "/tmp/liminis-inference.sock"  # the reference's default embedding sidecar
 
 USAGE = f"""Usage: {PROG} [OPTIONS]
 
@@ -39,10 +41,11 @@ Options:
                            (default all). Also --scope=LIST.
   --connect SOCKET         MCP attached mode: forward every call to the service on SOCKET.
   --allow-remote-close     Attached mode: expose knowledge_close (stops the remote service).
-  --embedder-uds SOCKET    Embedding sidecar on a Unix socket (accepted; not used yet).
-  --embedder-http URL      Embedding endpoint over HTTP (accepted; not used yet).
-  --extractor-uds SOCKET   Extraction endpoint on a Unix socket (accepted; not used yet).
-  --extractor-http URL     Extraction endpoint over HTTP (accepted; not used yet).
+  --embedder-uds SOCKET    OpenAI-compatible /v1/embeddings endpoint on a Unix socket.
+  --embedder-http URL      OpenAI-compatible /v1/embeddings endpoint over HTTP.
+  --extractor-uds SOCKET   OpenAI-compatible chat-completions endpoint on a Unix socket
+                           (extraction).
+  --extractor-http URL     OpenAI-compatible chat-completions endpoint over HTTP (extraction).
   -h, --help               Print this help and exit.
   -V, --version            Print the version and exit.
 """
@@ -181,7 +184,7 @@ def _fail(message: str, status: int) -> NoReturn:
 
 
 def _check_sidecars(opts: Options) -> None:
-    """Validate the embedder/extractor flags; they configure nothing yet, and we say so."""
+    """Validate the embedder/extractor flags: a socket must exist (unless attached)."""
     given = [
         (flag, value)
         for flag, value in (
@@ -197,19 +200,44 @@ def _check_sidecars(opts: Options) -> None:
     if opts.connect is not None:
         return  # attached mode: accepted and ignored, like the reference
     for flag, value in given:
-        if flag.endswith("-uds"):
-            from pathlib import Path
-
-            if not Path(value).exists():
-                _fail(f"{flag}: socket '{value}' does not exist", 1)
-        print(
-            f"{PROG}: note: {flag} is accepted but configures nothing yet; lcg embeds with its "
-            "built-in embedder (LCG_EMBEDDER) and has no extraction provider",
-            file=sys.stderr,
-        )
+        if flag.endswith("-uds") and not Path(value).exists():
+            _fail(f"{flag}: socket '{value}' does not exist", 1)
 
 
-def _run_socket_service() -> None:
+def extractor_overrides(opts: Options) -> dict[str, str]:
+    """The extractor flags as settings overrides (attached mode ignores them)."""
+    if opts.connect is not None:
+        return {}
+    given = (("extractor_uds", opts.extractor_uds), ("extractor_http", opts.extractor_http))
+    return {name: value for name, value in given if value is not None}
+
+
+def embedder_endpoint(opts: Options) -> tuple[str, str] | None:
+    """The embedding endpoint as ("uds" | "http", where), in the reference's order (API.md §4.7
+    step 6): `--embedder-uds`, `--embedder-http`, then `/tmp/liminis-inference.sock` if it
+    exists and no endpoint or embedder is configured otherwise. None: lcg's own selection
+    (`LCG_EMBEDDER`, README "Embeddings") applies. Attached mode ignores the flags.
+
+    Raises:
+        ConfigError: the settings are invalid.
+    """
+    if opts.connect is not None:
+        return None
+    if opts.embedder_uds is not None:
+        return "uds", str(Path(opts.embedder_uds).resolve())
+    if opts.embedder_http is not None:
+        return "http", opts.embedder_http
+    settings = load_settings()
+    if (
+        settings.embedder == "auto"
+        and not (settings.embedding_url or settings.embedding_uds)
+        and Path(REFERENCE_SIDECAR).exists()
+    ):
+        return "uds", REFERENCE_SIDECAR
+    return None
+
+
+def _run_socket_service(extra_args: Sequence[str] = ()) -> None:
     if (
         importlib.util.find_spec("lcg.service.rpc") is None
         or importlib.util.find_spec("lcg.service.rpc.server") is None
@@ -227,7 +255,7 @@ def _run_socket_service() -> None:
             "run with --mcp-stdio for MCP over stdio",
             1,
         )
-    cli.main(args=["serve"], prog_name=PROG, standalone_mode=False)
+    cli.main(args=["serve", *extra_args], prog_name=PROG, standalone_mode=False)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -245,10 +273,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(0)
     _check_sidecars(opts)
     try:
+        endpoint = embedder_endpoint(opts)
         if opts.mcp_stdio:
-            serve_mcp(opts.scope or "all", opts.connect, opts.allow_remote_close)
+            overrides: dict[str, Any] = dict(extractor_overrides(opts))
+            if endpoint is not None:
+                kind, where = endpoint
+                key = "embedding_uds" if kind == "uds" else "embedding_url"
+                overrides.update({key: where, "embedder": "http"})
+            serve_mcp(opts.scope or "all", opts.connect, opts.allow_remote_close, overrides)
         else:
-            _run_socket_service()
+            flags = [f"--{k.replace('_', '-')}={v}" for k, v in extractor_overrides(opts).items()]
+            if endpoint is not None:
+                flags.append(f"--embedder-{endpoint[0]}={endpoint[1]}")
+            _run_socket_service(flags)
     except LcgError as exc:
         _fail(exc.wire_message(), exc.exit_code)
     except KeyboardInterrupt:

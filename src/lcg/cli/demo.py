@@ -1,219 +1,224 @@
-"""`lcg demo`: build a small bi-temporal graph from examples/apollo13.json and show what it knows.
+"""`lcg demo`: ingest 20 Apollo articles with whatever extractor is configured, then query them.
 
-It uses the embedded defaults only (Kuzu on disk, hash embedder, no model, no network): the
-episodes carry hand-written extraction results and go through the engine's atomic episode
-commit, one of them superseding an earlier fact. Then it answers "what is true now", "what was
-true on a date" and "what superseded what", deletes the database and shows the WAL rebuild it
-identically.
+The articles (examples/apollo/, Simple English Wikipedia, CC BY-SA 4.0) go through the real
+ingestion pipeline (`knowledge_process_chunk`): the configured LLM when one is configured
+(LCG_EXTRACTOR=llm with a provider), else the offline heuristic extractor — no API key, no
+server. Then it prints what the graph holds, three searches, what changed in the 1960s
+(`knowledge_get_changes`), and deletes the database to show the WAL rebuilding it identically.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
-import uuid
-from datetime import datetime
-from importlib import resources
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lcg.config import Settings
-from lcg.engine import Engine, EpisodeCommit, Invalidation, open_engine
-from lcg.models import Entity, Episode, Fact, normalize_labels
+from lcg.config import Settings, load_settings
+from lcg.engine import Engine, open_engine
+from lcg.extraction.select import describe_llm
+from lcg.service.registry import REGISTRY, dispatch
 from lcg.storage.store import delete_database_files
-from lcg.timeutil import now, parse_timestamp
 
 __all__ = ["run_demo"]
 
+ARTICLES = 20
+GROUP = "apollo"
+SOURCE = "examples/apollo/corpus_prose.jsonl"
+# Articles carry no date of their own: they are stamped a day apart from here.
+FIRST_REFERENCE = datetime(2024, 1, 1, tzinfo=UTC)
+SEARCHES = (
+    ("knowledge_find_entities", "Saturn rocket", "entities"),
+    ("knowledge_find_relationships", "launched from Kennedy Space Center", "facts"),
+    ("knowledge_search_passages", "space station crew", "passages"),
+)
 
-def _example_path() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent / "examples" / "apollo13.json"
+
+def _corpus_path() -> Path:
+    """The corpus in the source checkout the package runs from (or the working directory)."""
+    for parent in [*Path(__file__).resolve().parents, Path.cwd()]:
+        candidate = parent / SOURCE
         if candidate.is_file():
             return candidate
-    packaged = resources.files("lcg").joinpath("examples/apollo13.json")
-    return Path(str(packaged))
+    raise FileNotFoundError(f"{SOURCE} not found: run `lcg demo` from an lcg source checkout")
 
 
-async def _ingest(engine: Engine, data: dict[str, Any]) -> dict[str, str]:
-    group = data["group_id"]
-    fact_ids: dict[str, str] = {}
-    for item in data["episodes"]:
-        when = parse_timestamp(item["reference_time"])
-        entities: dict[str, Entity] = {}
-        for spec in item["entities"]:
-            existing = await engine.entity_by_name(group, spec["name"])
-            summary = spec["summary"]
-            if existing is not None:
-                merged = " ".join(s for s in (summary, existing.summary) if s)  # newest first
-                entities[spec["name"]] = Entity(
-                    uuid=existing.uuid,
-                    group_id=group,
-                    name=existing.name,
-                    labels=normalize_labels([*existing.labels, *spec["labels"]]),
-                    summary=merged[:400],
-                    attributes=existing.attributes,
-                    created_at=existing.created_at,
-                )
-            else:
-                entities[spec["name"]] = Entity(
-                    uuid=str(uuid.uuid4()),
-                    group_id=group,
-                    name=spec["name"],
-                    labels=normalize_labels(spec["labels"]),
-                    summary=summary,
-                    created_at=when,
-                )
-        episode = Episode(
-            uuid=str(uuid.uuid4()),
-            group_id=group,
-            name=item["name"],
-            content=item["content"],
-            source="text",
-            source_description=f"examples/apollo13.json:{item['name']}",
-            source_file="examples/apollo13.json",
-            chunk_id=item["name"],
-            created_at=when,
-            valid_at=when,
-        )
-        facts, invalidations = [], []
-        for spec in item["facts"]:
-            fact = Fact(
-                uuid=str(uuid.uuid4()),
-                group_id=group,
-                source_uuid=entities[spec["source"]].uuid,
-                target_uuid=entities[spec["target"]].uuid,
-                name=spec["predicate"],
-                fact=spec["fact"],
-                relation_type=spec["predicate"],
-                episodes=(episode.uuid,),
-                valid_at=when,
-                created_at=now(),
+def _articles(limit: int) -> list[dict[str, Any]]:
+    lines = _corpus_path().read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines if line.strip()]
+    return [r for r in rows if not r.get("_header")][:limit]
+
+
+# Never let the user's variables point the demo (which deletes its database) elsewhere.
+_PLACES = ("HOME", "DB_PATH", "WAL_DIR", "SOCKET_PATH")
+
+
+def _settings(directory: Path, **overrides: Any) -> Settings:
+    """The user's configuration (extractor, embedder, ...) in the demo's own workspace."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k.removeprefix("LCG_").removeprefix("GRAPHITI_") not in _PLACES
+    }
+    return load_settings(env=env, overrides={"home": str(directory.resolve()), **overrides})
+
+
+def _extractor_line(engine: Engine) -> str:
+    if engine.settings.extractor == "heuristic":
+        return "heuristic extractor (offline: no model, no API key)"
+    llm = describe_llm(engine)
+    return f"LLM extractor {llm['provider']}:{llm['model']} ({llm['source']})"
+
+
+async def _ingest(engine: Engine, articles: list[dict[str, Any]], console: Console) -> float:
+    started = time.perf_counter()
+    columns = (
+        TextColumn("[bold]ingesting"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("", total=len(articles))
+        for i, article in enumerate(articles):
+            progress.update(task, description=article["title"][:40])
+            await dispatch(
+                engine,
+                "knowledge_process_chunk",
+                {
+                    "chunk_text": article["prose"],
+                    "chunk_id": article["title"],
+                    "source_file": SOURCE,
+                    "group_id": GROUP,
+                    "reference_time": (FIRST_REFERENCE + timedelta(days=i)).isoformat(),
+                },
             )
-            facts.append(fact)
-            fact_ids[spec["id"]] = fact.uuid
-            invalidations += [
-                Invalidation(fact_ids[old], when, now()) for old in spec.get("supersedes", [])
-            ]
-        await engine.commit_episode(
-            EpisodeCommit(
-                group,
-                episode,
-                list(entities.values()),
-                facts,
-                invalidations,
-                [e.uuid for e in entities.values()],
+            progress.advance(task)
+    return time.perf_counter() - started
+
+
+def _first_list(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return next((v for v in result.values() if isinstance(v, list)), [])
+
+
+def _label(item: dict[str, Any]) -> str:
+    """One line for an entity (its name), a fact (predicate: sentence) or a passage."""
+    if "fact" in item:
+        text = f"{item.get('name', '')}: {item['fact']}"
+    elif "content" in item:
+        text = f"{item.get('name', '')}: {item['content']}"
+    else:
+        text = str(item.get("name", ""))
+    return " ".join(text.split())
+
+
+async def _queries(engine: Engine, console: Console) -> None:
+    for method, query, what in SEARCHES:
+        if method not in REGISTRY:
+            continue
+        params: dict[str, Any] = {"query": query, "group_ids": [GROUP], "num_results": 3}
+        if method == "knowledge_search_passages":
+            params["min_score"] = 0.0
+        result = await dispatch(engine, method, params)
+        console.print(f"\n[bold]{method}[/] {query!r} — top {what}:")
+        for item in _first_list(result)[:3]:
+            console.print(f"  • {_label(item)}", no_wrap=True, overflow="ellipsis")
+    if "knowledge_get_changes" in REGISTRY:
+        changes = await dispatch(
+            engine,
+            "knowledge_get_changes",
+            {
+                "since": "1969-01-01T00:00:00Z",
+                "until": "1970-01-01T00:00:00Z",
+                "group_ids": [GROUP],
+                "num_results": 5,
+            },
+        )
+        console.print("\n[bold]knowledge_get_changes[/] what became true or ended during 1969:")
+        for entry in changes["changes"]:
+            console.print(
+                f"  {entry['at'][:10]} {entry['kind']:<8} {_label(entry['fact'])}",
+                no_wrap=True,
+                overflow="ellipsis",
             )
-        )
-    return fact_ids
+    else:
+        edges = await dispatch(engine, "knowledge_get_edges_by_group", {"group_ids": [GROUP]})
+        ended = [e for e in edges["edges"] if e["invalid_at"]]
+        console.print(f"\n{len(ended)} facts superseded (kept as history, not deleted)")
 
 
-def _valid_at(edge: dict[str, Any], at: datetime) -> bool:
-    start = parse_timestamp(edge["valid_at"]) if edge["valid_at"] else None
-    end = parse_timestamp(edge["invalid_at"]) if edge["invalid_at"] else None
-    return (start is None or start <= at) and (end is None or at < end)
-
-
-def _facts_table(title: str, edges: list[dict[str, Any]], names: dict[str, str]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in ("subject", "predicate", "object", "valid from", "valid until"):
-        table.add_column(col)
-    for e in sorted(edges, key=lambda e: e["valid_at"] or ""):
-        table.add_row(
-            names[e["source_node_uuid"]],
-            e["name"],
-            names[e["target_node_uuid"]],
-            (e["valid_at"] or "")[:10],
-            (e["invalid_at"] or "-")[:10],
-        )
-    return table
-
-
-async def _snapshot(
-    engine: Engine, group: str
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    nodes = await engine.get_nodes_by_group([group])
-    edges = await engine.get_edges_by_group([group])
-    episodes = await engine.get_episodes(group, 100)
+async def _snapshot(engine: Engine) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {"group_ids": [GROUP]})
+    edges = await dispatch(engine, "knowledge_get_edges_by_group", {"group_ids": [GROUP]})
+    episodes = await dispatch(engine, "knowledge_get_episodes", {"group_id": GROUP, "last_n": 1000})
     return nodes, edges, episodes
 
 
-def run_demo(directory: Path, console: Console) -> None:
-    """Reset `directory`, build the example graph in it, and print what the graph answers."""
-    data = json.loads(_example_path().read_text(encoding="utf-8"))
-    group = data["group_id"]
+def _same(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
+    return sorted(map(json.dumps, a[key])) == sorted(map(json.dumps, b[key]))
+
+
+def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> None:
+    """Reset `directory`, ingest the first `articles` Apollo articles there, show the graph."""
     if directory.exists():
         shutil.rmtree(directory)
-    settings = Settings.for_home(directory.resolve())
-    console.print(
-        f"[bold]lcg demo[/] — workspace {directory}/ (Kuzu + JSONL WAL, hash embedder, no LLM)"
-    )
-
+    settings = _settings(directory)
     engine = open_engine(settings)
     try:
-        started = time.perf_counter()
-        anyio.run(_ingest, engine, data)
-        took = time.perf_counter() - started
-        nodes, edges, episodes = anyio.run(_snapshot, engine, group)
-        status = anyio.run(engine.status)
+        if settings.extractor == "llm" and not describe_llm(engine)["configured"]:
+            # Nothing configured: the demo still runs, offline, and says so.
+            engine.close()
+            settings = _settings(directory, extractor="heuristic")
+            engine = open_engine(settings)
+        console.print(
+            f"[bold]lcg demo[/] — workspace {directory}/: Kuzu + JSONL WAL, "
+            f"{engine.embedder.identity.model} embeddings, {_extractor_line(engine)}"
+        )
+        took = anyio.run(_ingest, engine, _articles(articles), console)
+        nodes, edges, episodes = anyio.run(_snapshot, engine)
+        current = sum(1 for e in edges["edges"] if e["invalid_at"] is None)
+        table = Table(title=f"group '{GROUP}' after {took:.1f} s", title_justify="left")
+        for col in ("episodes", "entities", "facts", "currently valid facts"):
+            table.add_column(col, justify="right")
+        table.add_row(
+            str(episodes["count"]), str(nodes["count"]), str(edges["count"]), str(current)
+        )
+        console.print(table)
+        anyio.run(_queries, engine, console)
     finally:
         engine.close()
-    names = {n["uuid"]: n["name"] for n in nodes["nodes"]}
-    console.print(
-        f"ingested {episodes['count']} episodes in {took * 1000:.0f} ms: "
-        f"{nodes['count']} entities, {edges['count']} facts; "
-        f"WAL group '{group}' at seq {status['wal_groups'][group]['max_seq']} "
-        f"({status['wal_groups'][group]['hydration_status']})"
-    )
 
-    current = [e for e in edges["edges"] if e["invalid_at"] is None]
-    console.print(_facts_table("What is true now", current, names))
-    on = parse_timestamp("1970-01-01T00:00:00Z")
-    console.print(
-        _facts_table(
-            "What was true on 1970-01-01", [e for e in edges["edges"] if _valid_at(e, on)], names
-        )
-    )
-    superseded = [e for e in edges["edges"] if e["invalid_at"] is not None]
-    console.print(_facts_table("Superseded (kept as history, not deleted)", superseded, names))
-    for old in superseded:
-        for new in current:
-            if new["target_node_uuid"] == old["target_node_uuid"] and new["name"] == old["name"]:
-                console.print(
-                    f"  '{old['fact']}' was superseded on {old['invalid_at'][:10]} by '{new['fact']}'"
-                )
-
-    console.print(
-        "\n[bold]The WAL is the source of truth:[/] deleting the database and reopening ..."
-    )
+    console.print("\n[bold]The WAL is the source of truth:[/] deleting the database, reopening ...")
     delete_database_files(settings.db_path)
     started = time.perf_counter()
     engine = open_engine(settings)
     try:
         reopened = time.perf_counter() - started
-        nodes2, edges2, episodes2 = anyio.run(_snapshot, engine, group)
+        nodes2, edges2, episodes2 = anyio.run(_snapshot, engine)
     finally:
         engine.close()
     same = (
-        sorted(map(json.dumps, nodes2["nodes"])) == sorted(map(json.dumps, nodes["nodes"]))
-        and sorted(map(json.dumps, edges2["edges"])) == sorted(map(json.dumps, edges["edges"]))
-        and sorted(map(json.dumps, episodes2["episodes"]))
-        == sorted(map(json.dumps, episodes["episodes"]))
+        _same(nodes, nodes2, "nodes")
+        and _same(edges, edges2, "edges")
+        and _same(episodes, episodes2, "episodes")
     )
     verdict = "[green]identical[/]" if same else "[red]DIFFERENT[/]"
     console.print(
-        f"rebuilt {nodes2['count']} entities, {edges2['count']} facts, "
-        f"{episodes2['count']} episodes from the WAL in {reopened * 1000:.0f} ms: {verdict}"
+        f"rebuilt {nodes2['count']} entities, {edges2['count']} facts, {episodes2['count']} "
+        f"episodes from the WAL in {reopened:.1f} s: {verdict}"
     )
     if not same:
         raise SystemExit(1)
     console.print(
-        f"\nTry: lcg --home {directory} status   |   lcg --home {directory} cypher "
-        '"MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity) RETURN a.name, f.name, b.name"'
+        f"\nTry: lcg --home {directory} status   |   LCG_HOME={directory} lcg mcp   "
+        f"(Apollo texts: Simple English Wikipedia, CC BY-SA 4.0; see examples/apollo/README.md)"
     )

@@ -16,8 +16,15 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from lcg.cli.embedder_options import embedder_options, embedder_overrides
+from lcg.cli.evaluate import eval_command
+from lcg.cli.export_html import export_html
+from lcg.cli.extractor_options import extractor_options, extractor_overrides
+from lcg.cli.ingest import ingest
+from lcg.cli.portable import export_command, import_command
 from lcg.cli.remote import service_client
 from lcg.cli.serve import serve
+from lcg.cli.wal import wal
 from lcg.config import load_settings
 from lcg.engine import Engine, open_engine
 from lcg.errors import LcgError
@@ -175,6 +182,12 @@ def demo(directory: str) -> None:
 
 
 cli.add_command(serve)
+cli.add_command(export_html)
+cli.add_command(wal)
+cli.add_command(export_command)
+cli.add_command(import_command)
+cli.add_command(ingest)
+cli.add_command(eval_command)
 
 
 @cli.command("mcp")
@@ -196,6 +209,8 @@ cli.add_command(serve)
     is_flag=True,
     help="Attached mode: expose knowledge_close (stops the remote service).",
 )
+@extractor_options
+@embedder_options
 @click.pass_context
 def mcp_command(
     ctx: click.Context, scope: str, socket_path: str | None, allow_remote_close: bool
@@ -204,6 +219,8 @@ def mcp_command(
     from lcg.cli.compat import serve_mcp  # imports the MCP SDK only for this command
 
     overrides: dict[str, Any] = {"home": ctx.obj["home"]} if ctx.obj.get("home") else {}
+    overrides.update(extractor_overrides(ctx))
+    overrides.update(embedder_overrides(ctx))
     serve_mcp(scope, socket_path, allow_remote_close, overrides, prog="lcg mcp")
 
 

@@ -9,6 +9,8 @@ from typing import Any
 import anyio
 import click
 
+from lcg.cli.embedder_options import embedder_options, embedder_overrides
+from lcg.cli.extractor_options import extractor_options, extractor_overrides
 from lcg.config import load_settings
 from lcg.service.rpc.server import serve as serve_socket
 
@@ -23,12 +25,33 @@ __all__ = ["serve"]
     default=None,
     help="Unix socket to listen on (default: $LCG_SOCKET_PATH or <home>/service.sock).",
 )
+@click.option("--http", "http", is_flag=True, help="Also serve the HTTP API and browser UI.")
+@click.option("--host", default=None, help="HTTP address (default: $LCG_HTTP_HOST or 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="HTTP port (default: $LCG_HTTP_PORT or 8471).")
+@click.option(
+    "--http-scope",
+    default=None,
+    help="Methods served over HTTP: comma list of read, write, cypher, admin, all "
+    "(default: $LCG_HTTP_SCOPE or read,write).",
+)
+@extractor_options
+@embedder_options
 @click.pass_context
-def serve(ctx: click.Context, socket_path: str | None) -> None:
-    """Serve JSON-RPC on a Unix socket until SIGTERM/SIGINT or knowledge_close."""
-    overrides: dict[str, Any] = {}
+def serve(
+    ctx: click.Context,
+    socket_path: str | None,
+    http: bool,
+    host: str | None,
+    port: int | None,
+    http_scope: str | None,
+) -> None:
+    """Serve JSON-RPC on a Unix socket (and HTTP with --http) until SIGTERM/SIGINT or
+    knowledge_close."""
+    overrides: dict[str, Any] = {"http_host": host, "http_port": port, "http_scope": http_scope}
     if ctx.obj.get("home"):
         overrides["home"] = ctx.obj["home"]
+    overrides.update(extractor_overrides(ctx))
+    overrides.update(embedder_overrides(ctx))
     if socket_path:
         overrides["socket_path"] = str(Path(socket_path).resolve())
     settings = load_settings(overrides=overrides)
@@ -36,4 +59,9 @@ def serve(ctx: click.Context, socket_path: str | None) -> None:
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
-    anyio.run(lambda: serve_socket(settings))
+    if http:
+        from lcg.service.http import serve_with_http  # imports FastAPI only for --http
+
+        anyio.run(lambda: serve_with_http(settings))
+    else:
+        anyio.run(lambda: serve_socket(settings))

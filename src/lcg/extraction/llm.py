@@ -52,6 +52,10 @@ class LlmResponse:
     latency_s: float = 0.0
     # Calls this response took, retries included (a truncation retry makes it 2).
     calls: int = 1
+    # How the provider asked for structure: "json_schema", "json_object", "text", "tool_use",
+    # or "replay" (a cassette); and why generation stopped, as the provider said it.
+    mode: str = ""
+    finish_reason: str = ""
 
 
 class LlmClient(Protocol):

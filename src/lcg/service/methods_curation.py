@@ -1,3 +1,114 @@
 """Curation and cross-group methods (API.md §2.25-2.27, §2.32-2.33): merge, corrections, cross-group pointers."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from lcg import corrections, curation, pointers, portable
+from lcg.engine import Engine
+from lcg.service import curation_params as cp
+from lcg.service.params import Empty
+from lcg.service.registry import Context, register
+
+
+@register(
+    "knowledge_merge_entities",
+    "write",
+    cp.MergeEntitiesParams,
+    "Merge alias entities into a canonical entity of one group: their facts move to the "
+    "canonical (self-loops and duplicates are invalidated, facts of other groups are left "
+    "alone) and each alias becomes a Merged tombstone forwarding to the canonical. Name the "
+    "canonical by canonical_uuid or canonical_name, the aliases by alias_uuids, alias_names "
+    "or merge_all_by_name; dry_run shows the plan. Failures come back as success: false.",
+)
+async def _merge(engine: Engine, a: cp.MergeEntitiesParams, ctx: Context) -> dict[str, Any]:
+    return await curation.merge_entities(
+        engine,
+        curation.MergeRequest(
+            canonical_uuid=a.canonical_uuid,
+            canonical_name=a.canonical_name,
+            alias_uuids=tuple(a.alias_uuids),
+            alias_names=tuple(a.alias_names),
+            merge_all_by_name=a.merge_all_by_name,
+            group_id=a.group_id,
+            dry_run=a.dry_run,
+        ),
+    )
+
+
+@register(
+    "knowledge_validate_corrections",
+    "read",
+    Empty,
+    "Check the workspace corrections file ($LIMINIS_WORKSPACE_ROOT/.liminis/"
+    "knowledge-corrections.yaml: same_as merges and retract invalidations) against the graph "
+    "without applying anything.",
+)
+async def _validate(engine: Engine, a: Empty, ctx: Context) -> dict[str, Any]:
+    return await corrections.validate_corrections(engine)
+
+
+@register(
+    "knowledge_apply_corrections",
+    "write",
+    cp.ApplyCorrectionsParams,
+    "Apply the not-yet-applied entries of the workspace corrections file (same_as: merge the "
+    "aliases into the canonical; retract: invalidate the edge) and stamp each applied entry "
+    "with applied_at in the file. dry_run checks without writing.",
+)
+async def _apply(engine: Engine, a: cp.ApplyCorrectionsParams, ctx: Context) -> dict[str, Any]:
+    return await corrections.apply_corrections(engine, a.dry_run)
+
+
+@register(
+    "knowledge_add_cross_group_edge",
+    "write",
+    cp.CrossGroupEdgeParams,
+    "Create a fact owned by group_id whose endpoints may live in other groups: each of source "
+    "and target is {uuid} (an entity of group_id) or {source_group_id, endpoint_name} (looked "
+    "up by name, case-insensitively, in that group). A name that matches nothing (unbound) or "
+    "several entities (ambiguous) keeps the edge hidden from reads until "
+    "knowledge_rebind_pointers binds it.",
+)
+async def _cross_edge(engine: Engine, a: cp.CrossGroupEdgeParams, ctx: Context) -> dict[str, Any]:
+    return await pointers.add_cross_group_edge(
+        engine, a.name, a.source, a.target, a.group_id, a.fact, a.valid_at, a.relation_type
+    )
+
+
+@register(
+    "knowledge_rebind_pointers",
+    "admin",
+    cp.RebindParams,
+    "Re-resolve every cross-group pointer that names source_group_id (after that group was "
+    "purged, rebuilt, renamed or merged). Pointers bound at or after the group's current WAL "
+    "position are skipped as fresh.",
+)
+async def _rebind(engine: Engine, a: cp.RebindParams, ctx: Context) -> dict[str, Any]:
+    return await pointers.rebind(engine, a.source_group_id)
+
+
+@register(
+    "knowledge_export_graph",
+    "admin",
+    cp.ExportParams,
+    "lcg addition: write the graph (or the given groups) to a portable JSONL file at path, on "
+    "the service's machine: a header with the schema version, then episodes, entities, facts "
+    "and mentions. Embeddings are not exported.",
+    long_running=True,
+)
+async def _export(engine: Engine, a: cp.ExportParams, ctx: Context) -> dict[str, Any]:
+    return await portable.export_graph(engine, a.path, a.group_ids, ctx.progress)
+
+
+@register(
+    "knowledge_import_graph",
+    "admin",
+    cp.ImportParams,
+    "lcg addition: import a portable JSONL file written by knowledge_export_graph (lcg "
+    "export) through the write-ahead log. Rows already present unchanged are skipped, so "
+    "importing a file twice changes nothing.",
+    long_running=True,
+)
+async def _import(engine: Engine, a: cp.ImportParams, ctx: Context) -> dict[str, Any]:
+    return await portable.import_graph(engine, a.path, ctx.progress)

@@ -1,3 +1,31 @@
 """Embedding maintenance methods: knowledge_backfill_summary_embeddings."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from lcg.engine import Engine
+from lcg.reembed import backfill_embeddings
+from lcg.service.embedding_params import BackfillEmbeddingsParams
+from lcg.service.registry import Context, register
+
+__all__: list[str] = []
+
+
+# Scope `write`, like knowledge_backfill_relation_types: it rewrites derived data of the graph
+# (vector rows), appends nothing to the WAL, and administers neither the database nor the log.
+@register(
+    "knowledge_backfill_summary_embeddings",
+    "write",
+    BackfillEmbeddingsParams,
+    "Embed every entity name and summary, fact and episode whose vector is missing or was made "
+    "by another embedding model than the one in use (e.g. after changing LCG_EMBEDDER), group "
+    "by group, in batches of batch_size; dry_run only counts. Returns scanned, embedded, "
+    "already_current, missing, stale and removed counts, overall and per group. A second run "
+    "embeds nothing. knowledge_status.embedding_model_status shows whether it is needed.",
+    long_running=True,
+)
+async def _backfill(engine: Engine, a: BackfillEmbeddingsParams, ctx: Context) -> dict[str, Any]:
+    return await backfill_embeddings(
+        engine, a.group_ids, a.batch_size, a.dry_run, progress=ctx.progress
+    )

@@ -1,3 +1,130 @@
-"""Ingestion methods: knowledge_process_chunk, knowledge_add_episode (API.md §2.0.1, §2.4, §2.5)."""
+"""Ingestion methods: knowledge_process_chunk, knowledge_add_episode (API.md §2.0.1, §2.4, §2.5).
+
+Both run `lcg.ingest.pipeline`; the results carry API.md's fields plus what lcg adds: the
+`extractor` that ran, the `cost` of its model calls, the facts the episode superseded, and
+the salvage counters.
+"""
 
 from __future__ import annotations
+
+import time
+from typing import Any
+
+from lcg.engine import Engine
+from lcg.ingest.pipeline import EpisodeInput, IngestOutcome, pipeline_for
+from lcg.service.ingest_params import AddEpisodeParams, ProcessChunkParams
+from lcg.service.registry import Context, register
+from lcg.timeutil import now
+
+__all__: list[str] = []
+
+
+def _extras(outcome: IngestOutcome) -> dict[str, Any]:
+    return {
+        "extractor": outcome.extractor,
+        "cost": outcome.cost.as_dict(),
+        "entities_created": outcome.entities_created,
+        "entities_merged": outcome.entities_merged,
+        "edges_duplicate": outcome.edges_duplicate,
+        "edges_dropped_self_referential": outcome.edges_self_referential,
+        "edges_superseded": outcome.superseded,
+        "salvage": outcome.salvage.as_dict(),
+        "timings": outcome.timings,
+    }
+
+
+def _oversized(engine: Engine, a: ProcessChunkParams) -> dict[str, Any] | None:
+    limit = engine.settings.chunk_text_advisory_max_chars
+    size = len(a.chunk_text)
+    if size <= limit:
+        return None
+    engine.events.emit(
+        "chunk_text_oversized",
+        group_id=a.group_id,
+        chunk_id=a.chunk_id,
+        source_file=a.source_file,
+        chunk_text_chars=size,
+        recommended_max_chars=limit,
+    )
+    return {
+        "type": "chunk_text_oversized",
+        "chunk_text_chars": size,
+        "recommended_max_chars": limit,
+        "message": (
+            f"chunk_text has {size} characters, more than the recommended {limit} "
+            "(LCG_CHUNK_TEXT_ADVISORY_MAX_CHARS); it was ingested, but extraction from long "
+            "chunks misses more — split them"
+        ),
+    }
+
+
+@register(
+    "knowledge_process_chunk",
+    "write",
+    ProcessChunkParams,
+    "Ingest one chunk of a source document as an episode: entities and dated facts are "
+    "extracted, matched to what the graph already holds, and facts the text supersedes are "
+    "retired (kept as history). chunk_id names the episode; source_file groups a document's "
+    "chunks (knowledge_delete_by_source removes them). Give reference_time (RFC 3339) for "
+    "when the text was written; it dates facts the text does not date itself.",
+)
+async def _process_chunk(engine: Engine, a: ProcessChunkParams, ctx: Context) -> dict[str, Any]:
+    started = time.perf_counter()
+    warning = _oversized(engine, a)
+    source_type = "json" if a.source_file.lower().endswith(".json") else "text"
+    outcome = await pipeline_for(engine).ingest(
+        EpisodeInput(
+            group_id=a.group_id,
+            name=a.chunk_id,
+            body=a.chunk_text,
+            reference_time=a.reference_time or now(),
+            source="text",
+            source_type=source_type,
+            source_description=f"{a.source_file}:{a.chunk_id}",
+            source_file=a.source_file,
+            chunk_id=a.chunk_id,
+        )
+    )
+    result: dict[str, Any] = {
+        "success": True,
+        "chunk_id": a.chunk_id,
+        "source_file": a.source_file,
+        "episode_uuid": outcome.episode_uuid,
+        "nodes_extracted": outcome.nodes_extracted,
+        "edges_extracted": outcome.edges_extracted,
+        "edges_dropped_unresolvable": len(outcome.dropped_edges),
+        "dropped_edges": outcome.dropped_edges,
+        "edges_reclassified_unclassified": outcome.edges_reclassified_unclassified,
+        "entities_reclassified_unclassified": outcome.entities_reclassified_unclassified,
+        "entities_dropped_malformed": outcome.salvage.entities_dropped_malformed,
+        "edges_dropped_malformed": outcome.salvage.edges_dropped_malformed,
+        "duration_seconds": round(time.perf_counter() - started, 6),
+    }
+    if warning is not None:
+        result["warning"] = warning
+    result.update(_extras(outcome))
+    return result
+
+
+@register(
+    "knowledge_add_episode",
+    "write",
+    AddEpisodeParams,
+    "Ingest an arbitrary episode (a message, a note, a JSON document) into a group: entities "
+    "and dated facts are extracted and merged into the graph, superseded facts are retired. "
+    "source is 'text', 'message' or 'json'; reference_time (RFC 3339) is when it was written.",
+)
+async def _add_episode(engine: Engine, a: AddEpisodeParams, ctx: Context) -> dict[str, Any]:
+    kind = a.source.strip().lower()
+    outcome = await pipeline_for(engine).ingest(
+        EpisodeInput(
+            group_id=a.group_id,
+            name=a.name,
+            body=a.episode_body,
+            reference_time=a.reference_time or now(),
+            source=a.source,
+            source_type=kind if kind in ("json", "message") else "text",
+            source_description=a.source_description,
+        )
+    )
+    return {"episode_uuid": outcome.episode_uuid, **_extras(outcome)}

@@ -1,3 +1,99 @@
-"""Hybrid search methods: knowledge_find_entities, knowledge_find_relationships, knowledge_search_passages (API.md §2.8-2.10)."""
+"""Hybrid search methods: knowledge_find_entities, knowledge_find_relationships, knowledge_search_passages (API.md §2.8-2.10).
+
+Served by the in-process index of lcg.search (BM25 + exact vectors, fused by reciprocal rank),
+not by Kuzu's full-text indexes, so `knowledge_build_indices` is never needed for them. Results
+come in rank order (the reference's order is unspecified) with the reference's record shapes.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+
+from lcg.engine import Engine
+from lcg.models import entity_to_wire, fact_to_wire
+from lcg.search.hybrid import episode_hits, search_entities, search_facts
+from lcg.service.registry import Context, register
+from lcg.service.search_params import (
+    FindEntitiesParams,
+    FindRelationshipsParams,
+    SearchPassagesParams,
+)
+from lcg.timeutil import to_read_format
+
+
+@register(
+    "knowledge_find_entities",
+    "read",
+    FindEntitiesParams,
+    "Search entities (people, places, things, ideas) by name and summary: full-text and "
+    "embedding matches fused by rank. Use it to find the uuid of something before asking "
+    "about its relationships.",
+)
+async def _find_entities(engine: Engine, a: FindEntitiesParams, ctx: Context) -> dict[str, Any]:
+    found = await search_entities(
+        engine,
+        a.query,
+        group_ids=a.group_ids,
+        limit=a.num_results,
+        labels=a.labels,
+        center_node_uuid=a.center_node_uuid,
+        strategy=a.strategy,
+    )
+    nodes = [entity_to_wire(e) for e, _ in found]
+    return {"nodes": nodes, "count": len(nodes)}
+
+
+@register(
+    "knowledge_find_relationships",
+    "read",
+    FindRelationshipsParams,
+    "Search facts (relationships between entities) by their sentence and predicate: full-text "
+    "and embedding matches fused by rank. Returns current facts unless as_of / known_at / "
+    "include_invalidated ask for other instants.",
+)
+async def _find_relationships(
+    engine: Engine, a: FindRelationshipsParams, ctx: Context
+) -> dict[str, Any]:
+    found = await search_facts(
+        engine,
+        a.query,
+        group_ids=a.group_ids,
+        limit=a.num_results,
+        time=a.time_filter(),
+        relation_types=a.relation_types,
+        predicates=a.predicates,
+        center_node_uuid=a.center_node_uuid,
+        strategy=a.strategy,
+    )
+    facts = [fact_to_wire(f) for f, _ in found]
+    return {"facts": facts, "count": len(facts)}
+
+
+@register(
+    "knowledge_search_passages",
+    "read",
+    SearchPassagesParams,
+    "Search the text of ingested episodes (passages) by embedding similarity; each passage "
+    "carries its cosine score. With the default hash embedder similarity is lexical.",
+)
+async def _search_passages(engine: Engine, a: SearchPassagesParams, ctx: Context) -> dict[str, Any]:
+    found = await anyio.to_thread.run_sync(
+        lambda: episode_hits(engine, a.query, a.group_ids, 3 * a.num_results, a.strategy)
+    )
+    passages = [
+        {
+            "uuid": ep.uuid,
+            "name": ep.name,
+            "content": ep.content,
+            "source_description": ep.source_description,
+            "group_id": ep.group_id,
+            "created_at": to_read_format(ep.created_at) or "",
+            "valid_at": to_read_format(ep.valid_at),
+            "score": hit.cosine,
+        }
+        for ep, hit in found
+        if hit.cosine >= a.min_score
+    ][: a.num_results]
+    return {"passages": passages, "count": len(passages)}

@@ -15,6 +15,7 @@ from lcg import recovery_admin, waladmin
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError, UnavailableError
 from lcg.service import params as p
+from lcg.service import temporal_params as tp
 from lcg.service import wal_params as wp
 
 __all__ = ["REGISTRY", "Context", "Method", "dispatch", "register"]
@@ -186,11 +187,12 @@ async def _nodes_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> di
 @register(
     "knowledge_get_edges_by_group",
     "read",
-    p.GroupsParams,
-    "Every fact (relationship) owned by the given groups, current and invalidated.",
+    tp.EdgesByGroupParams,
+    "Every fact (relationship) owned by the given groups, current and invalidated; with "
+    "as_of / known_at / include_invalidated, only the facts visible at those instants.",
 )
-async def _edges_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> dict[str, Any]:
-    return await engine.get_edges_by_group(a.group_ids)
+async def _edges_by_group(engine: Engine, a: tp.EdgesByGroupParams, ctx: Context) -> dict[str, Any]:
+    return await engine.get_edges_by_group(a.group_ids, a.optional_time_filter())
 
 
 @register(
@@ -216,24 +218,27 @@ async def _list_entities(engine: Engine, a: p.ListEntitiesParams, ctx: Context) 
 @register(
     "knowledge_list_relationships",
     "read",
-    p.ListRelationshipsParams,
-    "List facts with the episodes that mention either endpoint.",
+    tp.TemporalListRelationshipsParams,
+    "List facts with the episodes that mention either endpoint (optionally filtered by "
+    "as_of / known_at / include_invalidated).",
 )
 async def _list_relationships(
-    engine: Engine, a: p.ListRelationshipsParams, ctx: Context
+    engine: Engine, a: tp.TemporalListRelationshipsParams, ctx: Context
 ) -> dict[str, Any]:
-    return await engine.list_relationships(a.num_results, a.group_ids)
+    return await engine.list_relationships(a.num_results, a.group_ids, a.optional_time_filter())
 
 
 @register(
     "knowledge_get_entity_neighbors",
     "read",
-    p.NeighborsParams,
+    tp.TemporalNeighborsParams,
     "The one-hop neighbourhood of an entity: its facts (outgoing first) and the entities at "
-    "their other ends.",
+    "their other ends (optionally filtered by as_of / known_at / include_invalidated).",
 )
-async def _neighbors(engine: Engine, a: p.NeighborsParams, ctx: Context) -> dict[str, Any]:
-    return await engine.get_entity_neighbors(a.entity_uuid, a.num_results, a.group_ids)
+async def _neighbors(engine: Engine, a: tp.TemporalNeighborsParams, ctx: Context) -> dict[str, Any]:
+    return await engine.get_entity_neighbors(
+        a.entity_uuid, a.num_results, a.group_ids, a.optional_time_filter()
+    )
 
 
 @register(

@@ -34,7 +34,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,6 +219,9 @@ class RpcServer:
         self.bound = threading.Event()
         self.settled = threading.Event()
         self.stopped = threading.Event()
+        # Other transports sharing this engine in the process (HTTP): each is drained after the
+        # socket's connections and before the engine is closed.
+        self.drain_hooks: list[Callable[[], Awaitable[None]]] = []
 
     # -- state ------------------------------------------------------------------------------
 
@@ -274,6 +277,8 @@ class RpcServer:
                 accept_scope.cancel()
                 self.events.emit("service_state", state="shutting_down")
                 drained, cancelled = await self._drain()
+                for hook in self.drain_hooks:
+                    await hook()
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -488,6 +493,10 @@ class RpcServer:
             self.request_shutdown()
             return False
         return ok
+
+    async def call(self, method: str, params: Any) -> dict[str, Any]:
+        """Answer one call as the socket would, initializing state included (for HTTP)."""
+        return await self._call(protocol.Request(None, method, params), None)
 
     async def _call(
         self, request: protocol.Request, progress: Callable[[dict[str, Any]], None] | None

@@ -1,0 +1,243 @@
+"""Benchmark hybrid search (lcg.search); prints one JSON object.
+
+    python bench/search.py [--sizes 10000,100000] [--queries 200]
+
+For each size N: N entities and 1.5 N facts (plus N/10 episodes) over 5 groups are written as
+WAL files in the engine's record format and bulk-loaded by a cold open (no database yet). Then:
+
+- index build: `SearchIndex.warm()` from the database and the embedding cache (what every open
+  does after catch-up), timed on its own, and the process RSS after it;
+- latency (p50/p95 ms, one client, in-process `dispatch`) of `knowledge_find_entities`,
+  `knowledge_find_relationships`, `knowledge_search_passages` and, when registered,
+  `knowledge_get_context`; unfiltered and filtered to one group. Query texts are 1-3 words drawn
+  from the same Zipf-distributed vocabulary as the data. Each call includes embedding its query;
+  the query embedding alone (hash embedder) is reported separately. `knowledge_get_context`
+  runs only the first 30 queries. The machine's load average is printed: the latency targets
+  assume an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from lcg import Settings, open_engine
+from lcg.embedding.hashing import HashEmbedder
+from lcg.models import Entity, Episode, Fact
+from lcg.service.registry import REGISTRY, dispatch
+from lcg.wal.records import entity_op, episode_op, fact_op
+from lcg.wal.writer import Wal
+
+GROUPS = [f"team-{i}" for i in range(5)]
+CONTEXT_QUERIES = 30  # knowledge_get_context does much more per call (expansion, packing)
+SYLLABLES = ["ka", "lo", "mi", "ra", "ten", "vo", "sul", "dar", "pe", "quin", "zor", "ba", "ne"]
+
+
+def vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
+    words: dict[str, None] = {}
+    while len(words) < size:
+        words["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4)))] = None
+    return list(words)
+
+
+class Text:
+    """Zipf-distributed words (s = 1.1), like natural text."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.words = vocabulary(rng)
+        weights = [1 / (r + 1) ** 1.1 for r in range(len(self.words))]
+        total = sum(weights)
+        self.cum = list(__import__("itertools").accumulate(w / total for w in weights))
+
+    def words_(self, n: int) -> list[str]:
+        return self.rng.choices(self.words, cum_weights=self.cum, k=n)
+
+    def sentence(self, n: int) -> str:
+        return " ".join(self.words_(n)).capitalize() + "."
+
+
+def write_wal(settings: Settings, n_entities: int, text: Text) -> None:
+    rng = text.rng
+    wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
+    base = datetime(2020, 1, 1, tzinfo=UTC)
+    per_group = n_entities // len(GROUPS)
+    for gi, group in enumerate(GROUPS):
+        ents = [
+            Entity(
+                str(uuid.uuid4()),
+                group,
+                f"{' '.join(text.words_(2)).title()} {gi * per_group + i}",
+                ("Entity", rng.choice(["Person", "Place", "Thing", "Org"])),
+                text.sentence(14),
+                created_at=base,
+            )
+            for i in range(per_group)
+        ]
+        for start in range(0, len(ents), 2000):
+            wal.append(group, [entity_op(e) for e in ents[start : start + 2000]])
+        facts = []
+        for i in range(per_group * 3 // 2):
+            a, b = rng.randrange(per_group), rng.randrange(per_group)
+            when = base + timedelta(hours=i)
+            ended = rng.random() < 0.2
+            facts.append(
+                Fact(
+                    str(uuid.uuid4()),
+                    group,
+                    ents[a].uuid,
+                    ents[b].uuid,
+                    rng.choice(["WORKS_WITH", "LOCATED_IN", "PART_OF", "OWNS"]),
+                    text.sentence(12),
+                    valid_at=when,
+                    invalid_at=when + timedelta(days=30) if ended else None,
+                    expired_at=when + timedelta(days=30) if ended else None,
+                    created_at=when,
+                )
+            )
+        for start in range(0, len(facts), 2000):
+            wal.append(group, [fact_op(f) for f in facts[start : start + 2000]])
+        eps = [
+            episode_op(
+                Episode(
+                    str(uuid.uuid4()),
+                    group,
+                    f"chunk-{i}",
+                    text.sentence(60),
+                    source_description=f"notes/{i}.md",
+                    created_at=base + timedelta(hours=i),
+                    valid_at=base + timedelta(hours=i),
+                )
+            )
+            for i in range(per_group // 10)
+        ]
+        for start in range(0, len(eps), 2000):
+            wal.append(group, eps[start : start + 2000])
+    wal.close()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def bench_size(n: int, queries: int) -> dict[str, Any]:
+    text = Text(random.Random(n))
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings.for_home(Path(tmp))
+        started = time.perf_counter()
+        write_wal(settings, n, text)
+        write_s = time.perf_counter() - started
+        started = time.perf_counter()
+        engine = open_engine(settings, embedder=HashEmbedder())
+        open_s = time.perf_counter() - started
+        try:
+            index = engine.search_index
+            index.reset()
+            started = time.perf_counter()
+            index.warm()
+            build_s = time.perf_counter() - started
+            rss = rss_mb()
+            index_mb = round(index.nbytes() / 2**20, 1)
+            qrng = random.Random(7)
+            texts = [" ".join(text.words_(qrng.randint(1, 3))) for _ in range(queries)]
+            started = time.perf_counter()
+            for q in texts:
+                index.embed_query(q)
+            embed_ms = (time.perf_counter() - started) / len(texts) * 1000
+
+            methods: dict[str, dict[str, Any]] = {
+                "knowledge_find_entities": {},
+                "knowledge_find_relationships": {},
+                "knowledge_search_passages": {"min_score": 0.0},
+            }
+            notes = []
+            if "knowledge_get_context" in REGISTRY:
+                methods["knowledge_get_context"] = {}
+            else:
+                notes.append("knowledge_get_context is not registered: skipped")
+
+            async def measure(name: str, extra: dict[str, Any], qs: list[str]) -> list[float]:
+                out = []
+                for q in qs:
+                    params = {"query": q, **extra}
+                    start = time.perf_counter()
+                    await dispatch(engine, name, params)
+                    out.append(time.perf_counter() - start)
+                return out
+
+            latency: dict[str, Any] = {}
+            for name, extra in methods.items():
+                row: dict[str, Any] = {}
+                for label, groups in (("unfiltered", None), ("one_group", [GROUPS[0]])):
+                    params = dict(extra)
+                    if groups is not None:
+                        params["group_ids"] = groups
+                    qs = texts if name != "knowledge_get_context" else texts[:CONTEXT_QUERIES]
+                    anyio.run(measure, name, params, texts[:10])  # warm-up (first touches)
+                    times = anyio.run(measure, name, params, qs)
+                    row[label] = {"p50_ms": pct(times, 0.5), "p95_ms": pct(times, 0.95)}
+                row["filtered_over_unfiltered_p50"] = round(
+                    row["one_group"]["p50_ms"] / max(row["unfiltered"]["p50_ms"], 1e-9), 2
+                )
+                latency[name] = row
+            status = anyio.run(engine.status)
+        finally:
+            engine.close()
+    return {
+        "entities": status["entity_count"],
+        "facts": status["relationship_count"],
+        "episodes": status["episode_count"],
+        "groups": len(GROUPS),
+        "wal_write_s": round(write_s, 2),
+        "cold_open_s": round(open_s, 2),
+        "index_build_s": round(build_s, 3),
+        "rss_mb_after_build": rss,
+        "index_arrays_mb": index_mb,
+        "query_embedding_ms": round(embed_ms, 3),
+        "latency": latency,
+        "notes": notes,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000", help="entity counts, comma-separated")
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    results = {str(n): bench_size(n, args.queries) for n in (int(s) for s in args.sizes.split(","))}
+    print(
+        json.dumps(
+            {
+                "bench": "search",
+                "queries_per_case": args.queries,
+                "sizes": results,
+                "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+                "total_s": round(time.perf_counter() - started, 1),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Choosing the embedder from the settings (`LCG_EMBEDDER`), once, at an entry point.
+
+- `hash`: the built-in lexical embedder (`LCG_EMBEDDING_DIM`, default 384).
+- `http`: an OpenAI-compatible endpoint (`--embedder-uds` / `LCG_EMBEDDING_UDS` wins over
+  `--embedder-http` / `LCG_EMBEDDING_URL`), probed at startup.
+- `fastembed`, `sentence-transformers`: a local model (optional extras).
+- `auto` (the default): an endpoint if one is configured (its failures are fatal: it was asked
+  for); otherwise fastembed if it is installed and its model loads from local files; otherwise
+  an installed sentence-transformers model; otherwise `hash`, with a logged warning.
+
+An explicit choice that cannot be satisfied is a `ConfigError` naming what failed, raised before
+the database is opened. A configured `LCG_EMBEDDING_DIM` is a requirement on any model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from lcg.config import Settings
+from lcg.embedding.base import Embedder
+from lcg.embedding.cache import CachedEmbedder
+from lcg.embedding.fastembed_provider import fastembed_installed, load_fastembed
+from lcg.embedding.hashing import HashEmbedder
+from lcg.embedding.http import Endpoint, connect_http
+from lcg.embedding.sentence_transformers_provider import (
+    load_sentence_transformer,
+    model_package_installed,
+    sentence_transformers_installed,
+)
+from lcg.errors import ConfigError
+
+__all__ = ["DEFAULT_HASH_DIM", "build_embedder", "select_embedder"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HASH_DIM = 384
+
+
+def _hash(settings: Settings) -> Embedder:
+    return HashEmbedder(settings.embedding_dim or DEFAULT_HASH_DIM)
+
+
+def _http(settings: Settings) -> Embedder:
+    if not (settings.embedding_uds or settings.embedding_url):
+        raise ConfigError(
+            "LCG_EMBEDDER=http needs an endpoint: --embedder-http URL, --embedder-uds PATH, "
+            "LCG_EMBEDDING_URL or LCG_EMBEDDING_UDS"
+        )
+    endpoint = (
+        Endpoint(uds=settings.embedding_uds)
+        if settings.embedding_uds
+        else Endpoint(url=settings.embedding_url)
+    )
+    return connect_http(
+        endpoint,
+        model=settings.embedding_model,
+        dim=settings.embedding_dim,
+        batch_size=settings.embedding_batch_size,
+        timeout_s=settings.embedding_timeout_ms / 1000,
+    )
+
+
+def _checked(embedder: Embedder, settings: Settings) -> Embedder:
+    """The embedder, if it produces the configured `LCG_EMBEDDING_DIM` (when one is set)."""
+    identity = embedder.identity
+    if settings.embedding_dim is not None and identity.dim != settings.embedding_dim:
+        raise ConfigError(
+            f"LCG_EMBEDDING_DIM={settings.embedding_dim}, but model {identity.model} produces "
+            f"{identity.dim}-dimensional vectors; unset LCG_EMBEDDING_DIM or set it to "
+            f"{identity.dim}"
+        )
+    return embedder
+
+
+def _fastembed(settings: Settings, allow_download: bool = True) -> Embedder:
+    loaded = load_fastembed(
+        settings.embedding_model,
+        settings.embedding_model_path,
+        batch_size=settings.embedding_batch_size,
+        allow_download=allow_download,
+    )
+    return _checked(loaded, settings)
+
+
+def _sentence_transformers(settings: Settings) -> Embedder:
+    loaded = load_sentence_transformer(
+        settings.embedding_model,
+        settings.embedding_model_path,
+        batch_size=settings.embedding_batch_size,
+    )
+    return _checked(loaded, settings)
+
+
+def _auto(settings: Settings) -> Embedder:
+    if settings.embedding_uds or settings.embedding_url:
+        return _http(settings)
+    candidates: list[tuple[str, Callable[[], Embedder]]] = []
+    if fastembed_installed():
+        candidates.append(("fastembed", lambda: _fastembed(settings, allow_download=False)))
+    if sentence_transformers_installed() and (
+        settings.embedding_model_path or settings.embedding_model or model_package_installed()
+    ):
+        candidates.append(("sentence-transformers", lambda: _sentence_transformers(settings)))
+    for name, load in candidates:
+        try:
+            embedder = load()
+        except ConfigError as exc:
+            logger.warning("LCG_EMBEDDER=auto: %s embedder unavailable: %s", name, exc.message)
+            continue
+        logger.info("LCG_EMBEDDER=auto: using %s (%s)", name, embedder.identity.model)
+        return embedder
+    logger.warning(
+        "LCG_EMBEDDER=auto: no local embedding model is available (install lcg[fastembed] or "
+        "lcg[sentence-transformers], or configure an endpoint); using the lexical-only hash "
+        "embedder, which matches spelling, not meaning"
+    )
+    return _hash(settings)
+
+
+_CHOICES: dict[str, Callable[[Settings], Embedder]] = {
+    "auto": _auto,
+    "hash": _hash,
+    "http": _http,
+    "fastembed": _fastembed,
+    "sentence-transformers": _sentence_transformers,
+}
+
+
+def select_embedder(settings: Settings) -> Embedder:
+    """The embedder `settings` ask for (see the module docstring), probed or loaded.
+
+    Raises:
+        ConfigError: an explicitly chosen embedder (or a configured endpoint) is unavailable.
+    """
+    choose = _CHOICES.get(settings.embedder)
+    if choose is None:
+        raise ConfigError(
+            f"invalid LCG_EMBEDDER={settings.embedder!r}: must be one of: {', '.join(_CHOICES)}"
+        )
+    return choose(settings)
+
+
+def build_embedder(settings: Settings, inner: Embedder | None = None) -> CachedEmbedder:
+    """`inner` (default: `select_embedder(settings)`) behind the workspace's embedding cache.
+
+    Raises:
+        ConfigError: as `select_embedder`.
+    """
+    return CachedEmbedder(inner or select_embedder(settings), settings.home / "embeddings")

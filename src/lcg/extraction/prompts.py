@@ -1,0 +1,216 @@
+"""The two extraction prompts (entities, then facts) and the shapes their answers take.
+
+Prompts are pure functions `context -> LlmRequest`, each next to its response model. Their size
+depends on the episode only, never on the graph: the facts prompt receives at most K existing
+facts (chosen by the caller, most similar first) and the ontology's bounded vocabulary block.
+`PROMPT_VERSION` changes whenever a prompt's wording or schema does; it is recorded with every
+request (cassettes key on it) and reported in ingestion results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lcg.extraction.llm import LlmRequest
+from lcg.timeutil import to_wal
+
+__all__ = [
+    "PROMPT_VERSION",
+    "DedupAnswer",
+    "EntitiesAnswer",
+    "EpisodeContext",
+    "ExistingFact",
+    "ExtractedEntity",
+    "ExtractedFact",
+    "FactsAnswer",
+    "KnownEntity",
+    "dedup_prompt",
+    "entities_prompt",
+    "facts_prompt",
+]
+
+PROMPT_VERSION = "lcg-extract-3"
+
+ENTITIES_MAX_TOKENS = 2048
+FACTS_MAX_TOKENS = 3072
+DEDUP_MAX_TOKENS = 512
+# Existing facts are shown shortened: the prompt must not grow with the graph.
+_EXISTING_FACT_CHARS = 160
+
+
+class ExtractedEntity(BaseModel):
+    """One entity as the model names it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    type: str = "Entity"
+    summary: str = ""
+    aliases: list[str] = Field(default_factory=list)
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class EntitiesAnswer(BaseModel):
+    """The entities call's answer."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    entities: list[ExtractedEntity] = Field(default_factory=list)
+
+
+class ExtractedFact(BaseModel):
+    """One fact: a directed relation between two named entities, with its world time."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    source: str
+    target: str
+    predicate: str
+    fact: str
+    relation_type: str | None = None
+    valid_at: str | None = None
+    invalid_at: str | None = None
+    supersedes: list[int] = Field(default_factory=list)
+
+
+class FactsAnswer(BaseModel):
+    """The facts call's answer."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    facts: list[ExtractedFact] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EpisodeContext:
+    """What both prompts know about the episode."""
+
+    name: str
+    content: str
+    source_type: str  # "text" | "json" | "message"
+    reference_time: datetime
+    ontology_block: str = ""
+
+
+@dataclass(frozen=True)
+class KnownEntity:
+    """An entity of this episode as the facts prompt lists it."""
+
+    name: str
+    type: str
+
+
+@dataclass(frozen=True)
+class ExistingFact:
+    """An active fact of the graph the new text might supersede (shown with its index)."""
+
+    source: str
+    predicate: str
+    target: str
+    fact: str
+    valid_at: datetime | None
+
+
+_ENTITIES_SYSTEM = (
+    "You extract entities from one episode of text for a knowledge graph. Return JSON only.\n"
+    "Entities are people, organisations, places, projects, products, events, documents and "
+    "named concepts that the text states something about. Use the most complete proper name "
+    "in the text; list other names used for it (acronyms, short forms) in aliases. summary: "
+    "one sentence about the entity from this text only. type: one type name. attributes: flat "
+    "key/value facts about the entity itself (strings or numbers). Skip pronouns, dates, "
+    "quantities and generic nouns."
+)
+
+_FACTS_SYSTEM = (
+    "You extract facts (directed relations between the listed entities) from one episode of "
+    "text. Return JSON only.\n"
+    "source and target: entity names exactly as listed. predicate: a short UPPER_SNAKE verb "
+    "phrase (e.g. WORKS_AT, LOCATED_IN). relation_type: the ontology's relation type that fits, "
+    "or null. fact: one self-contained sentence. valid_at / "
+    "invalid_at: ISO 8601 times the text gives for when the fact started / stopped being true "
+    "(null when not stated; relative dates resolve against the reference time). supersedes: "
+    "indexes of EXISTING FACTS that this fact replaces because they are no longer true (a new "
+    "role, owner, location or value); [] when the fact only adds information."
+)
+
+
+def _episode_block(ctx: EpisodeContext) -> str:
+    return (
+        f"REFERENCE TIME: {to_wal(ctx.reference_time)}\n"
+        f"SOURCE TYPE: {ctx.source_type}\n"
+        f"EPISODE NAME: {ctx.name}\n"
+        f"<episode>\n{ctx.content}\n</episode>"
+    )
+
+
+def _ontology(ctx: EpisodeContext) -> str:
+    return f"\n{ctx.ontology_block.strip()}\n" if ctx.ontology_block.strip() else ""
+
+
+def entities_prompt(ctx: EpisodeContext) -> LlmRequest:
+    """The first call: which entities the episode talks about."""
+    return LlmRequest(
+        stage="entities",
+        system=_ENTITIES_SYSTEM + _ontology(ctx),
+        user=_episode_block(ctx),
+        schema=EntitiesAnswer.model_json_schema(),
+        schema_name="entities",
+        max_tokens=ENTITIES_MAX_TOKENS,
+        prompt_version=PROMPT_VERSION,
+    )
+
+
+def _existing_line(index: int, f: ExistingFact) -> str:
+    text = f.fact if len(f.fact) <= _EXISTING_FACT_CHARS else f.fact[: _EXISTING_FACT_CHARS - 1]
+    since = f" (since {f.valid_at.date().isoformat()})" if f.valid_at else ""
+    return f"[{index}] {f.source} {f.predicate} {f.target}: {text}{since}"
+
+
+def facts_prompt(
+    ctx: EpisodeContext, entities: Sequence[KnownEntity], existing: Sequence[ExistingFact]
+) -> LlmRequest:
+    """The second call: facts between the extracted entities, and which existing ones end."""
+    listed = "\n".join(f"- {e.name} ({e.type})" for e in entities)
+    lines = "\n".join(_existing_line(i, f) for i, f in enumerate(existing)) or "(none)"
+    return LlmRequest(
+        stage="facts",
+        system=_FACTS_SYSTEM + _ontology(ctx),
+        user=f"ENTITIES:\n{listed}\nEXISTING FACTS:\n{lines}\n{_episode_block(ctx)}",
+        schema=FactsAnswer.model_json_schema(),
+        schema_name="facts",
+        max_tokens=FACTS_MAX_TOKENS,
+        prompt_version=PROMPT_VERSION,
+    )
+
+
+class DedupAnswer(BaseModel):
+    """The optional dedup call's answer: for each numbered pair, whether both name one thing."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    same: list[int] = Field(default_factory=list)
+
+
+def dedup_prompt(pairs: Sequence[tuple[str, str, str, str]]) -> LlmRequest:
+    """Ambiguous pairs only: (new name, new summary, existing name, existing summary)."""
+    body = "\n".join(
+        f"[{i}] NEW: {a} — {sa[:200]}\n    EXISTING: {b} — {sb[:200]}"
+        for i, (a, sa, b, sb) in enumerate(pairs)
+    )
+    return LlmRequest(
+        stage="dedup",
+        system=(
+            "For each numbered pair decide whether NEW and EXISTING refer to the same real-world "
+            "entity. Return JSON only: the indexes of the pairs that are the same, in `same`."
+        ),
+        user=body,
+        schema=DedupAnswer.model_json_schema(),
+        schema_name="dedup",
+        max_tokens=DEDUP_MAX_TOKENS,
+        prompt_version=PROMPT_VERSION,
+    )

@@ -1,0 +1,1 @@
+"""Folder ingest: turn a directory of documents into `knowledge_process_chunk` calls (`lcg ingest`)."""

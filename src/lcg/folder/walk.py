@@ -1,0 +1,105 @@
+"""Finding the files to ingest under the roots given, honouring ignore files.
+
+A root may be a directory or one file. Under a directory, files matching any of the globs are
+taken, except those excluded by `.gitignore` / `.lcgignore` files (each applying below its own
+directory, git's rules) or by `--exclude` patterns; hidden directories (`.git`, `.lcg`, ...) are
+never entered. `source_file` is the path relative to the root given, with forward slashes, so
+the same folder ingested from another machine names its sources identically.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+__all__ = ["DEFAULT_GLOBS", "SourceFile", "find_sources"]
+
+DEFAULT_GLOBS = ("**/*.md", "**/*.markdown", "**/*.txt", "**/*.jsonl")
+_IGNORE_FILES = (".gitignore", ".lcgignore")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    source_file: str
+
+
+def _spec_at(directory: Path) -> pathspec.GitIgnoreSpec | None:
+    lines: list[str] = []
+    for name in _IGNORE_FILES:
+        file = directory / name
+        if file.is_file():
+            lines.extend(file.read_text(encoding="utf-8", errors="replace").splitlines())
+    return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+
+
+def _ignored(
+    root: Path,
+    path: Path,
+    is_dir: bool,
+    excludes: pathspec.GitIgnoreSpec,
+    specs: list[tuple[Path, pathspec.GitIgnoreSpec]],
+) -> bool:
+    """Excluded by `--exclude` (relative to the root) or by an ignore file above `path`."""
+    slash = "/" if is_dir else ""
+    if excludes.match_file(path.relative_to(root).as_posix() + slash):
+        return True
+    return any(spec.match_file(path.relative_to(base).as_posix() + slash) for base, spec in specs)
+
+
+def _walk(
+    root: Path, globs: pathspec.GitIgnoreSpec, excludes: pathspec.GitIgnoreSpec
+) -> Iterator[Path]:
+    specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
+    for directory, dirnames, filenames in os.walk(root):
+        here = Path(directory)
+        specs = [(base, spec) for base, spec in specs if here.is_relative_to(base)]
+        spec = _spec_at(here)
+        if spec is not None:
+            specs.append((here, spec))
+
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if not d.startswith(".") and not _ignored(root, here / d, True, excludes, specs)
+        )
+        for name in sorted(filenames):
+            path = here / name
+            if globs.match_file(path.relative_to(root).as_posix()) and not _ignored(
+                root, path, False, excludes, specs
+            ):
+                yield path
+
+
+def find_sources(
+    roots: Sequence[Path], globs: Sequence[str] = DEFAULT_GLOBS, excludes: Sequence[str] = ()
+) -> list[SourceFile]:
+    """Every file to ingest, in a stable order (roots as given, then path order).
+
+    Raises:
+        FileNotFoundError: a root does not exist.
+    """
+    # Globs use git's wildmatch rules too: `**/*.md` matches at any depth, the top included.
+    glob_spec = pathspec.GitIgnoreSpec.from_lines(globs)
+    exclude_spec = pathspec.GitIgnoreSpec.from_lines(excludes)
+    found: list[SourceFile] = []
+    seen: set[str] = set()
+    for root in roots:
+        if not root.exists():
+            raise FileNotFoundError(f"no such file or directory: {root}")
+        if root.is_file():
+            candidates: Iterator[Path] = iter([root])
+            base = root.parent
+        else:
+            candidates = _walk(root, glob_spec, exclude_spec)
+            base = root
+        for path in candidates:
+            source_file = path.relative_to(base).as_posix()
+            if source_file not in seen:
+                seen.add(source_file)
+                found.append(SourceFile(path, source_file))
+    return found

@@ -1,0 +1,208 @@
+"""The resolution index of one group: what ingestion matches new entities and facts against.
+
+Per group, in memory: the entities with their name keys (normalised name, punctuation-free
+key, aliases, acronym) and name vectors, and the active facts with their vectors and adjacency.
+It is loaded from the committed graph on first use, updated from each episode the pipeline
+commits, and reloaded whenever the group's WAL moved past the position it was built at (any
+other writer — a direct assert, a merge, a delete, raw Cypher — shows up there). Resolution thus
+costs O(extracted items), not O(graph): no scan per episode, no per-entity query.
+
+Only the event loop thread mutates an index; loading runs in a worker thread and is swapped in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lcg.embedding.base import Vectors
+from lcg.models import Entity, Fact, normalize_name
+
+__all__ = [
+    "GroupIndex",
+    "Matrix",
+    "acronym",
+    "aliases_of",
+    "canon",
+    "is_acronym_like",
+    "numbers",
+]
+
+_STOPWORDS = frozenset({"of", "and", "the", "for", "a", "an", "in", "on", "at", "to", "de", "&"})
+_PAREN_ACRONYM = re.compile(r"\(([A-Z][A-Z0-9.&-]{1,11})\)")
+_WORD = re.compile(r"[^\W\d_][\w'’-]*|\d+")
+
+
+def canon(name: str) -> str:
+    """Case-folded with every non-word character removed: `N.A.S.A.` -> `nasa`."""
+    key = re.sub(r"[\W_]+", "", name.casefold())
+    return key or normalize_name(name)
+
+
+def numbers(name: str) -> tuple[str, ...]:
+    """The digit runs of a name: names with different numbers never match fuzzily."""
+    return tuple(re.findall(r"\d+", name))
+
+
+def is_acronym_like(name: str) -> bool:
+    """`NASA`, `N.A.S.A.`, `ESA`: 2-8 letters, all upper case."""
+    letters = [c for c in name if c.isalpha()]
+    return 2 <= len(letters) <= 8 and all(c.isupper() for c in letters) and not numbers(name)
+
+
+def acronym(name: str) -> str | None:
+    """Initials of the significant words of a multi-word name without digits, or None."""
+    words = _WORD.findall(name)
+    if any(w.isdigit() for w in words):
+        return None
+    significant = [w for w in words if w.casefold() not in _STOPWORDS]
+    if len(significant) < 2:
+        return None
+    return "".join(w[0] for w in significant).casefold()
+
+
+def aliases_of(entity: Entity) -> list[str]:
+    """Other names an entity is known by: its `aliases` attribute and `(ACRONYM)`s in its summary."""
+    out: list[str] = []
+    try:
+        raw = json.loads(entity.attributes or "{}").get("aliases")
+        listed = json.loads(raw) if isinstance(raw, str) and raw.startswith("[") else raw
+    except (ValueError, AttributeError):
+        listed = None
+    if isinstance(listed, list):
+        out += [a for a in listed if isinstance(a, str) and a.strip()]
+    elif isinstance(listed, str) and listed.strip():
+        out.append(listed)
+    out += _PAREN_ACRONYM.findall(entity.summary or "")
+    return out
+
+
+class Matrix:
+    """Rows of vectors addressed by owner id, growing by doubling (amortised O(1) appends)."""
+
+    def __init__(self, dim: int) -> None:
+        self._rows: Vectors = np.zeros((64, dim), dtype=np.float32)
+        self._count = 0
+        self.ids: list[str] = []
+        self._row_of: dict[str, int] = {}
+
+    def put(self, owner: str, vec: Vectors) -> None:
+        row = self._row_of.get(owner)
+        if row is None:
+            if self._count == len(self._rows):
+                grown = np.zeros((len(self._rows) * 2, self._rows.shape[1]), dtype=np.float32)
+                grown[: self._count] = self._rows[: self._count]
+                self._rows = grown
+            row = self._count
+            self._count += 1
+            self.ids.append(owner)
+            self._row_of[owner] = row
+        self._rows[row] = vec
+
+    def get(self, owner: str) -> Vectors | None:
+        row = self._row_of.get(owner)
+        return None if row is None else self._rows[row]
+
+    def view(self) -> Vectors:
+        return self._rows[: self._count]
+
+
+@dataclass
+class GroupIndex:
+    """Entities and active facts of one group, keyed for resolution."""
+
+    group_id: str
+    dim: int
+    # (WAL generation, next seq) the index reflects; None: must be reloaded before use.
+    position: tuple[str | None, int] | None = None
+    entities: dict[str, Entity] = field(default_factory=dict)
+    by_norm: dict[str, str] = field(default_factory=dict)
+    by_key: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    by_acronym: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    names: Matrix | None = None
+    facts: dict[str, Fact] = field(default_factory=dict)
+    facts_of: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    fact_vectors: Matrix | None = None
+
+    def __post_init__(self) -> None:
+        self.names = self.names or Matrix(self.dim)
+        self.fact_vectors = self.fact_vectors or Matrix(self.dim)
+
+    # -- entities ------------------------------------------------------------------------------
+
+    def put_entity(self, entity: Entity, name_vec: Vectors | None) -> None:
+        if "Merged" in entity.labels:
+            return
+        self.entities[entity.uuid] = entity
+        self.by_norm.setdefault(normalize_name(entity.name), entity.uuid)
+        for key in [canon(entity.name), *map(canon, aliases_of(entity))]:
+            if entity.uuid not in self.by_key[key]:
+                self.by_key[key].append(entity.uuid)
+        acr = acronym(entity.name)
+        if acr and entity.uuid not in self.by_acronym[acr]:
+            self.by_acronym[acr].append(entity.uuid)
+        if name_vec is not None:
+            assert self.names is not None
+            self.names.put(entity.uuid, name_vec)
+
+    def lookup_norm(self, name: str) -> str | None:
+        return self.by_norm.get(normalize_name(name))
+
+    def lookup_keys(self, name: str, aliases: Iterable[str] = ()) -> str | None:
+        """Exact key matches: the name or an alias without punctuation, and acronyms both ways."""
+        for alias in (name, *aliases):
+            hits = self.by_key.get(canon(alias))
+            if hits:
+                return hits[0]
+            if is_acronym_like(alias) and (hits := self.by_acronym.get(canon(alias))):
+                return hits[0]
+        acr = acronym(name)
+        if acr:
+            for uuid in self.by_key.get(acr, ()):
+                if is_acronym_like(self.entities[uuid].name) or uuid in self.by_acronym.get(
+                    acr, ()
+                ):
+                    return uuid
+        return None
+
+    # -- facts ---------------------------------------------------------------------------------
+
+    def put_fact(self, fact: Fact, vec: Vectors | None) -> None:
+        if fact.expired_at is not None:
+            self.drop_fact(fact.uuid)
+            return
+        self.facts[fact.uuid] = fact
+        self.facts_of[fact.source_uuid].add(fact.uuid)
+        self.facts_of[fact.target_uuid].add(fact.uuid)
+        if vec is not None:
+            assert self.fact_vectors is not None
+            self.fact_vectors.put(fact.uuid, vec)
+
+    def drop_fact(self, uuid: str) -> None:
+        fact = self.facts.pop(uuid, None)
+        if fact is not None:
+            self.facts_of[fact.source_uuid].discard(uuid)
+            self.facts_of[fact.target_uuid].discard(uuid)
+
+    def current_facts_about(self, entity_uuids: Sequence[str]) -> list[Fact]:
+        """Active facts touching any of the entities that are not yet invalidated."""
+        seen: dict[str, Fact] = {}
+        for entity in entity_uuids:
+            for uuid in self.facts_of.get(entity, ()):
+                fact = self.facts[uuid]
+                if fact.invalid_at is None:
+                    seen[uuid] = fact
+        return list(seen.values())
+
+    def between(self, source: str, target: str) -> list[Fact]:
+        ids = self.facts_of.get(source, set()) & self.facts_of.get(target, set())
+        return [
+            self.facts[u]
+            for u in ids
+            if self.facts[u].source_uuid == source and self.facts[u].target_uuid == target
+        ]

@@ -1,0 +1,509 @@
+"""The ingestion pipeline: one episode in, one atomic commit out (DESIGN §5, API.md §2.0.1).
+
+    extract   (no lock; up to LCG_EXTRACTION_CONCURRENCY episodes at once)
+      entities call -> names embedded with the body (one batch) -> at most K similar active
+      facts about those entities -> facts call -> fact sentences embedded (one batch)
+    resolve   (per group, strictly in arrival order; reads the group's resolution index)
+      entities matched (lcg.ingest.resolve), facts deduplicated and superseded
+      (lcg.ingest.supersede)
+    commit    (Engine.commit_episode: the write lock, one WAL batch, one transaction)
+
+No model or embedding call runs under the write lock, and an episode whose extraction fails
+writes nothing. Episodes of one group commit in the order their calls arrived, whatever order
+their extractions finish in; episodes of different groups do not wait for each other.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid as uuidlib
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+import numpy as np
+
+from lcg.embedding.base import Vectors
+from lcg.engine import Engine, EpisodeCommit
+from lcg.errors import InvalidRequestError
+from lcg.extraction.extractor import Cost, Extractor, HeuristicExtractor, LlmExtractor
+from lcg.extraction.prompts import EpisodeContext, ExistingFact, KnownEntity
+from lcg.extraction.salvage import CleanEntity, CleanFact, SalvageReport
+from lcg.extraction.select import llm_client
+from lcg.ingest.index import GroupIndex
+from lcg.ingest.resolve import (
+    Match,
+    entity_labels,
+    match_entities,
+    plan_entities,
+    resolve_facts,
+    type_of,
+)
+from lcg.ingest.supersede import FactPlan, plan_facts, superseded_report
+from lcg.models import Entity, Episode, Fact
+from lcg.ontology import Ontology, load_ontology, record_ingested_ontology, write_wal_ontology
+from lcg.storage import graph
+from lcg.timeutil import now
+
+__all__ = ["EpisodeInput", "IngestOutcome", "IngestPipeline", "extractor_for", "pipeline_for"]
+
+
+@dataclass(frozen=True)
+class EpisodeInput:
+    """One episode to ingest, as the methods pass it in (already validated)."""
+
+    group_id: str
+    name: str
+    body: str
+    reference_time: datetime
+    source: str = "text"  # stored verbatim
+    source_type: str = "text"  # what the extractor is told: text | json | message
+    source_description: str = ""
+    source_file: str = ""
+    chunk_id: str = ""
+
+
+@dataclass
+class IngestOutcome:
+    """What one ingested episode did (the methods shape it into their results)."""
+
+    episode_uuid: str
+    nodes_extracted: int
+    edges_extracted: int
+    dropped_edges: list[dict[str, Any]]
+    entities_created: int
+    entities_merged: int
+    entities_reclassified_unclassified: int
+    edges_reclassified_unclassified: int
+    edges_duplicate: int
+    edges_self_referential: int
+    superseded: list[dict[str, Any]]
+    salvage: SalvageReport
+    extractor: dict[str, Any]
+    cost: Cost
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Extracted:
+    entities: list[CleanEntity]
+    labels: list[tuple[tuple[str, ...], str | None]]
+    name_vectors: Vectors | None
+    facts: list[CleanFact]
+    fact_vectors: dict[str, Vectors]
+    candidates: list[Fact]
+
+
+@dataclass
+class _LoopState:
+    """Per event loop: the concurrency bound and each group's last arrival."""
+
+    semaphore: anyio.Semaphore
+    tails: dict[str, anyio.Event] = field(default_factory=dict)
+
+
+_LOOP_STATE: anyio.lowlevel.RunVar[dict[int, _LoopState]] = anyio.lowlevel.RunVar("lcg_ingest")
+_PIPELINES: weakref.WeakKeyDictionary[Engine, IngestPipeline] = weakref.WeakKeyDictionary()
+
+
+def extractor_for(engine: Engine) -> Extractor:
+    """The configured extractor: `heuristic`, or the LLM `llm_client(engine)` resolves.
+
+    Raises:
+        ConfigError: LCG_EXTRACTOR=llm and no model is configured (names what to set).
+    """
+    if engine.settings.extractor == "heuristic":
+        return HeuristicExtractor()
+    return LlmExtractor(llm_client(engine))
+
+
+def pipeline_for(engine: Engine) -> IngestPipeline:
+    """The engine's pipeline (one per engine: it owns the groups' resolution indexes)."""
+    pipeline = _PIPELINES.get(engine)
+    if pipeline is None:
+        pipeline = _PIPELINES[engine] = IngestPipeline(engine)
+    return pipeline
+
+
+def _known_uuids(index: GroupIndex, entities: Sequence[CleanEntity]) -> list[str]:
+    out = []
+    for e in entities:
+        uuid = index.lookup_norm(e.name) or index.lookup_keys(e.name, e.aliases)
+        if uuid is not None and uuid not in out:
+            out.append(uuid)
+    return out
+
+
+def _names(index: GroupIndex, uuids: set[str]) -> dict[str, str]:
+    """Names of some of the group's entities (never a pass over all of them)."""
+    return {u: index.entities[u].name for u in uuids if u in index.entities}
+
+
+class IngestPipeline:
+    """Extract concurrently, resolve and commit in arrival order per group."""
+
+    def __init__(self, engine: Engine, extractor: Extractor | None = None) -> None:
+        self.engine = engine
+        self.extractor = extractor
+        self._indexes: dict[str, GroupIndex] = {}
+
+    # -- per-loop state and the group indexes -------------------------------------------------
+
+    def _loop(self) -> _LoopState:
+        try:
+            states = _LOOP_STATE.get()
+        except LookupError:
+            states = {}
+            _LOOP_STATE.set(states)
+        state = states.get(id(self))
+        if state is None:
+            state = states[id(self)] = _LoopState(
+                anyio.Semaphore(self.engine.settings.extraction_concurrency)
+            )
+        return state
+
+    def _position(self, group_id: str) -> tuple[str | None, int]:
+        """(generation, next seq) of the group's WAL stream; taken under the write lock."""
+        wal = self.engine.wal
+        with self.engine.write_lock:
+            if not wal.directory(group_id).is_dir():
+                return (None, 0)
+            stream = wal.stream(group_id)
+            return (stream.generation, stream.next_seq)
+
+    def _load(self, group_id: str) -> GroupIndex:
+        """A fresh index of the group from the committed graph (worker thread)."""
+        engine = self.engine
+        position = self._position(group_id)
+        with engine.store.read() as conn:
+            entities = graph.entities_in_groups(conn, [group_id])
+            facts = [f for f in graph.facts_with_hops(conn, [group_id]) if f.expired_at is None]
+        index = GroupIndex(group_id, engine.embedder.identity.dim, position=position)
+        live = [e for e in entities if "Merged" not in e.labels]
+        texts = [e.name for e in live] + [f.fact or f.name for f in facts]
+        vectors = engine.embedder.embed(texts) if texts else None
+        for i, e in enumerate(live):
+            index.put_entity(e, vectors[i] if vectors is not None else None)
+        for j, f in enumerate(facts):
+            index.put_fact(f, vectors[len(live) + j] if vectors is not None else None)
+        return index
+
+    async def _index(self, group_id: str, *, fresh: bool) -> GroupIndex:
+        index = self._indexes.get(group_id)
+        if index is not None and not fresh:
+            return index
+        if index is not None:
+            position = await anyio.to_thread.run_sync(self._position, group_id)
+            if position == index.position:
+                return index
+        index = await anyio.to_thread.run_sync(self._load, group_id)
+        self._indexes[group_id] = index
+        return index
+
+    # -- the pipeline --------------------------------------------------------------------------
+
+    async def ingest(self, item: EpisodeInput) -> IngestOutcome:
+        """Extract, resolve and commit one episode.
+
+        Raises:
+            ConfigError: no extractor is configured.
+            ExtractionError: the model failed; nothing was written.
+            InvalidRequestError: the episode cannot be written to its group.
+        """
+        started = time.perf_counter()
+        extractor = self.extractor or extractor_for(self.engine)
+        state = self._loop()
+        previous = state.tails.get(item.group_id)
+        done = anyio.Event()
+        state.tails[item.group_id] = done
+        cost, report = Cost(), SalvageReport()
+        waited = 0.0
+        try:
+            # A stat of two paths; the parsed files are cached by (mtime, size).
+            ontology = load_ontology(self.engine.settings, item.group_id)
+            queued = time.perf_counter()
+            async with state.semaphore:
+                waited += time.perf_counter() - queued
+                extracted = await self._extract(extractor, item, ontology, cost, report)
+            if previous is not None:
+                queued = time.perf_counter()
+                await previous.wait()
+                waited += time.perf_counter() - queued
+            outcome = await self._commit(extractor, item, ontology, extracted, cost, report)
+        finally:
+            if previous is not None and not previous.is_set():
+                with anyio.CancelScope(shield=True):
+                    await previous.wait()
+            done.set()
+            if state.tails.get(item.group_id) is done:
+                del state.tails[item.group_id]
+        total = time.perf_counter() - started
+        outcome.timings = {
+            "total_s": round(total, 6),
+            "llm_s": round(cost.llm_seconds, 6),
+            "queued_s": round(waited, 6),
+            "engine_s": round(max(0.0, total - cost.llm_seconds - waited), 6),
+        }
+        self._emit(item, report, outcome)
+        if ontology.present:
+            await anyio.to_thread.run_sync(self._record_ontology, item.group_id, ontology)
+        return outcome
+
+    def _record_ontology(self, group_id: str, ontology: Ontology) -> None:
+        write_wal_ontology(self.engine.settings, group_id, ontology)
+        record_ingested_ontology(self.engine.settings)
+
+    async def _extract(
+        self,
+        extractor: Extractor,
+        item: EpisodeInput,
+        ontology: Ontology,
+        cost: Cost,
+        report: SalvageReport,
+    ) -> _Extracted:
+        if not item.body.strip():
+            return _Extracted([], [], None, [], {}, [])
+        ctx = EpisodeContext(
+            item.name, item.body, item.source_type, item.reference_time, ontology.prompt_block()
+        )
+        entities = await extractor.entities(ctx, report, cost)
+        labels = [entity_labels(ontology, e.type) for e in entities]
+        embedder = self.engine.embedder
+        vectors = await anyio.to_thread.run_sync(
+            embedder.embed, [*(e.name for e in entities), item.body]
+        )
+        index = await self._index(item.group_id, fresh=False)
+        candidates = self._candidates(index, entities, vectors[-1])
+        names = _names(index, {u for f in candidates for u in (f.source_uuid, f.target_uuid)})
+        existing = [
+            ExistingFact(
+                names.get(f.source_uuid, "?"),
+                f.name,
+                names.get(f.target_uuid, "?"),
+                f.fact,
+                f.valid_at,
+            )
+            for f in candidates
+        ]
+        known = [
+            KnownEntity(e.name, type_of(label_set) or "Entity")
+            for e, (label_set, _) in zip(entities, labels, strict=True)
+        ]
+        facts = await extractor.facts(ctx, known, existing, report, cost) if entities else []
+        texts = list(dict.fromkeys(f.fact for f in facts))
+        fact_vectors = await anyio.to_thread.run_sync(embedder.embed, texts) if texts else None
+        return _Extracted(
+            entities,
+            labels,
+            vectors[:-1] if entities else None,
+            facts,
+            {t: fact_vectors[i] for i, t in enumerate(texts)} if fact_vectors is not None else {},
+            candidates,
+        )
+
+    def _candidates(
+        self, index: GroupIndex, entities: Sequence[CleanEntity], body: Vectors
+    ) -> list[Fact]:
+        """At most K active facts about the episode's known entities, most similar first."""
+        limit = self.engine.settings.supersede_candidates
+        facts = index.current_facts_about(_known_uuids(index, entities)) if limit else []
+        if len(facts) <= limit:
+            return sorted(facts, key=lambda f: f.uuid)
+        assert index.fact_vectors is not None
+        scored = []
+        for f in facts:
+            vec = index.fact_vectors.get(f.uuid)
+            scored.append((float(vec @ body) if vec is not None else -1.0, f.uuid, f))
+        scored.sort(key=lambda t: (-t[0], t[1]))
+        return [f for _, _, f in scored[:limit]]
+
+    async def _commit(
+        self,
+        extractor: Extractor,
+        item: EpisodeInput,
+        ontology: Ontology,
+        extracted: _Extracted,
+        cost: Cost,
+        report: SalvageReport,
+    ) -> IngestOutcome:
+        for attempt in (1, 2):
+            index = await self._index(item.group_id, fresh=True)
+            matches = match_entities(
+                index,
+                extracted.entities,
+                [labels for labels, _ in extracted.labels],
+                extracted.name_vectors,
+                self.engine.settings.dedup_embedding_threshold,
+            )
+            matches = await self._confirm_ambiguous(extractor, index, extracted, matches, cost)
+            episode_uuid = str(uuidlib.uuid4())
+            plan = plan_entities(
+                index,
+                extracted.entities,
+                extracted.labels,
+                matches,
+                group_id=item.group_id,
+                reference_time=item.reference_time,
+                summary_cap=self.engine.settings.summary_max_chars,
+            )
+            stamp = now()
+            facts = plan_facts(
+                index,
+                resolve_facts(index, plan, extracted.facts),
+                extracted.candidates,
+                ontology=ontology,
+                group_id=item.group_id,
+                episode_uuid=episode_uuid,
+                reference_time=item.reference_time,
+                now=stamp,
+            )
+            mentions = list(plan.mentions)
+            for f in facts.new_facts:
+                mentions += [u for u in (f.source_uuid, f.target_uuid) if u not in mentions]
+            episode = Episode(
+                uuid=episode_uuid,
+                group_id=item.group_id,
+                name=item.name,
+                content=item.body,
+                source=item.source,
+                source_description=item.source_description,
+                source_file=item.source_file,
+                chunk_id=item.chunk_id,
+                created_at=item.reference_time,
+                valid_at=item.reference_time,
+            )
+            ends = {
+                u
+                for inv in facts.invalidations.values()
+                for u in (
+                    index.facts[inv.fact_uuid].source_uuid,
+                    index.facts[inv.fact_uuid].target_uuid,
+                )
+            }
+            superseded = superseded_report(facts, index, _names(index, ends))
+            expected = index.position
+            try:
+                seqs = await self.engine.commit_episode(
+                    EpisodeCommit(
+                        item.group_id,
+                        episode,
+                        list(plan.rows.values()),
+                        facts.rows,
+                        list(facts.invalidations.values()),
+                        mentions,
+                    )
+                )
+            except InvalidRequestError as exc:
+                # A writer outside the pipeline removed something the index still held.
+                index.position = None
+                if attempt == 2 or exc.field not in ("facts", "invalidations"):
+                    raise
+                continue
+            self._apply(index, expected, seqs, extracted, plan.rows, facts)
+            return IngestOutcome(
+                episode_uuid=episode_uuid,
+                nodes_extracted=len(plan.mentions),
+                edges_extracted=len(facts.new_facts),
+                dropped_edges=facts.dropped,
+                entities_created=plan.created,
+                entities_merged=plan.merged,
+                entities_reclassified_unclassified=plan.reclassified,
+                edges_reclassified_unclassified=facts.reclassified,
+                edges_duplicate=facts.duplicates,
+                edges_self_referential=facts.self_loops,
+                superseded=superseded,
+                salvage=report,
+                extractor=extractor.describe(),
+                cost=cost,
+            )
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def _confirm_ambiguous(
+        self,
+        extractor: Extractor,
+        index: GroupIndex,
+        extracted: _Extracted,
+        matches: list[Match],
+        cost: Cost,
+    ) -> list[Match]:
+        """The optional LLM check, for the ambiguous remainder only (one call for all pairs)."""
+        todo = [i for i, m in enumerate(matches) if m.how == "ambiguous" and m.uuid]
+        if not todo or not self.engine.settings.dedup_llm:
+            return matches
+        pairs = []
+        for i in todo:
+            e, other = extracted.entities[i], index.entities[matches[i].uuid or ""]
+            pairs.append((e.name, e.summary, other.name, other.summary))
+        same = await extractor.same(pairs, cost)
+        out = list(matches)
+        for k, i in enumerate(todo):
+            if k in same:
+                out[i] = Match("llm", matches[i].uuid, score=matches[i].score)
+        return out
+
+    def _apply(
+        self,
+        index: GroupIndex,
+        expected: tuple[str | None, int] | None,
+        seqs: list[tuple[int, int]],
+        extracted: _Extracted,
+        rows: dict[str, Entity],
+        facts: FactPlan,
+    ) -> None:
+        """Bring the index up to date with what was just committed (or mark it for reload)."""
+        if expected is None or not seqs or seqs[0][0] != expected[1]:
+            index.position = None
+            return
+        vec_of = {
+            e.name: extracted.name_vectors[i]
+            for i, e in enumerate(extracted.entities)
+            if extracted.name_vectors is not None
+        }
+        for row in rows.values():
+            known = index.names.get(row.uuid) if index.names is not None else None
+            vec = known if known is not None else vec_of.get(row.name)
+            if vec is None:
+                vec = np.asarray(self.engine.embedder.embed([row.name])[0])
+            index.put_entity(row, vec)
+        for inv in facts.invalidations.values():
+            index.drop_fact(inv.fact_uuid)
+        for f in facts.rows:
+            index.put_fact(f, extracted.fact_vectors.get(f.fact))
+        index.position = (expected[0] or self._generation(index.group_id), seqs[-1][1] + 1)
+
+    def _generation(self, group_id: str) -> str | None:
+        return self.engine.wal.stream(group_id).generation
+
+    def _emit(self, item: EpisodeInput, report: SalvageReport, outcome: IngestOutcome) -> None:
+        events = self.engine.events
+        if report.entities_missing_summary:
+            events.emit(
+                "entities_missing_summary",
+                group_id=item.group_id,
+                episode=item.name,
+                count=report.entities_missing_summary,
+            )
+        if report.repaired_or_dropped:
+            events.emit(
+                "structured_output_parse",
+                group_id=item.group_id,
+                episode=item.name,
+                salvage=report.as_dict(),
+            )
+        events.emit(
+            "episode_ingested",
+            group_id=item.group_id,
+            episode_uuid=outcome.episode_uuid,
+            extractor=outcome.extractor["kind"],
+            llm_calls=outcome.cost.calls,
+            nodes=outcome.nodes_extracted,
+            edges=outcome.edges_extracted,
+            superseded=len(outcome.superseded),
+            dropped_edges=len(outcome.dropped_edges),
+            **outcome.timings,
+        )

@@ -1,0 +1,189 @@
+"""From resolved facts to rows: dedup, supersession (bi-temporal), and what was dropped.
+
+A new fact supersedes an active one when the facts call flagged it (an index into the bounded
+list of existing facts the prompt showed) or when its relation type is single-valued in the
+ontology (`cardinality: one`: same source, same relation type, another target). The old fact is
+never deleted: it gets `invalid_at` = the new fact's `valid_at` (world time) and `expired_at` =
+now (system time). If the new fact turns out to be *older* than the one it would supersede, the
+roles swap: the old one stays, and the new one is stored already ended at the old one's
+`valid_at`. A fact extracted with its own `invalid_at` keeps it and supersedes nothing; facts
+that only add information never invalidate anything. Without a date from the model, a fact is
+valid from the episode's reference time.
+
+Duplicates — an active fact between the same endpoints with the same predicate, relation type
+or sentence — are not stored twice: the existing fact gains the episode in its provenance.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from lcg.engine import Invalidation
+from lcg.ingest.index import GroupIndex
+from lcg.ingest.resolve import ResolvedFact, relation_type_for
+from lcg.models import Fact, canonical_attributes
+from lcg.ontology import UNCLASSIFIED_RELATION, Ontology
+from lcg.timeutil import to_read_format
+
+__all__ = ["FactPlan", "plan_facts", "superseded_report"]
+
+
+@dataclass
+class FactPlan:
+    """Rows and invalidations one episode's facts produce, and what was dropped or merged."""
+
+    new_facts: list[Fact] = field(default_factory=list)
+    updated: dict[str, Fact] = field(default_factory=dict)  # duplicates gaining provenance
+    invalidations: dict[str, Invalidation] = field(default_factory=dict)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    duplicates: int = 0
+    self_loops: int = 0
+    reclassified: int = 0
+
+    @property
+    def rows(self) -> list[Fact]:
+        return [*self.new_facts, *self.updated.values()]
+
+
+def _sentence_key(text: str) -> str:
+    return " ".join(text.casefold().split()).rstrip(".")
+
+
+def _duplicate_of(
+    existing: Sequence[Fact], predicate: str, relation_type: str, text: str
+) -> Fact | None:
+    for fact in existing:
+        if fact.invalid_at is not None:
+            continue
+        if (
+            fact.name.casefold() == predicate.casefold()
+            or (fact.relation_type or "") == relation_type != UNCLASSIFIED_RELATION
+            or _sentence_key(fact.fact) == _sentence_key(text)
+        ):
+            return fact
+    return None
+
+
+def _superseded(
+    index: GroupIndex,
+    ontology: Ontology,
+    fact: Fact,
+    flagged: Sequence[int],
+    candidates: Sequence[Fact],
+) -> list[Fact]:
+    out = [candidates[i] for i in flagged if 0 <= i < len(candidates)]
+    if fact.relation_type and ontology.is_single_valued(fact.relation_type):
+        out += [
+            other
+            for other in index.current_facts_about([fact.source_uuid])
+            if other.source_uuid == fact.source_uuid
+            and other.relation_type == fact.relation_type
+            and other.target_uuid != fact.target_uuid
+        ]
+    live = []
+    for old in out:
+        current = index.facts.get(old.uuid)  # still active now, at commit time?
+        if current is not None and current.invalid_at is None and current not in live:
+            live.append(current)
+    return live
+
+
+def plan_facts(
+    index: GroupIndex,
+    resolved: Sequence[ResolvedFact],
+    candidates: Sequence[Fact],
+    *,
+    ontology: Ontology,
+    group_id: str,
+    episode_uuid: str,
+    reference_time: datetime,
+    now: datetime,
+) -> FactPlan:
+    """Turn resolved facts into new rows, provenance updates and invalidations."""
+    plan = FactPlan()
+    seen: set[tuple[str, str, str]] = set()
+    for item in resolved:
+        f = item.fact
+        if item.unresolved is not None:
+            plan.dropped.append(
+                {
+                    "source_name": f.source,
+                    "target_name": f.target,
+                    "relation_type": f.relation_type,
+                    "fact": f.fact,
+                    "unresolved_endpoint": item.unresolved,
+                }
+            )
+            continue
+        assert item.source_uuid is not None and item.target_uuid is not None
+        if item.source_uuid == item.target_uuid:
+            plan.self_loops += 1
+            continue
+        relation_type, original = relation_type_for(ontology, f.predicate, f.relation_type)
+        key = (item.source_uuid, f.predicate.casefold(), item.target_uuid)
+        flagged = {candidates[i].uuid for i in f.supersedes if 0 <= i < len(candidates)}
+        existing = [
+            plan.updated.get(x.uuid, x)
+            for x in index.between(item.source_uuid, item.target_uuid)
+            if x.uuid not in flagged  # a fact the text says ended is not a duplicate
+        ]
+        dup = _duplicate_of(existing, f.predicate, relation_type, f.fact)
+        if dup is not None or key in seen:
+            plan.duplicates += 1
+            if dup is not None and episode_uuid not in dup.episodes:
+                plan.updated[dup.uuid] = replace(dup, episodes=(*dup.episodes, episode_uuid))
+            continue
+        seen.add(key)
+        if original is not None:
+            plan.reclassified += 1
+        attrs = canonical_attributes({"original_relation_type": original} if original else {})
+        starts = f.valid_at or reference_time
+        fact = Fact(
+            uuid=str(uuidlib.uuid4()),
+            group_id=group_id,
+            source_uuid=item.source_uuid,
+            target_uuid=item.target_uuid,
+            name=f.predicate,
+            fact=f.fact,
+            relation_type=relation_type,
+            attributes=attrs,
+            episodes=(episode_uuid,),
+            valid_at=starts,
+            invalid_at=f.invalid_at,
+            created_at=now,
+        )
+        if fact.invalid_at is None:
+            for old in _superseded(index, ontology, fact, f.supersedes, candidates):
+                if old.uuid in plan.invalidations or old.uuid in plan.updated:
+                    continue
+                if old.valid_at is not None and starts < old.valid_at:
+                    # The new fact is the older truth: it ended when the stored one began.
+                    fact = replace(fact, invalid_at=old.valid_at)
+                    break
+                # `old` is current (no invalid_at of its own): it ends where the new one starts.
+                plan.invalidations[old.uuid] = Invalidation(old.uuid, starts, now)
+        plan.new_facts.append(fact)
+    return plan
+
+
+def superseded_report(
+    plan: FactPlan, index: GroupIndex, names: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """What each invalidation retired, for the ingestion result (names, not just uuids)."""
+    out = []
+    for inv in plan.invalidations.values():
+        old = index.facts[inv.fact_uuid]
+        out.append(
+            {
+                "uuid": old.uuid,
+                "fact": old.fact,
+                "source_name": names.get(old.source_uuid, ""),
+                "target_name": names.get(old.target_uuid, ""),
+                "invalid_at": to_read_format(inv.invalid_at),
+            }
+        )
+    return out

@@ -1,0 +1,409 @@
+"""Hybrid search over entities, facts and episodes: the Python API other subsystems call.
+
+Each search reads the partitions of the chosen groups from the engine's `SearchIndex`, builds a
+BM25 candidate list and one cosine list per vector kind (each up to `candidates * limit` long,
+filters applied before ranking, so a filter never empties a top-k that had matches), fuses them
+with reciprocal-rank fusion, optionally reorders the fused pool (MMR, or graph distance from a
+centre entity), and fetches the winning rows from the database. Scores are higher-is-better.
+
+`group_ids=None` searches every group; `[]` searches none.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio.to_thread
+import numpy as np
+import numpy.typing as npt
+
+from lcg.errors import NotFoundError
+from lcg.models import Entity, Episode, Fact
+from lcg.search.index import SearchIndex
+from lcg.search.partition import View
+from lcg.search.scoring import bm25_idf, bm25_scores, cosines, mmr, rrf, top_k
+from lcg.search.strategy import HYBRID_RRF, Strategy
+from lcg.storage import search_rows
+from lcg.temporal import CURRENT, TimeFilter
+
+if TYPE_CHECKING:
+    from lcg.engine import Engine
+
+__all__ = ["Hit", "search_entities", "search_episodes", "search_facts"]
+
+Mask = npt.NDArray[np.bool_]
+MaskFn = Callable[[str, View], Mask]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A ranked document: where it lives and its fused score (`cosine`: best vector similarity)."""
+
+    uuid: str
+    group_id: str
+    doc: int
+    score: float
+    cosine: float
+
+
+@dataclass(frozen=True)
+class _Query:
+    terms: list[int]
+    vector: npt.NDArray[np.float32] | None
+
+
+def _prepare(index: SearchIndex, text: str, strategy: Strategy) -> _Query:
+    terms = index.vocab.query(text) if strategy.lexical else []
+    vector = index.embed_query(text) if strategy.vector else None
+    return _Query(terms, vector)
+
+
+def _lexical(
+    views: list[tuple[str, View]], masks: list[Mask], terms: list[int], pool: int
+) -> list[tuple[str, str, int, float]]:
+    """BM25 top `pool` over all views, with collection statistics summed across them."""
+    if not terms:
+        return []
+    postings = [[v.postings(t) for t in terms] for _, v in views]
+    n_docs = sum(v.live_docs for _, v in views)
+    total = sum(v.live_len for _, v in views)
+    if n_docs == 0 or total == 0:
+        return []
+    df = np.array([sum(len(p[i][0]) for p in postings) for i in range(len(terms))])
+    idf = bm25_idf(n_docs, df)
+    avgdl = total / n_docs
+    hits: list[tuple[str, str, int, float]] = []
+    for (group, view), mask, plist in zip(views, masks, postings, strict=True):
+        scores = bm25_scores(
+            view.n,
+            [(docs, tf, float(idf[i])) for i, (docs, tf) in enumerate(plist) if len(docs)],
+            view.doc_len[: view.n],
+            avgdl,
+        )
+        for doc in top_k(scores, pool, mask, floor=0.0):
+            hits.append((view.uuids[doc], group, int(doc), float(scores[doc])))
+    hits.sort(key=lambda h: (-h[3], h[0]))
+    return hits[:pool]
+
+
+def _cosine(
+    views: list[tuple[str, View]],
+    masks: list[Mask],
+    kinds: Sequence[str],
+    vector: npt.NDArray[np.float32],
+    pool: int,
+) -> list[tuple[str, str, int, float]]:
+    """Exact cosine top `pool` over all views; a document scores its best vector of `kinds`."""
+    hits: list[tuple[str, str, int, float]] = []
+    for (group, view), mask in zip(views, masks, strict=True):
+        if not view.n:
+            continue
+        sims = np.full(view.n, -np.inf)
+        for kind in kinds:
+            kind_sims = cosines(view.vectors[kind], vector)
+            sims = np.maximum(sims, np.where(view.has_vector[kind], kind_sims, -np.inf))
+        for doc in top_k(sims, pool, mask, 0.0):
+            hits.append((view.uuids[doc], group, int(doc), float(sims[doc])))
+    hits.sort(key=lambda h: (-h[3], h[0]))
+    return hits[:pool]
+
+
+def _rank(
+    index: SearchIndex,
+    family: str,
+    kinds: Sequence[str],
+    groups: list[str] | None,
+    text: str,
+    limit: int,
+    strategy: Strategy,
+    mask_fn: MaskFn | None = None,
+) -> tuple[list[Hit], dict[str, View]]:
+    """Fused hits (best first, at most `candidates * limit`), and the views they came from."""
+    views = index.views(family, groups)
+    # After loading the views: a partition loaded just now may have added the query's words.
+    query = _prepare(index, text, strategy)
+    masks = [v.live() & mask_fn(g, v) if mask_fn else v.live() for g, v in views]
+    pool = max(limit, strategy.candidates * limit)
+    lists = [_lexical(views, masks, query.terms, pool)] if strategy.lexical else []
+    if query.vector is not None:
+        lists.append(_cosine(views, masks, kinds, query.vector, pool))
+    where = {uuid: (group, doc) for ranked in lists for uuid, group, doc, _ in ranked}
+    fused = rrf([[h[0] for h in ranked] for ranked in lists], strategy.rrf_k)[:pool]
+    by_group = dict(views)
+
+    def cosine(group: str, doc: int) -> float:
+        if query.vector is None:
+            return 0.0
+        view = by_group[group]
+        sims = [
+            float(view.vectors[k][doc] @ query.vector) for k in kinds if view.has_vector[k][doc]
+        ]
+        return max(sims, default=0.0)
+
+    hits = [Hit(u, *where[u], s, cosine(*where[u])) for u, s in fused]
+    return hits, by_group
+
+
+def _mmr(hits: list[Hit], views: dict[str, View], kind: str, lam: float) -> list[Hit]:
+    if len(hits) < 2:
+        return hits
+    vecs = np.stack([views[h.group_id].vectors[kind][h.doc] for h in hits])
+    order = mmr(np.array([h.score for h in hits]), vecs, len(hits), lam)
+    return [Hit(hits[i].uuid, hits[i].group_id, hits[i].doc, s, hits[i].cosine) for i, s in order]
+
+
+def _distances(index: SearchIndex, center: Entity, max_hops: int) -> dict[int, int]:
+    """Hop counts (by entity code) from `center`, over the current facts of its group."""
+    view = index.views("fact", [center.group_id])[0][1]
+    live = view.live() & _time_mask(view, CURRENT)
+    src = view.columns["source"][live]
+    tgt = view.columns["target"][live]
+    start = index.known_code(center.uuid)
+    if start is None:  # the centre is the end of no fact: only itself is near
+        return {}
+    dist = {start: 0}
+    frontier = np.array([start], dtype=np.int64)
+    for hop in range(1, max_hops + 1):
+        if not len(frontier):
+            break
+        reached = np.unique(
+            np.concatenate([tgt[np.isin(src, frontier)], src[np.isin(tgt, frontier)]])
+        )
+        fresh = [int(x) for x in reached if int(x) not in dist]
+        for x in fresh:
+            dist[x] = hop
+        frontier = np.array(fresh, dtype=np.int64)
+    return dist
+
+
+def _by_distance(hits: list[Hit], hops: Callable[[Hit], int], max_hops: int) -> list[Hit]:
+    """Closer first, then by fused score; score = (max_hops + 1 - hops) + fused score."""
+    out = [
+        Hit(
+            h.uuid,
+            h.group_id,
+            h.doc,
+            (max_hops + 1 - min(hops(h), max_hops + 1)) + h.score,
+            h.cosine,
+        )
+        for h in hits
+    ]
+    out.sort(key=lambda h: (-h.score, h.uuid))
+    return out
+
+
+def _time_mask(view: View, time: TimeFilter) -> Mask:
+    """`TimeFilter.admits` over a fact partition's time columns (`TimeFilter.mask`)."""
+    c = view.columns
+    return time.mask(c["valid_at"], c["invalid_at"], c["created_at"], c["expired_at"])
+
+
+def _center(engine: Engine, uuid: str) -> Entity:
+    with engine.store.read() as conn:
+        found = search_rows.entities_by_uuids(conn, [uuid]).get(uuid)
+    if found is None:
+        raise NotFoundError("entity", uuid, f"center_node_uuid '{uuid}' does not exist")
+    return found
+
+
+def _entities(
+    engine: Engine,
+    query: str,
+    groups: list[str] | None,
+    limit: int,
+    labels: Sequence[str] | None,
+    center_node_uuid: str | None,
+    strategy: Strategy,
+) -> list[tuple[Entity, float]]:
+    index = engine.search_index
+    center = _center(engine, center_node_uuid) if center_node_uuid else None
+    wanted = frozenset(labels) if labels else None
+
+    def mask(group: str, view: View) -> Mask:
+        assert wanted is not None
+        return np.fromiter(
+            (not wanted.isdisjoint(t) for t in view.tags[: view.n]), dtype=bool, count=view.n
+        )
+
+    hits, views = _rank(
+        index,
+        "entity",
+        ("entity_name", "entity_summary"),
+        groups,
+        query,
+        limit,
+        strategy,
+        mask if wanted else None,
+    )
+    if strategy.mmr_lambda is not None:
+        hits = _mmr(hits, views, "entity_name", strategy.mmr_lambda)
+    if center is not None:
+        dist = _distances(index, center, strategy.max_hops)
+        far = strategy.max_hops + 1
+
+        def hops(h: Hit) -> int:
+            if h.uuid == center.uuid:
+                return 0
+            code = index.known_code(h.uuid)  # None: the entity is the end of no fact
+            return far if code is None else dist.get(code, far)
+
+        hits = _by_distance(hits, hops, strategy.max_hops)
+    hits = hits[:limit]
+    with engine.store.read() as conn:
+        rows = search_rows.entities_by_uuids(conn, [h.uuid for h in hits])
+    return [(rows[h.uuid], h.score) for h in hits if h.uuid in rows]
+
+
+def _facts(
+    engine: Engine,
+    query: str,
+    groups: list[str] | None,
+    limit: int,
+    time: TimeFilter,
+    relation_types: Sequence[str] | None,
+    predicates: Sequence[str] | None,
+    center_node_uuid: str | None,
+    strategy: Strategy,
+) -> list[tuple[Fact, float]]:
+    index = engine.search_index
+    center = _center(engine, center_node_uuid) if center_node_uuid else None
+    rtypes = [index.known_code(t) for t in relation_types or ()]
+    names = [index.known_code(t) for t in predicates or ()]
+
+    def mask(group: str, view: View) -> Mask:
+        keep = _time_mask(view, time)
+        if relation_types is not None:
+            keep &= np.isin(view.columns["relation_type"], [c for c in rtypes if c is not None])
+        if predicates is not None:
+            keep &= np.isin(view.columns["name"], [c for c in names if c is not None])
+        return keep
+
+    hits, views = _rank(index, "fact", ("fact",), groups, query, limit, strategy, mask)
+    if strategy.mmr_lambda is not None:
+        hits = _mmr(hits, views, "fact", strategy.mmr_lambda)
+    if center is not None:
+        dist = _distances(index, center, strategy.max_hops)
+        far = strategy.max_hops + 1
+
+        def hops(h: Hit) -> int:
+            cols = views[h.group_id].columns
+            return min(
+                dist.get(int(cols["source"][h.doc]), far), dist.get(int(cols["target"][h.doc]), far)
+            )
+
+        hits = _by_distance(hits, hops, strategy.max_hops)
+    out: list[tuple[Fact, float]] = []
+    # Fetch in slices of `limit`: the index already applied every filter, so the first slice
+    # nearly always suffices; the rows' own check below is the authoritative one.
+    for start in range(0, len(hits), limit):
+        batch = hits[start : start + limit]
+        with engine.store.read() as conn:
+            rows = search_rows.facts_by_uuids(conn, [h.uuid for h in batch])
+        for h in batch:
+            fact = rows.get(h.uuid)
+            if fact is None or not time.admits(fact):
+                continue
+            if relation_types is not None and (fact.relation_type or "") not in relation_types:
+                continue
+            if predicates is not None and fact.name not in predicates:
+                continue
+            out.append((fact, h.score))
+            if len(out) == limit:
+                return out
+    return out
+
+
+def episode_hits(
+    engine: Engine, query: str, groups: list[str] | None, limit: int, strategy: Strategy
+) -> list[tuple[Episode, Hit]]:
+    """Ranked episodes with their hits (fused score and cosine similarity)."""
+    index = engine.search_index
+    hits, _ = _rank(index, "episode", ("episode",), groups, query, limit, strategy)
+    hits = hits[:limit]
+    with engine.store.read() as conn:
+        rows = search_rows.episodes_by_uuids(conn, [h.uuid for h in hits])
+    return [(rows[h.uuid], h) for h in hits if h.uuid in rows]
+
+
+async def search_entities(
+    engine: Engine,
+    query: str,
+    *,
+    group_ids: list[str] | None,
+    limit: int = 10,
+    labels: Sequence[str] | None = None,
+    center_node_uuid: str | None = None,
+    strategy: Strategy = HYBRID_RRF,
+) -> list[tuple[Entity, float]]:
+    """Entities matching `query` (name + summary), best first.
+
+    `labels`: only entities carrying at least one of them. `center_node_uuid`: entities closer
+    to it in the graph first.
+
+    Raises:
+        NotFoundError: `center_node_uuid` is not an entity.
+    """
+    if group_ids == [] or limit <= 0 or not query.strip():
+        return []
+    return await anyio.to_thread.run_sync(
+        functools.partial(
+            _entities, engine, query, group_ids, limit, labels, center_node_uuid, strategy
+        )
+    )
+
+
+async def search_facts(
+    engine: Engine,
+    query: str,
+    *,
+    group_ids: list[str] | None,
+    limit: int = 10,
+    time: TimeFilter = CURRENT,
+    relation_types: Sequence[str] | None = None,
+    center_node_uuid: str | None = None,
+    strategy: Strategy = HYBRID_RRF,
+    predicates: Sequence[str] | None = None,
+) -> list[tuple[Fact, float]]:
+    """Facts matching `query` (predicate + sentence) visible under `time`, best first.
+
+    `relation_types` / `predicates`: only facts with one of these relation types / names.
+
+    Raises:
+        NotFoundError: `center_node_uuid` is not an entity.
+    """
+    if group_ids == [] or limit <= 0 or not query.strip():
+        return []
+    return await anyio.to_thread.run_sync(
+        functools.partial(
+            _facts,
+            engine,
+            query,
+            group_ids,
+            limit,
+            time,
+            relation_types,
+            predicates,
+            center_node_uuid,
+            strategy,
+        )
+    )
+
+
+async def search_episodes(
+    engine: Engine,
+    query: str,
+    *,
+    group_ids: list[str] | None,
+    limit: int = 10,
+    strategy: Strategy = HYBRID_RRF,
+) -> list[tuple[Episode, float]]:
+    """Episodes whose content matches `query`, best first (fused score)."""
+    if group_ids == [] or limit <= 0 or not query.strip():
+        return []
+    found = await anyio.to_thread.run_sync(
+        functools.partial(episode_hits, engine, query, group_ids, limit, strategy)
+    )
+    return [(ep, hit.score) for ep, hit in found]

@@ -1,0 +1,381 @@
+"""`SearchIndex`: the in-process lexical and vector index of every group, kept in step with commits.
+
+Partitioned by (kind of row, group): `entity` (BM25 over name (weighted twice) + summary; name
+and summary vectors), `fact` (BM25 over predicate + sentence; the sentence vector; valid/system times,
+predicate, relation type and endpoints as columns), `episode` (BM25 and vector over content).
+Choosing groups is choosing partitions, never filtering hits afterwards.
+
+Lifecycle (driven by lcg.engine):
+- a partition is loaded lazily from the database (texts) and the embedding cache (vectors;
+  texts the cache lacks are embedded then, by whichever thread loads, never under the write lock)
+  on the first search that needs it, or by `warm`;
+- `apply(group, ops, vectors)` runs after each successful commit, under the write lock: upserts,
+  invalidations and episode deletes are applied in place (vectors come precomputed with the
+  batch), so the next search sees them; anything else marks the group's partitions stale;
+- `invalidate(groups)` / `reset()` drop partitions after deletes, purges, rebuilds, raw Cypher,
+  clear_all and reopening; they reload on the next search.
+
+Loading races with commits are settled by versions: a loader installs what it read only if no
+commit touched that partition's group since it started (else it retries, and at worst serves
+its own consistent snapshot without installing it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from lcg.embedding.base import Embedder, Vectors
+from lcg.embedding.cache import CachedEmbedder, text_hash
+from lcg.models import EmbeddingRow
+from lcg.search.partition import Partition, View
+from lcg.search.text import Vocabulary
+from lcg.storage import search_rows
+from lcg.storage.store import Conn
+from lcg.timeutil import from_wal
+from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
+
+__all__ = ["ALWAYS", "FAMILIES", "NEVER", "SearchIndex", "entity_text", "micros"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Reader = Callable[[Callable[[Conn], Any]], Any]
+
+NEVER = int(np.iinfo(np.int64).max)  # an absent invalid_at / expired_at
+ALWAYS = int(np.iinfo(np.int64).min)  # an absent valid_at / created_at
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TABLE = {"entity": "Entity", "fact": "Fact", "episode": "Episode"}
+
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "entity": ("entity_name", "entity_summary"),
+    "fact": ("fact",),
+    "episode": ("episode",),
+}
+_FACT_COLUMNS = (
+    "valid_at",
+    "invalid_at",
+    "created_at",
+    "expired_at",
+    "name",
+    "relation_type",
+    "source",
+    "target",
+)
+
+
+def entity_text(name: str, summary: str) -> str:
+    """What an entity's BM25 document holds: the name twice (a name match outweighs a mention
+    in someone else's summary), then the summary."""
+    return f"{name} {name} {summary}"
+
+
+def micros(value: datetime | None, missing: int) -> int:
+    """Microseconds since the epoch (UTC) of an aware datetime; `missing` for None."""
+    if value is None:
+        return missing
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+class SearchIndex:
+    """Lexical + vector partitions per (kind, group). See the module docstring."""
+
+    def __init__(self, read: Reader, embedder: Embedder) -> None:
+        self._read = read
+        self._embedder = embedder
+        self.vocab = Vocabulary()
+        self._codes: dict[str, int] = {"": 0}
+        self._lock = threading.Lock()
+        self._parts: dict[tuple[str, str], Partition] = {}
+        self._versions: dict[str, int] = {}
+        self._epoch = 0
+        self._groups: dict[str, set[str] | None] = dict.fromkeys(FAMILIES)
+        self._pending: dict[str, set[str]] = {f: set() for f in FAMILIES}
+        self._loading: dict[tuple[str, str], threading.Lock] = {}
+
+    # -- codes ----------------------------------------------------------------------------------
+
+    def code(self, text: str | None) -> int:
+        """The integer code of a string column value (predicate, relation type, entity uuid)."""
+        key = text or ""
+        found = self._codes.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            return self._codes.setdefault(key, len(self._codes))
+
+    def codes(self, texts: Sequence[str | None]) -> npt.NDArray[np.int64]:
+        """`code` of many values at once."""
+        found = self._codes
+        for text in set(texts).difference(found):
+            self.code(text)
+        return np.fromiter((found[t or ""] for t in texts), dtype=np.int64, count=len(texts))
+
+    def known_code(self, text: str) -> int | None:
+        """The code of a value if any row ever had it (filters on unseen values match nothing)."""
+        return self._codes.get(text)
+
+    # -- embedding ------------------------------------------------------------------------------
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        """A query vector, from the model itself (queries are not written to the embedding cache)."""
+        inner = (
+            self._embedder.inner if isinstance(self._embedder, CachedEmbedder) else self._embedder
+        )
+        return np.asarray(inner.embed([text])[0], dtype=np.float32)
+
+    @property
+    def lexical_only(self) -> bool:
+        return self._embedder.identity.lexical_only
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def views(self, family: str, groups: Sequence[str] | None) -> list[tuple[str, View]]:
+        """Snapshots of the family's partitions for `groups` (None: every group that has rows)."""
+        names = list(dict.fromkeys(groups)) if groups is not None else self._all_groups(family)
+        return [(g, self._partition(family, g).view()) for g in names]
+
+    def _all_groups(self, family: str) -> list[str]:
+        with self._lock:
+            known = self._groups[family]
+            epoch = self._epoch
+            if known is not None:
+                return sorted(known)
+        found = set(self._read(lambda c: search_rows.group_ids(c, _TABLE[family])))
+        with self._lock:
+            found |= self._pending[family]
+            if self._epoch == epoch and self._groups[family] is None:
+                self._groups[family] = found
+                self._pending[family] = set()
+        return sorted(found)
+
+    def _version(self, group: str) -> tuple[int, int]:
+        return (self._epoch, self._versions.get(group, 0))
+
+    def _partition(self, family: str, group: str) -> Partition:
+        key = (family, group)
+        with self._lock:
+            part = self._parts.get(key)
+            if part is not None:
+                return part
+            gate = self._loading.setdefault(key, threading.Lock())
+        with gate:
+            built: Partition | None = None
+            for _ in range(3):
+                with self._lock:
+                    part = self._parts.get(key)
+                    if part is not None:
+                        return part
+                    version = self._version(group)
+                built = self._build(family, group)
+                with self._lock:
+                    if self._version(group) == version:
+                        self._parts[key] = built
+                        return built
+            assert built is not None
+            return built  # writes kept racing the load: serve this consistent snapshot once
+
+    def _new(self, family: str) -> Partition:
+        columns = _FACT_COLUMNS if family == "fact" else ()
+        return Partition(self.vocab, FAMILIES[family], self._embedder.identity.dim, columns)
+
+    def _vectors(self, texts: list[str]) -> tuple[Vectors, npt.NDArray[np.bool_]]:
+        present = np.fromiter((bool(t) for t in texts), dtype=bool, count=len(texts))
+        out = np.zeros((len(texts), self._embedder.identity.dim), dtype=np.float32)
+        wanted = [t for t in texts if t]
+        if wanted:
+            out[present] = self._embedder.embed(wanted)
+        return out, present
+
+    def _build(self, family: str, group: str) -> Partition:
+        part = self._new(family)
+        if family == "entity":
+            e = self._read(lambda c: search_rows.entity_columns(c, group))
+            texts = [entity_text(n, s) for n, s in zip(e.name, e.summary, strict=True)]
+            part.add(
+                e.uuid,
+                texts,
+                {"entity_name": self._vectors(e.name), "entity_summary": self._vectors(e.summary)},
+                tags=e.labels,
+                bulk=True,
+            )
+        elif family == "fact":
+            f = self._read(lambda c: search_rows.fact_columns(c, group, NEVER, ALWAYS))
+            columns: dict[str, Any] = {
+                "valid_at": f.valid_at,
+                "invalid_at": f.invalid_at,
+                "created_at": f.created_at,
+                "expired_at": f.expired_at,
+                "name": self.codes(f.name),
+                "relation_type": self.codes(f.relation_type),
+                "source": self.codes(f.source_uuid),
+                "target": self.codes(f.target_uuid),
+            }
+            texts = [f"{n} {t}" for n, t in zip(f.name, f.fact, strict=True)]
+            vec_texts = [t or n for n, t in zip(f.name, f.fact, strict=True)]
+            part.add(f.uuid, texts, {"fact": self._vectors(vec_texts)}, columns, bulk=True)
+        else:
+            ep = self._read(lambda c: search_rows.episode_columns(c, group))
+            part.add(ep.uuid, ep.content, {"episode": self._vectors(ep.content)}, bulk=True)
+        part.compact()
+        return part
+
+    def nbytes(self) -> int:
+        """Bytes of the loaded partitions' numpy arrays (see `Partition.nbytes`)."""
+        with self._lock:
+            parts = list(self._parts.values())
+        return sum(p.nbytes() for p in parts)
+
+    def warm(self) -> None:
+        """Load every partition now (at open), instead of on the first search."""
+        for family in FAMILIES:
+            self.views(family, None)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget everything: partitions reload from the database on the next search."""
+        with self._lock:
+            self._parts.clear()
+            self._epoch += 1
+            self._groups = dict.fromkeys(FAMILIES)
+            self._pending = {f: set() for f in FAMILIES}
+
+    def invalidate(self, groups: Sequence[str]) -> None:
+        """Drop the groups' partitions: they reload from the database on the next search."""
+        with self._lock:
+            for group in groups:
+                self._versions[group] = self._versions.get(group, 0) + 1
+                for family in FAMILIES:
+                    self._parts.pop((family, group), None)
+                    known = self._groups[family]
+                    if known is not None:
+                        known.add(group)
+                    else:
+                        self._pending[family].add(group)
+
+    def _target(self, family: str, group: str) -> Partition | None:
+        """The installed partition a commit applies to, creating it for a brand-new group."""
+        key = (family, group)
+        part = self._parts.get(key)
+        if part is None:
+            known = self._groups[family]
+            if known is not None and group not in known:
+                known.add(group)
+                part = self._parts[key] = self._new(family)
+            elif known is None:
+                self._pending[family].add(group)
+        return part
+
+    def apply(self, group: str, ops: Sequence[Op], vectors: Sequence[EmbeddingRow]) -> None:
+        """Bring the group's partitions up to a commit of `ops` (write lock held; no embedding).
+
+        Anything that cannot be applied in place (an unknown operation, a missing vector)
+        marks the group stale instead.
+        """
+        with self._lock:
+            self._versions[group] = self._versions.get(group, 0) + 1
+            if any(op.name == "cypher.exec" for op in ops):
+                stale_all = True
+            else:
+                stale_all = False
+                parts = {f: self._target(f, group) for f in FAMILIES}
+        if stale_all:
+            self.reset()
+            return
+        try:
+            ok = self._apply(group, ops, {v.key: v for v in vectors}, parts)
+        except KeyError:  # a vector the batch did not carry: reload the group instead
+            ok = False
+        except Exception:  # the commit is durable and the index derived: never fail the write
+            logger.exception("search index: could not apply a commit of group %r", group)
+            ok = False
+        if not ok:
+            self.invalidate([group])
+
+    def _apply(
+        self,
+        group: str,
+        ops: Sequence[Op],
+        vectors: Mapping[str, EmbeddingRow],
+        parts: Mapping[str, Partition | None],
+    ) -> bool:
+        model = self._embedder.identity.model
+        dim = self._embedder.identity.dim
+
+        def vector(kind: str, owner: str, text: str) -> tuple[Vectors, npt.NDArray[np.bool_]]:
+            if not text:
+                return np.zeros((1, dim), dtype=np.float32), np.zeros(1, dtype=bool)
+            row = vectors.get(f"{kind}:{owner}")
+            if row is None or row.text_hash != text_hash(model, text):
+                raise KeyError(f"{kind}:{owner}")
+            return np.asarray(row.vec, dtype=np.float32).reshape(1, dim), np.ones(1, dtype=bool)
+
+        ents, facts, eps = parts["entity"], parts["fact"], parts["episode"]
+        for op in ops:
+            if op.name == "entity.upsert" and ents is not None:
+                e = data_to_entity(op.data, group)
+                ents.add(
+                    [e.uuid],
+                    [entity_text(e.name, e.summary)],
+                    {
+                        "entity_name": vector("entity_name", e.uuid, e.name),
+                        "entity_summary": vector("entity_summary", e.uuid, e.summary),
+                    },
+                    tags=[e.labels],
+                )
+            elif op.name == "fact.upsert" and facts is not None:
+                f = data_to_fact(op.data, group)
+                cols = {
+                    "valid_at": micros(f.valid_at, ALWAYS),
+                    "invalid_at": micros(f.invalid_at, NEVER),
+                    "created_at": micros(f.created_at, ALWAYS),
+                    "expired_at": micros(f.expired_at, NEVER),
+                    "name": self.code(f.name),
+                    "relation_type": self.code(f.relation_type),
+                    "source": self.code(f.source_uuid),
+                    "target": self.code(f.target_uuid),
+                }
+                facts.add(
+                    [f.uuid],
+                    [f"{f.name} {f.fact}"],
+                    {"fact": vector("fact", f.uuid, f.fact or f.name)},
+                    {k: np.array([v], dtype=np.int64) for k, v in cols.items()},
+                )
+            elif op.name == "fact.invalidate" and facts is not None:
+                facts.set_columns(
+                    str(op.data["uuid"]),
+                    {
+                        "invalid_at": micros(from_wal(op.data.get("invalid_at")), NEVER),
+                        "expired_at": micros(from_wal(op.data.get("expired_at")), NEVER),
+                    },
+                )
+            elif op.name == "episode.add" and eps is not None:
+                ep = data_to_episode(op.data, group)
+                eps.add(
+                    [ep.uuid], [ep.content], {"episode": vector("episode", ep.uuid, ep.content)}
+                )
+            elif op.name == "episode.delete" and eps is not None:
+                eps.remove([str(op.data["uuid"])])
+            elif op.name == "group.purge":
+                with self._lock:
+                    for family in FAMILIES:
+                        if (family, group) in self._parts:
+                            self._parts[(family, group)] = self._new(family)
+                ents, facts, eps = (self._parts.get((f, group)) for f in FAMILIES)
+            elif op.name not in (
+                "mentions.add",
+                "entity.upsert",
+                "fact.upsert",
+                "episode.add",
+                "fact.invalidate",
+                "episode.delete",
+            ):
+                return False
+        return True

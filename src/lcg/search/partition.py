@@ -1,0 +1,299 @@
+"""One search partition: the documents of one (group, kind of row), lexical and vector side.
+
+Documents are numbered in arrival order. Each has a uuid, a token count, its postings, one
+vector per embedding kind (aligned by document number: row i of every matrix is document i),
+a few int64 columns (times, codes) and an optional tuple of tags (entity labels).
+
+Postings are a compressed-sparse-row `base` (built in one go at load and at compaction) plus an
+append-only `delta` of (term, doc, tf) triplets for documents added since, scanned linearly. A
+replaced or removed document is only marked dead; `compact` renumbers the live ones and folds the
+delta into a new base once the delta or the dead share grows.
+
+Concurrency: writers (`add`, `remove`, `set_columns`, `compact`) hold the partition lock; a
+reader takes a `View` under that lock (a few references and counters) and searches it without
+any lock. Writes only ever fill slots beyond the views' `n`, replace whole arrays, or flip
+`alive` flags and column cells of existing documents, so a view stays internally consistent.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from lcg.search.text import Vocabulary
+
+__all__ = ["Partition", "View"]
+
+A = TypeVar("A", bound="np.ndarray[Any, Any]")
+Ints = npt.NDArray[np.int64]
+Vecs = npt.NDArray[np.float32]
+Mask = npt.NDArray[np.bool_]
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _fit(arr: A, need: int) -> A:
+    """`arr` if it has room for `need` rows, else a copy with at least double the room."""
+    if len(arr) >= need:
+        return arr
+    grown = np.zeros((max(need, 2 * len(arr), 64), *arr.shape[1:]), dtype=arr.dtype)
+    grown[: len(arr)] = arr
+    return cast(A, grown)
+
+
+@dataclass(frozen=True)
+class View:
+    """A consistent read-only snapshot of a partition's first `n` documents."""
+
+    n: int
+    uuids: list[str]
+    alive: Mask
+    doc_len: Ints
+    live_docs: int
+    live_len: int
+    base_terms: int
+    indptr: Ints
+    post_docs: Ints
+    post_tf: Ints
+    delta_term: Ints
+    delta_doc: Ints
+    delta_tf: Ints
+    vectors: Mapping[str, Vecs]
+    has_vector: Mapping[str, Mask]
+    columns: Mapping[str, Ints]
+    tags: list[tuple[str, ...]]
+
+    def postings(self, term: int) -> tuple[Ints, Ints]:
+        """(doc ids, term frequencies) of one term."""
+        if term < self.base_terms:
+            lo, hi = int(self.indptr[term]), int(self.indptr[term + 1])
+            docs, tf = self.post_docs[lo:hi], self.post_tf[lo:hi]
+        else:
+            docs, tf = _EMPTY, _EMPTY
+        if len(self.delta_term):
+            hit = self.delta_term == term
+            if hit.any():
+                docs = np.concatenate([docs, self.delta_doc[hit]])
+                tf = np.concatenate([tf, self.delta_tf[hit]])
+        return docs, tf
+
+    def live(self) -> Mask:
+        return self.alive[: self.n]
+
+
+class Partition:
+    """Documents of one (group, kind): see the module docstring."""
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        vector_kinds: Sequence[str],
+        dim: int,
+        columns: Sequence[str] = (),
+    ) -> None:
+        self._vocab = vocab
+        self._lock = threading.Lock()
+        self._kinds = tuple(vector_kinds)
+        self._dim = dim
+        self._uuids: list[str] = []
+        self._tags: list[tuple[str, ...]] = []
+        self._pos: dict[str, int] = {}
+        self._n = 0
+        self._alive: Mask = np.zeros(0, dtype=bool)
+        self._doc_len: Ints = np.zeros(0, dtype=np.int64)
+        self._live_docs = 0
+        self._live_len = 0
+        self._base_terms = 0
+        self._indptr: Ints = np.zeros(1, dtype=np.int64)
+        self._post_docs: Ints = _EMPTY
+        self._post_tf: Ints = _EMPTY
+        self._delta: Ints = np.zeros((0, 3), dtype=np.int64)  # (term, doc, tf) rows
+        self._delta_len = 0
+        self._vectors: dict[str, Vecs] = {
+            k: np.zeros((0, dim), dtype=np.float32) for k in self._kinds
+        }
+        self._has: dict[str, Mask] = {k: np.zeros(0, dtype=bool) for k in self._kinds}
+        self._columns: dict[str, Ints] = {name: np.zeros(0, dtype=np.int64) for name in columns}
+
+    def __len__(self) -> int:
+        return self._live_docs
+
+    def view(self) -> View:
+        with self._lock:
+            n = self._n
+            return View(
+                n=n,
+                uuids=self._uuids,
+                alive=self._alive,
+                doc_len=self._doc_len,
+                live_docs=self._live_docs,
+                live_len=self._live_len,
+                base_terms=self._base_terms,
+                indptr=self._indptr,
+                post_docs=self._post_docs,
+                post_tf=self._post_tf,
+                delta_term=self._delta[: self._delta_len, 0],
+                delta_doc=self._delta[: self._delta_len, 1],
+                delta_tf=self._delta[: self._delta_len, 2],
+                vectors={k: m[:n] for k, m in self._vectors.items()},
+                has_vector={k: m[:n] for k, m in self._has.items()},
+                columns={k: c[:n] for k, c in self._columns.items()},
+                tags=self._tags,
+            )
+
+    def nbytes(self) -> int:
+        """Bytes held in numpy arrays (postings, vectors, columns); Python lists not counted."""
+        with self._lock:
+            arrays: list[np.ndarray[Any, Any]] = [self._alive, self._doc_len, self._indptr]
+            arrays += [self._post_docs, self._post_tf, self._delta]
+            arrays += [*self._vectors.values(), *self._has.values(), *self._columns.values()]
+            return sum(a.nbytes for a in arrays)
+
+    def contains(self, uuid: str) -> bool:
+        return uuid in self._pos
+
+    def doc(self, uuid: str) -> int | None:
+        return self._pos.get(uuid)
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def _kill(self, doc: int) -> None:
+        if self._alive[doc]:
+            self._alive[doc] = False
+            self._live_docs -= 1
+            self._live_len -= int(self._doc_len[doc])
+
+    def add(
+        self,
+        uuids: Sequence[str],
+        texts: Sequence[str],
+        vectors: Mapping[str, tuple[Vecs, Mask]] | None = None,
+        columns: Mapping[str, Ints] | None = None,
+        tags: Sequence[tuple[str, ...]] | None = None,
+        *,
+        bulk: bool = False,
+    ) -> None:
+        """Add (or replace, by uuid) documents. `vectors[kind]` is (rows, present flags).
+
+        `bulk`: a whole partition being loaded, compacted once by the caller afterwards.
+        """
+        m = len(uuids)
+        if not m:
+            return
+        lengths, terms = self._vocab.analyze(texts)
+        owner = np.repeat(np.arange(m, dtype=np.int64), lengths)
+        with self._lock:
+            start = self._n
+            for uuid in uuids:
+                old = self._pos.get(uuid)
+                if old is not None:
+                    self._kill(old)
+            need = start + m
+            self._alive = _fit(self._alive, need)
+            self._doc_len = _fit(self._doc_len, need)
+            self._alive[start:need] = True
+            self._doc_len[start:need] = lengths
+            for kind in self._kinds:
+                if bulk and start == 0 and vectors is not None and kind in vectors:
+                    # A bulk load into an empty partition adopts the caller's (fresh) arrays.
+                    mat: Vecs = np.ascontiguousarray(vectors[kind][0], dtype=np.float32)
+                    has: Mask = np.asarray(vectors[kind][1], dtype=bool)
+                else:
+                    mat = _fit(self._vectors[kind], need)
+                    has = _fit(self._has[kind], need)
+                    if vectors is not None and kind in vectors:
+                        mat[start:need] = vectors[kind][0]
+                        has[start:need] = vectors[kind][1]
+                    else:
+                        has[start:need] = False
+                self._vectors[kind] = mat
+                self._has[kind] = has
+            for name, col in self._columns.items():
+                grown = _fit(col, need)
+                if columns is not None and name in columns:
+                    grown[start:need] = columns[name]
+                self._columns[name] = grown
+            if len(terms):
+                width = int(terms.max()) + 1
+                pairs, tf = np.unique(owner * width + terms, return_counts=True)
+                triplets = np.stack([pairs % width, pairs // width + start, tf], axis=1)
+                end = self._delta_len + len(triplets)
+                self._delta = _fit(self._delta, end)
+                self._delta[self._delta_len : end] = triplets
+                self._delta_len = end
+            self._uuids.extend(uuids)
+            self._tags.extend(tags if tags is not None else [()] * m)
+            for i, uuid in enumerate(uuids):
+                self._pos[uuid] = start + i
+            self._n = need
+            self._live_docs += m
+            self._live_len += int(lengths.sum())
+            if bulk:
+                return
+            if self._delta_len > max(8192, len(self._post_docs) // 8) or (
+                self._n > 1024 and self._live_docs < self._n * 2 // 3
+            ):
+                self._compact()
+
+    def remove(self, uuids: Sequence[str]) -> None:
+        with self._lock:
+            for uuid in uuids:
+                doc = self._pos.pop(uuid, None)
+                if doc is not None:
+                    self._kill(doc)
+
+    def set_columns(self, uuid: str, values: Mapping[str, int]) -> bool:
+        """Change numeric columns of a live document in place; False if it is not here."""
+        with self._lock:
+            doc = self._pos.get(uuid)
+            if doc is None:
+                return False
+            for name, value in values.items():
+                self._columns[name][doc] = value
+            return True
+
+    def compact(self) -> None:
+        with self._lock:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Renumber live documents and rebuild the base postings (lock held)."""
+        n = self._n
+        keep = np.flatnonzero(self._alive[:n])
+        remap = np.full(n, -1, dtype=np.int64)
+        remap[keep] = np.arange(len(keep))
+        counts = np.diff(self._indptr)
+        base_terms = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        delta = self._delta[: self._delta_len]
+        term = np.concatenate([base_terms, delta[:, 0]])
+        doc = remap[np.concatenate([self._post_docs, delta[:, 1]])]
+        tf = np.concatenate([self._post_tf, delta[:, 2]])
+        live = doc >= 0
+        term, doc, tf = term[live], doc[live], tf[live]
+        order = np.argsort(term * (len(keep) + 1) + doc)  # (term, doc) order; pairs are unique
+        term, doc, tf = term[order], doc[order], tf[order]
+        vocab = max(len(self._vocab), int(term.max()) + 1 if len(term) else 0)
+        self._indptr = np.searchsorted(term, np.arange(vocab + 1)).astype(np.int64)
+        self._base_terms = vocab
+        self._post_docs, self._post_tf = doc, tf
+        self._delta = np.zeros((0, 3), dtype=np.int64)
+        self._delta_len = 0
+        self._uuids = [self._uuids[i] for i in keep]
+        self._tags = [self._tags[i] for i in keep]
+        self._pos = {u: i for i, u in enumerate(self._uuids)}
+        self._alive = np.ones(len(keep), dtype=bool)
+        self._doc_len = self._doc_len[keep]
+        if len(keep) == n:  # nothing dead: trim instead of copying (appends reallocate)
+            self._vectors = {k: m[:n] for k, m in self._vectors.items()}
+            self._has = {k: m[:n] for k, m in self._has.items()}
+            self._columns = {k: c[:n] for k, c in self._columns.items()}
+        else:
+            self._vectors = {k: m[keep] for k, m in self._vectors.items()}
+            self._has = {k: m[keep] for k, m in self._has.items()}
+            self._columns = {k: c[keep] for k, c in self._columns.items()}
+        self._n = len(keep)

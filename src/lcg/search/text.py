@@ -1,0 +1,107 @@
+"""Tokenisation for the lexical index: the one place that decides what a "term" is.
+
+Text is lower-cased and split into runs of Unicode letters and digits; English stopwords are
+dropped and every word is reduced by the Porter stemmer — the same stemmer Kuzu's full-text
+indexes are built with (`stemmer := 'porter'`), so a word matches the same inflections in both.
+Unlike Kuzu's default, digits are kept: "Apollo 11" and "Apollo 13" are different queries.
+
+Terms get dense integer ids from one `Vocabulary` per search index; ids are never reused, so a
+posting list built at any time stays valid.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from itertools import chain
+
+import numpy as np
+import numpy.typing as npt
+import Stemmer
+
+__all__ = ["STOPWORDS", "Vocabulary", "tokens"]
+
+_WORD = re.compile(r"[^\W_]+")
+# For ASCII text (the common case) the same split, twice as fast: every ASCII character that is
+# not a letter or digit becomes a space.
+_ASCII_GAPS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
+
+# fmt: off
+STOPWORDS = frozenset((
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
+    "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but",
+    "by", "can", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from",
+    "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him",
+    "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me",
+    "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only",
+    "or", "other", "our", "ours", "ourselves", "out", "over", "own", "s", "same", "she", "should",
+    "so", "some", "such", "t", "than", "that", "the", "their", "theirs", "them", "themselves",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves",
+))
+# fmt: on
+
+Ids = npt.NDArray[np.int64]
+
+
+def tokens(text: str) -> list[str]:
+    """The raw words of `text`: lower-cased runs of letters and digits (stopwords included)."""
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered.translate(_ASCII_GAPS).split()
+    return _WORD.findall(lowered)
+
+
+class Vocabulary:
+    """Word -> term id (stemmed; stopwords map to -1). Thread-safe; ids only ever grow.
+
+    The stemmer runs only under the lock (PyStemmer objects are not thread-safe); lookups of
+    known words take no lock.
+    """
+
+    def __init__(self) -> None:
+        self._stemmer = Stemmer.Stemmer("porter")
+        self._word_ids: dict[str, int] = dict.fromkeys(STOPWORDS, -1)
+        self._term_ids: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._term_ids)
+
+    def _register(self, words: set[str]) -> None:
+        with self._lock:
+            todo = [w for w in words if w not in self._word_ids]
+            for word, stem in zip(todo, self._stemmer.stemWords(todo), strict=True):
+                term = self._term_ids.get(stem)
+                if term is None:
+                    term = self._term_ids[stem] = len(self._term_ids)
+                self._word_ids[word] = term
+
+    def analyze(self, texts: Sequence[str]) -> tuple[Ids, Ids]:
+        """Term ids of many texts at once: (per-text term counts, all term ids concatenated)."""
+        split = [tokens(t) for t in texts]
+        words = list(chain.from_iterable(split))
+        known = self._word_ids
+        new = set(words).difference(known)
+        if new:
+            self._register(new)
+        flat = np.fromiter(map(known.__getitem__, words), dtype=np.int64, count=len(words))
+        owner = np.repeat(np.arange(len(split), dtype=np.int64), [len(w) for w in split])
+        keep = flat >= 0
+        lengths = np.bincount(owner[keep], minlength=len(split)).astype(np.int64)
+        return lengths, flat[keep]
+
+    def query(self, text: str) -> list[int]:
+        """Distinct term ids of a query, in order; words never indexed are dropped."""
+        out: dict[int, None] = {}
+        for word in tokens(text):
+            term = self._word_ids.get(word)
+            if term is None:
+                with self._lock:  # a PyStemmer object is not thread-safe
+                    stem = self._stemmer.stemWord(word)
+                term = self._term_ids.get(stem)
+            if term is not None and term >= 0:
+                out[term] = None
+        return list(out)

@@ -1,0 +1,73 @@
+"""Reads for curation and cross-group pointers, and the one derived repair they need.
+
+A cross-group fact (API.md §2.32) is an ordinary `Fact` row of its own group whose endpoints
+may be entities of other groups; its pointers live in its `attributes` under
+`cross_group_pointers`, so every WAL, fold, bulk and dump path carries them unchanged.
+
+`rewire_hops` is derived, never logged: a group replayed from its WAL gets the hops of its own
+facts, but a fact of another group pointing into it loses its hop when the group is purged and
+cannot get it back from the other group's replay if that ran first. The hop is fully determined
+by the fact's `source_uuid`/`target_uuid`, so it is recreated from them after every replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from lcg.models import Fact
+from lcg.storage.graph import FACT_COLS, _fact
+from lcg.storage.store import Conn
+
+__all__ = [
+    "POINTER_KEY",
+    "active_facts_touching",
+    "episodes_mentioning",
+    "pointer_facts",
+    "rewire_hops",
+]
+
+POINTER_KEY = "cross_group_pointers"
+
+
+def pointer_facts(conn: Conn) -> list[Fact]:
+    """Non-invalidated facts that carry cross-group pointers, by uuid."""
+    rows = conn.rows(
+        f"MATCH (f:Fact) WHERE f.invalid_at IS NULL AND contains(f.attributes, $k) "
+        f"RETURN {FACT_COLS} ORDER BY f.uuid",
+        {"k": f'"{POINTER_KEY}"'},
+    )
+    return [_fact(r) for r in rows]
+
+
+def active_facts_touching(conn: Conn, entity_uuids: Iterable[str]) -> list[Fact]:
+    """Non-invalidated facts (any group) with an endpoint among the entities, by uuid."""
+    rows = conn.rows(
+        "MATCH (f:Fact) WHERE f.invalid_at IS NULL AND "
+        "(f.source_uuid IN $u OR f.target_uuid IN $u) "
+        f"RETURN {FACT_COLS} ORDER BY f.uuid",
+        {"u": list(entity_uuids)},
+    )
+    return [_fact(r) for r in rows]
+
+
+def episodes_mentioning(conn: Conn, entity_uuids: Iterable[str], group_id: str) -> list[str]:
+    """Uuids of the group's episodes that mention any of the entities, sorted."""
+    rows = conn.rows(
+        "UNWIND $u AS x MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {uuid: x}) "
+        "WHERE ep.group_id = $g RETURN DISTINCT ep.uuid ORDER BY ep.uuid",
+        {"u": list(entity_uuids), "g": group_id},
+    )
+    return [r[0] for r in rows]
+
+
+def rewire_hops(conn: Conn) -> None:
+    """Create the missing hops of cross-group facts whose resolved endpoints exist (in a tx)."""
+    base = f"MATCH (f:Fact) WHERE contains(f.attributes, '\"{POINTER_KEY}\"') WITH f "
+    conn.run(
+        base + "MATCH (a:Entity) WHERE a.uuid = f.source_uuid "
+        "AND NOT EXISTS { MATCH (a)-[:RELATES_TO]->(f) } CREATE (a)-[:RELATES_TO]->(f)"
+    )
+    conn.run(
+        base + "MATCH (b:Entity) WHERE b.uuid = f.target_uuid "
+        "AND NOT EXISTS { MATCH (f)-[:RELATES_TO]->(b) } CREATE (f)-[:RELATES_TO]->(b)"
+    )

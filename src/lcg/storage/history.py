@@ -1,0 +1,152 @@
+"""Temporal reads of the graph: facts filtered on both time axes, changes in a window, histories.
+
+The time rule of `lcg.temporal.TimeFilter.admits` is evaluated here in Cypher (`time_clause`),
+so filtered reads never load facts they do not return. Like every read in `graph.py`, these
+return only facts whose two structural hops (source -> fact -> target) both exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from lcg.models import Fact
+from lcg.storage.graph import _HOPS, FACT_COLS, _fact, _group_filter, _where
+from lcg.storage.store import Conn
+from lcg.temporal import TimeFilter
+from lcg.timeutil import to_db
+
+__all__ = [
+    "fact_changes",
+    "facts_around",
+    "facts_at",
+    "neighbor_facts_at",
+    "time_clause",
+]
+
+
+def time_clause(alias: str, time: TimeFilter, at: datetime) -> tuple[str, dict[str, Any]]:
+    """The Cypher condition (and its parameters) equal to `time.admits(fact, at=at)`.
+
+    Kuzu's three-valued logic does the null handling: a comparison with a null column is null,
+    which an `OR` with a true branch turns true and a `WHERE` treats as false.
+    """
+    a = alias
+    parts: list[str] = []
+    params: dict[str, Any] = {}
+    if time.known_at is not None or not time.include_invalidated:
+        params["ts"] = to_db(time.known_at or at)
+        parts.append(f"({a}.created_at IS NULL OR {a}.created_at <= $ts)")
+        parts.append(
+            f"({a}.expired_at IS NULL OR {a}.expired_at > $ts OR {a}.invalid_at IS NOT NULL)"
+        )
+        # Retired after the system instant: held then as open-ended.
+        open_end = (
+            f"({a}.expired_at IS NOT NULL AND {a}.expired_at > $ts) OR {a}.invalid_at IS NULL"
+        )
+    else:
+        open_end = f"{a}.invalid_at IS NULL"
+    if time.as_of is not None:
+        params["ta"] = to_db(time.as_of)
+        parts.append(f"({a}.valid_at IS NULL OR {a}.valid_at <= $ta)")
+        parts.append(f"({open_end} OR {a}.invalid_at > $ta)")
+    elif not time.include_invalidated:
+        parts.append(f"({open_end} OR {a}.invalid_at > $ts)")
+    return " AND ".join(parts), params
+
+
+def facts_at(
+    conn: Conn,
+    groups: Sequence[str] | None,
+    time: TimeFilter,
+    at: datetime,
+    limit: int | None = None,
+) -> list[Fact]:
+    """Facts of the groups visible under `time`; with `limit`, the first by uuid descending."""
+    clause, params = _group_filter("f", groups)
+    when, tparams = time_clause("f", time, at)
+    params.update(tparams)
+    tail = ""
+    if limit is not None:
+        tail = " ORDER BY f.uuid DESC LIMIT $limit"
+        params["limit"] = limit
+    rows = conn.rows(f"MATCH {_HOPS} {_where(clause, when)} RETURN {FACT_COLS}{tail}", params)
+    return [_fact(r) for r in rows]
+
+
+def neighbor_facts_at(
+    conn: Conn,
+    center: str,
+    groups: Sequence[str] | None,
+    limit: int,
+    time: TimeFilter,
+    at: datetime,
+) -> list[Fact]:
+    """`graph.neighbor_facts` restricted to facts visible under `time` (filtered before the limit)."""
+    clause, params = _group_filter("f", groups)
+    when, tparams = time_clause("f", time, at)
+    params.update(tparams)
+    params.update({"c": center, "limit": limit})
+    extra = " AND ".join(c for c in (clause, when) if c)
+    extra = f"AND {extra}" if extra else ""
+    out = conn.rows(
+        f"MATCH (a:Entity {{uuid: $c}})-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity) "
+        f"WHERE f.source_uuid = $c {extra} RETURN {FACT_COLS} ORDER BY f.uuid DESC LIMIT $limit",
+        params,
+    )
+    inc = conn.rows(
+        f"MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity {{uuid: $c}}) "
+        f"WHERE f.target_uuid = $c {extra} RETURN {FACT_COLS} ORDER BY f.uuid DESC LIMIT $limit",
+        params,
+    )
+    return [_fact(r) for r in (out + inc)[:limit]]
+
+
+def fact_changes(
+    conn: Conn,
+    groups: Sequence[str] | None,
+    since: datetime,
+    until: datetime,
+    entity_uuid: str | None = None,
+) -> list[Fact]:
+    """Facts with any of valid_at, invalid_at, created_at, expired_at in `[since, until)`."""
+    clause, params = _group_filter("f", groups)
+    params.update({"s": to_db(since), "u": to_db(until)})
+    window = " OR ".join(
+        f"(f.{col} >= $s AND f.{col} < $u)"
+        for col in ("valid_at", "invalid_at", "created_at", "expired_at")
+    )
+    entity = ""
+    if entity_uuid is not None:
+        params["e"] = entity_uuid
+        entity = "(a.uuid = $e OR b.uuid = $e)"
+    rows = conn.rows(
+        f"MATCH {_HOPS} {_where(clause, entity, f'({window})')} RETURN {FACT_COLS}", params
+    )
+    return [_fact(r) for r in rows]
+
+
+def facts_around(
+    conn: Conn, entity_uuids: Iterable[str], groups: Sequence[str] | None = None
+) -> list[Fact]:
+    """Facts (any time) with at least one of the entities as an endpoint, each fact once,
+    optionally restricted to groups."""
+    clause, params = _group_filter("f", groups)
+    params["uuids"] = list(dict.fromkeys(entity_uuids))
+    extra = f"AND {clause}" if clause else ""
+    out = conn.rows(
+        "UNWIND $uuids AS u MATCH (a:Entity {uuid: u})-[:RELATES_TO]->(f:Fact)"
+        f"-[:RELATES_TO]->(b:Entity) WHERE f.source_uuid = u {extra} RETURN {FACT_COLS}",
+        params,
+    )
+    inc = conn.rows(
+        "UNWIND $uuids AS u MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)"
+        f"-[:RELATES_TO]->(b:Entity {{uuid: u}}) WHERE f.target_uuid = u {extra} "
+        f"RETURN {FACT_COLS}",
+        params,
+    )
+    seen: dict[str, Fact] = {}
+    for row in out + inc:
+        seen.setdefault(row[0], _fact(row))
+    return list(seen.values())

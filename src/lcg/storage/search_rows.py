@@ -1,0 +1,185 @@
+"""Bulk reads that load the in-process search index (lcg.search): one group's rows, columnar.
+
+Read through Arrow: loading 100k entities and 150k facts as Python row lists costs seconds; as
+columns it is a fraction of that. Timestamps come back as integer microseconds since the epoch
+(UTC), with `None` as the given sentinel. Also the point lookups that fetch a search's winners.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lcg.errors import StorageError
+from lcg.models import Entity, Episode, Fact
+from lcg.storage.graph import ENTITY_COLS, EPISODE_COLS, FACT_COLS, _entity, _episode, _fact
+from lcg.storage.store import Conn
+
+__all__ = [
+    "EntityColumns",
+    "EpisodeColumns",
+    "FactColumns",
+    "entities_by_uuids",
+    "entity_columns",
+    "episode_columns",
+    "episodes_by_uuids",
+    "fact_columns",
+    "facts_by_uuids",
+    "group_ids",
+]
+
+Micros = npt.NDArray[np.int64]
+
+_LOCK = threading.Lock()
+_PREPARED: weakref.WeakKeyDictionary[Conn, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class EntityColumns:
+    uuid: list[str]
+    name: list[str]
+    summary: list[str]
+    labels: list[tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class FactColumns:
+    uuid: list[str]
+    name: list[str]
+    fact: list[str]
+    relation_type: list[str | None]
+    source_uuid: list[str]
+    target_uuid: list[str]
+    valid_at: Micros
+    invalid_at: Micros
+    created_at: Micros
+    expired_at: Micros
+
+
+@dataclass(frozen=True)
+class EpisodeColumns:
+    uuid: list[str]
+    content: list[str]
+
+
+def _table(conn: Conn, query: str, params: dict[str, Any]) -> Any:
+    result = conn.run(query, params)
+    try:
+        return result.get_as_arrow()
+    except RuntimeError as exc:
+        raise StorageError(str(exc)) from exc
+
+
+def _texts(table: Any, name: str) -> list[str]:
+    return [v or "" for v in table.column(name).to_pylist()]
+
+
+def _micros(table: Any, name: str, missing: int) -> Micros:
+    col = table.column(name).cast(pa.timestamp("us")).cast(pa.int64()).fill_null(missing)
+    return np.asarray(col.to_numpy(), dtype=np.int64)
+
+
+def group_ids(conn: Conn, table: str) -> list[str]:
+    """Distinct group ids of `Entity`, `Fact` or `Episode` rows."""
+    if table not in ("Entity", "Fact", "Episode"):
+        raise ValueError(f"unknown table {table!r}")
+    return [r[0] for r in conn.rows(f"MATCH (x:{table}) RETURN DISTINCT x.group_id")]
+
+
+def entity_columns(conn: Conn, group_id: str) -> EntityColumns:
+    t = _table(
+        conn,
+        "MATCH (e:Entity) WHERE e.group_id = $g "
+        "RETURN e.uuid AS uuid, e.name AS name, e.summary AS summary, e.labels AS labels",
+        {"g": group_id},
+    )
+    return EntityColumns(
+        uuid=t.column("uuid").to_pylist(),
+        name=_texts(t, "name"),
+        summary=_texts(t, "summary"),
+        labels=[tuple(v or ()) for v in t.column("labels").to_pylist()],
+    )
+
+
+def fact_columns(conn: Conn, group_id: str, never: int, always: int) -> FactColumns:
+    """A group's facts; absent `valid_at`/`created_at` read as `always`, absent
+    `invalid_at`/`expired_at` as `never`."""
+    t = _table(
+        conn,
+        "MATCH (f:Fact) WHERE f.group_id = $g RETURN f.uuid AS uuid, f.name AS name, "
+        "f.fact AS fact, f.relation_type AS relation_type, f.source_uuid AS source_uuid, "
+        "f.target_uuid AS target_uuid, f.valid_at AS valid_at, f.invalid_at AS invalid_at, "
+        "f.created_at AS created_at, f.expired_at AS expired_at",
+        {"g": group_id},
+    )
+    return FactColumns(
+        uuid=t.column("uuid").to_pylist(),
+        name=_texts(t, "name"),
+        fact=_texts(t, "fact"),
+        relation_type=t.column("relation_type").to_pylist(),
+        source_uuid=_texts(t, "source_uuid"),
+        target_uuid=_texts(t, "target_uuid"),
+        valid_at=_micros(t, "valid_at", always),
+        invalid_at=_micros(t, "invalid_at", never),
+        created_at=_micros(t, "created_at", always),
+        expired_at=_micros(t, "expired_at", never),
+    )
+
+
+def episode_columns(conn: Conn, group_id: str) -> EpisodeColumns:
+    t = _table(
+        conn,
+        "MATCH (ep:Episode) WHERE ep.group_id = $g RETURN ep.uuid AS uuid, ep.content AS content",
+        {"g": group_id},
+    )
+    return EpisodeColumns(uuid=t.column("uuid").to_pylist(), content=_texts(t, "content"))
+
+
+def _point_rows(conn: Conn, query: str, keys: Sequence[str]) -> list[list[Any]]:
+    """`query` (one `$u` parameter, a primary-key match) once per key, as a prepared statement.
+
+    A search fetches ~10 rows by uuid. `UNWIND $uuids ... MATCH {uuid: u}` is planned as a hash
+    join over the whole table (15 ms at 15k facts, growing with the table); a prepared
+    primary-key lookup costs ~0.3 ms per row at any size. Statements are cached per connection
+    (the pool's connections live as long as the store); one that fails is dropped and the
+    lookup retried unprepared.
+    """
+    raw = conn._raw  # the storage package's own connection wrapper
+    with _LOCK:
+        cache = _PREPARED.setdefault(conn, {})
+    out: list[list[Any]] = []
+    for key in keys:
+        try:
+            statement = cache.get(query)
+            if statement is None:
+                statement = cache[query] = raw._prepare(query)
+            out += raw.execute(statement, {"u": key}).get_all()
+        except RuntimeError:
+            cache.pop(query, None)
+            out += conn.rows(query, {"u": key})
+    return out
+
+
+def entities_by_uuids(conn: Conn, uuids: Sequence[str]) -> dict[str, Entity]:
+    """Entities by uuid (missing ones are absent from the result)."""
+    rows = _point_rows(conn, f"MATCH (e:Entity) WHERE e.uuid = $u RETURN {ENTITY_COLS}", uuids)
+    return {row[0]: _entity(row) for row in rows}
+
+
+def facts_by_uuids(conn: Conn, uuids: Sequence[str]) -> dict[str, Fact]:
+    """Facts by uuid, whatever their hops (missing ones are absent from the result)."""
+    rows = _point_rows(conn, f"MATCH (f:Fact) WHERE f.uuid = $u RETURN {FACT_COLS}", uuids)
+    return {row[0]: _fact(row) for row in rows}
+
+
+def episodes_by_uuids(conn: Conn, uuids: Sequence[str]) -> dict[str, Episode]:
+    """Episodes by uuid (missing ones are absent from the result)."""
+    rows = _point_rows(conn, f"MATCH (ep:Episode) WHERE ep.uuid = $u RETURN {EPISODE_COLS}", uuids)
+    return {row[0]: _episode(row) for row in rows}

@@ -1,0 +1,365 @@
+"""A scripted OpenAI-compatible chat-completions server that really listens (tests, benchmarks).
+
+`ScriptedLlmServer` answers `POST /v1/chat/completions` (and any other POST path, e.g. an
+Anthropic-style `/v1/messages`, through `RawReply`) and `GET /v1/models` on 127.0.0.1 (an
+ephemeral port) and/or a Unix socket, from a FIFO queue of scripted replies or a callable
+`(request_json) -> reply`. Each handler runs in its own thread, so a simulated latency
+overlaps across concurrent calls. Standard library only: no lcg or third-party imports.
+
+    with ScriptedLlmServer([TextReply('{"entities": []}')]) as server:
+        client = OpenAICompatClient(server.url)   # http://127.0.0.1:PORT/v1
+        ...
+        assert server.count == 1
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "ErrorReply",
+    "RawReply",
+    "RecordedRequest",
+    "Reply",
+    "Responder",
+    "ScriptedLlmServer",
+    "TextReply",
+]
+
+
+@dataclass(frozen=True)
+class TextReply:
+    """A completion: `content` becomes choices[0].message.content.
+
+    `finish_reason` "length" simulates truncation. Token counts default to rough estimates
+    (4 characters a token) of the request's messages and of `content`.
+    """
+
+    content: str
+    finish_reason: str = "stop"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """An HTTP error: `status` with `body` (a string is wrapped as {"error": {"message": ...}})."""
+
+    status: int
+    body: str | dict[str, Any] = "scripted error"
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RawReply:
+    """A verbatim JSON body with a status (for other API shapes, e.g. Anthropic /v1/messages)."""
+
+    body: dict[str, Any]
+    status: int = 200
+    latency_s: float = 0.0
+
+
+Reply = TextReply | ErrorReply | RawReply
+# A callable responder gets the request body and returns a reply; a bare str is a TextReply.
+Responder = Callable[[dict[str, Any]], "Reply | str"]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the server received (rejected ones included)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    return "".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+
+
+class ScriptedLlmServer:
+    """A chat-completions endpoint scripted by a reply queue or a responder callable.
+
+    Args:
+        replies: the FIFO queue of replies (str = TextReply), or a responder callable.
+        uds_path: also (or only, with `tcp=False`) listen on this Unix socket path.
+        tcp: listen on 127.0.0.1 on an ephemeral port.
+        latency_s: delay added to every reply (on top of a reply's own `latency_s`).
+        reject_response_formats: `response_format.type` values answered with HTTP 400, as
+            llama.cpp's python server does for `json_schema`; such requests consume no reply.
+        model: the id `/v1/models` lists and completions report.
+
+    An empty queue answers 500 "scripted server: no reply queued".
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[Reply | str] | Responder | None = None,
+        *,
+        uds_path: str | os.PathLike[str] | None = None,
+        tcp: bool = True,
+        latency_s: float = 0.0,
+        reject_response_formats: Iterable[str] = (),
+        model: str = "scripted-model",
+    ) -> None:
+        if not tcp and uds_path is None:
+            raise ValueError("ScriptedLlmServer needs tcp=True or a uds_path")
+        self._responder: Responder | None = None
+        self._queue: deque[Reply | str] = deque()
+        if callable(replies):
+            self._responder = replies
+        elif replies is not None:
+            self._queue.extend(replies)
+        self._tcp = tcp
+        self._uds_path = Path(uds_path) if uds_path is not None else None
+        self.latency_s = latency_s
+        self.reject_response_formats = frozenset(reject_response_formats)
+        self.model = model
+        self.recorded: list[RecordedRequest] = []
+        self._cond = threading.Condition()
+        self._servers: list[socketserver.BaseServer] = []
+        self._threads: list[threading.Thread] = []
+        self._port: int | None = None
+
+    # -- scripting and assertions ------------------------------------------------------------
+
+    def push(self, *replies: Reply | str) -> None:
+        """Append replies to the FIFO queue."""
+        with self._cond:
+            self._queue.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """Replies still queued."""
+        with self._cond:
+            return len(self._queue)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Bodies of the POST requests received, in arrival order."""
+        with self._cond:
+            return [r.body for r in self.recorded if r.method == "POST"]
+
+    @property
+    def count(self) -> int:
+        """How many POST requests arrived."""
+        return len(self.requests)
+
+    def wait_for(self, count: int, timeout: float = 5.0) -> bool:
+        """Block until `count` POST requests have arrived (True) or `timeout` passes (False)."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: sum(r.method == "POST" for r in self.recorded) >= count, timeout
+            )
+
+    # -- addresses -----------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """Base URL of the TCP listener, e.g. `http://127.0.0.1:PORT/v1`."""
+        if self._port is None:
+            raise RuntimeError("the server is not listening on TCP (start it, or tcp=True)")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    @property
+    def uds_path(self) -> Path:
+        if self._uds_path is None:
+            raise RuntimeError("the server has no Unix socket (pass uds_path)")
+        return self._uds_path
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> ScriptedLlmServer:
+        handler = _make_handler(self)
+        if self._tcp:
+            # Headers and body go out as two writes: no Nagle delay on TCP (a Unix socket has
+            # no such option, so only the TCP handler sets it).
+            tcp_handler = type("TcpHandler", (handler,), {"disable_nagle_algorithm": True})
+            tcp_server = _TcpHTTPServer(("127.0.0.1", 0), tcp_handler)
+            self._port = int(tcp_server.server_address[1])
+            self._servers.append(tcp_server)
+        if self._uds_path is not None:
+            if self._uds_path.exists():
+                self._uds_path.unlink()
+            self._servers.append(_UnixHTTPServer(str(self._uds_path), handler))
+        for server in self._servers:
+            thread = threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        """Stop listening: later connections are refused."""
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._servers.clear()
+        self._threads.clear()
+        if self._uds_path is not None and self._uds_path.exists():
+            self._uds_path.unlink()
+
+    def __enter__(self) -> ScriptedLlmServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- request handling (server threads) -----------------------------------------------------
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._cond:
+            self.recorded.append(request)
+            self._cond.notify_all()
+
+    def _reply_for(self, body: dict[str, Any]) -> Reply:
+        fmt = body.get("response_format")
+        fmt_type = fmt.get("type") if isinstance(fmt, dict) else None
+        if fmt_type in self.reject_response_formats:
+            return ErrorReply(
+                400,
+                {
+                    "error": {
+                        "code": 400,
+                        "type": "invalid_request_error",
+                        "message": f"response_format {fmt_type} not supported",
+                    }
+                },
+            )
+        if self._responder is not None:
+            reply: Reply | str = self._responder(body)
+        else:
+            with self._cond:
+                if not self._queue:
+                    return ErrorReply(500, "scripted server: no reply queued")
+                reply = self._queue.popleft()
+        return TextReply(reply) if isinstance(reply, str) else reply
+
+    def _completion(self, body: dict[str, Any], reply: TextReply) -> dict[str, Any]:
+        prompt = reply.prompt_tokens
+        completion = reply.completion_tokens
+        prompt = _estimate_tokens(_prompt_text(body)) if prompt is None else prompt
+        completion = _estimate_tokens(reply.content) if completion is None else completion
+        return {
+            "id": f"chatcmpl-scripted-{self.count}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(body.get("model") or self.model),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply.content},
+                    "finish_reason": reply.finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+        }
+
+
+class _QuietErrors:
+    """A client that gave up (timeout, cancellation) is not a server error worth printing."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            traceback.print_exc(file=sys.stderr)
+
+
+class _TcpHTTPServer(_QuietErrors, ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # the default backlog (5) drops SYNs of a burst: a 1 s retransmit
+
+
+class _UnixHTTPServer(_QuietErrors, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+
+def _make_handler(owner: ScriptedLlmServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+        def address_string(self) -> str:
+            # A Unix-socket peer has no (host, port) address.
+            return str(self.client_address[0]) if self.client_address else "uds"
+
+        def _send(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            owner._record(RecordedRequest("GET", self.path, dict(self.headers.items())))
+            if self.path.rstrip("/").endswith("/models"):
+                entry = {"id": owner.model, "object": "model", "owned_by": "scripted"}
+                self._send(200, {"object": "list", "data": [entry]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {"_unparsable": raw.decode(errors="replace")}
+            if not isinstance(body, dict):
+                body = {"_body": body}
+            owner._record(RecordedRequest("POST", self.path, dict(self.headers.items()), body))
+            try:
+                reply = owner._reply_for(body)
+            except Exception as exc:  # a broken responder becomes a 500 reply
+                reply = ErrorReply(500, f"scripted responder failed: {exc!r}")
+            delay = owner.latency_s + reply.latency_s
+            if delay > 0:
+                time.sleep(delay)  # simulated model latency, not synchronisation
+            if isinstance(reply, TextReply):
+                self._send(200, owner._completion(body, reply))
+            elif isinstance(reply, RawReply):
+                self._send(reply.status, reply.body)
+            else:
+                payload = reply.body
+                if isinstance(payload, str):
+                    payload = {"error": {"code": reply.status, "message": payload}}
+                self._send(reply.status, payload)
+
+    return Handler

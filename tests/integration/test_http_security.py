@@ -1,0 +1,214 @@
+"""The HTTP transport's security model, against real uvicorn servers on loopback.
+
+Loopback only unless a token is set; with a token every /api/ request needs it; a foreign Host
+header (DNS rebinding) and a foreign Origin (cross-site requests) are refused; every failure has
+the one error shape `{"error": {"code", "message", "data"?}}`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ui_support import assert_error_shape, request, running_http
+
+from lcg import Engine, Settings
+from lcg.errors import ConfigError
+from lcg.service.http import EngineBackend, HttpService, allowed_hosts, host_allowed, is_loopback
+
+TOKEN = "s3cret-token"
+
+
+def test_loopback_detection_and_the_host_allow_list() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert is_loopback("127.8.9.10") and not is_loopback("0.0.0.0")
+    assert not is_loopback("192.168.1.5") and not is_loopback("example.com")
+    hosts = allowed_hosts("0.0.0.0", ["graph.lan"])
+    assert host_allowed("localhost:8471", hosts) and host_allowed("[::1]:8471", hosts)
+    assert host_allowed("GRAPH.LAN.", hosts) and host_allowed("127.0.0.1", hosts)
+    assert not host_allowed("evil.example:8471", hosts) and not host_allowed(None, hosts)
+    assert "0.0.0.0" not in hosts
+    assert host_allowed("10.0.0.7:80", allowed_hosts("10.0.0.7"))
+
+
+def test_a_non_loopback_bind_without_a_token_is_refused(settings: Settings, engine: Engine) -> None:
+    with pytest.raises(ConfigError, match="LCG_API_TOKEN"):
+        HttpService(settings, EngineBackend(engine), host="0.0.0.0", port=0)
+    with pytest.raises(ConfigError, match="LCG_API_TOKEN"):
+        HttpService(settings, EngineBackend(engine), host="192.168.77.1", port=0)
+    open_hosts = Settings.for_home(settings.home, http_allowed_hosts="*")
+    with pytest.raises(ConfigError, match="LCG_API_TOKEN"):
+        HttpService(open_hosts, EngineBackend(engine), port=0)
+
+
+def test_lcg_serve_http_refuses_a_public_host_without_a_token_before_starting(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "ws"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LCG_")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lcg.cli",
+            "--home",
+            str(home),
+            "serve",
+            "--http",
+            "--host",
+            "0.0.0.0",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "LCG_API_TOKEN" in done.stderr
+    assert not (home / "db").exists()  # refused before the database was opened
+
+
+def test_with_a_token_requests_without_it_get_401(settings: Settings, engine: Engine) -> None:
+    guarded = Settings.for_home(settings.home, api_token=TOKEN)
+    with running_http(guarded, engine) as service:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+            status, found, body = request(
+                service, "POST", "/api/knowledge_status", {}, headers=headers
+            )
+            assert status == 401
+            assert found["www-authenticate"] == "Bearer"
+            assert_error_shape(body)
+        status, _, body = request(service, "GET", "/api/health")
+        assert status == 401
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        status, _, body = request(service, "POST", "/api/knowledge_status", {}, headers=good)
+        assert status == 200 and body["queryable"] is True
+        status, _, body = request(service, "GET", "/api/health", headers=good)
+        assert status == 200 and body["auth"] is True
+        # The UI's files carry no data and load without the token (the page then asks for it).
+        status, found, page = request(service, "GET", "/")
+        assert status == 200 and "<canvas" in page
+
+
+def test_a_token_makes_a_wildcard_bind_possible(settings: Settings, engine: Engine) -> None:
+    guarded = Settings.for_home(settings.home, api_token=TOKEN)
+    with running_http(guarded, engine, host="0.0.0.0") as service:
+        assert service.url.startswith("http://127.0.0.1:")
+        good = {"Authorization": f"Bearer {TOKEN}"}
+        status, _, body = request(service, "GET", "/api/health", headers=good)
+        assert status == 200 and body["state"] == "healthy"
+        status, _, body = request(service, "GET", "/api/health")
+        assert status == 401
+
+
+def test_a_foreign_host_header_is_rejected(settings: Settings, engine: Engine) -> None:
+    with running_http(settings, engine) as service:
+        for host in ("evil.example", f"evil.example:{service.port}", "", "127.0.0.2"):
+            for method, path in (
+                ("GET", "/"),
+                ("GET", "/api/health"),
+                ("POST", "/api/knowledge_status"),
+            ):
+                status, _, body = request(
+                    service, method, path, {} if method == "POST" else None, host=host
+                )
+                assert status == 400, (host, path)
+                assert_error_shape(body)
+        for host in (
+            f"localhost:{service.port}",
+            f"127.0.0.1:{service.port}",
+            f"[::1]:{service.port}",
+        ):
+            status, _, _ = request(service, "GET", "/api/health", host=host)
+            assert status == 200, host
+
+
+def test_cross_origin_requests_are_refused_unless_configured(
+    settings: Settings, engine: Engine
+) -> None:
+    with running_http(settings, engine) as service:
+        own = f"http://127.0.0.1:{service.port}"
+        status, found, _ = request(
+            service, "POST", "/api/knowledge_status", {}, headers={"Origin": own}
+        )
+        assert status == 200 and "access-control-allow-origin" not in found
+        status, _, body = request(
+            service, "POST", "/api/knowledge_status", {}, headers={"Origin": "https://evil.example"}
+        )
+        assert status == 403
+        assert_error_shape(body)
+        status, found, _ = request(
+            service,
+            "OPTIONS",
+            "/api/knowledge_status",
+            headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+        )
+        assert status == 403 and "access-control-allow-origin" not in found
+    allowed = Settings.for_home(settings.home, http_cors_origins="https://app.example")
+    with running_http(allowed, engine) as service:
+        status, found, _ = request(
+            service,
+            "OPTIONS",
+            "/api/knowledge_status",
+            headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"},
+        )
+        assert status == 200 and found["access-control-allow-origin"] == "https://app.example"
+        status, found, body = request(
+            service, "POST", "/api/knowledge_status", {}, headers={"Origin": "https://app.example"}
+        )
+        assert status == 200 and found["access-control-allow-origin"] == "https://app.example"
+        status, _, _ = request(
+            service,
+            "POST",
+            "/api/knowledge_status",
+            {},
+            headers={"Origin": "https://other.example"},
+        )
+        assert status == 403
+
+
+def test_every_error_has_the_one_shape(settings: Settings, engine: Engine) -> None:
+    with running_http(settings, engine, scopes="read,write") as service:
+        status, _, body = request(service, "POST", "/api/knowledge_nope", {})
+        assert status == 404 and "knowledge_nope" in assert_error_shape(body)["message"]
+        # Hidden by scope: the same answer as a method that does not exist.
+        status, _, body = request(
+            service, "POST", "/api/knowledge_query_cypher", {"query": "RETURN 1"}
+        )
+        assert status == 404
+        assert_error_shape(body)
+        status, _, body = request(
+            service, "POST", "/api/knowledge_list_entities", {"num_results": "x"}
+        )
+        assert status == 400
+        assert assert_error_shape(body)["data"] == {"field": "num_results"}
+        status, _, body = request(service, "POST", "/api/knowledge_status", b"{not json")
+        assert status == 400
+        assert assert_error_shape(body, -32700)["message"].startswith("Parse error: ")
+        status, _, body = request(service, "GET", "/api/knowledge_status")
+        assert status == 405
+        assert_error_shape(body)
+        status, _, body = request(service, "GET", "/no/such/page")
+        assert status == 404
+        assert_error_shape(body)
+        status, _, body = request(
+            service, "POST", "/api/knowledge_get_entity_timeline", {"entity_uuid": "missing"}
+        )
+        assert status == 404
+        assert_error_shape(body)
+
+
+def test_pages_may_load_nothing_from_elsewhere(settings: Settings, engine: Engine) -> None:
+    with running_http(settings, engine) as service:
+        status, found, page = request(service, "GET", "/")
+        assert status == 200
+        csp = found["content-security-policy"]
+        assert "default-src 'self'" in csp and "connect-src 'self'" in csp
+        assert found["x-content-type-options"] == "nosniff"
+        assert "http://" not in page and "https://" not in page
+        for name in ("graph.js", "app.js", "api.js", "shapes.js", "style.css"):
+            status, _, text = request(service, "GET", f"/ui/{name}")
+            assert status == 200 and "http://" not in text and "https://" not in text, name

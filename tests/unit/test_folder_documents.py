@@ -1,0 +1,99 @@
+"""Reading documents: front matter, titles, dating rules and JSON Lines records."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lcg.folder.documents import Document, DocumentError, read_documents, split_front_matter
+
+
+def write(path: Path, text: str, mtime: float | None = None) -> Path:
+    path.write_text(text, encoding="utf-8")
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def read(path: Path, name: str | None = None) -> list[Document]:
+    return read_documents(path, name or path.name, path.read_bytes())
+
+
+def test_front_matter_dates_win_in_their_documented_order(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "2020-01-01-note.md",
+        "---\ntitle: Release 2\nupdated: 2025-04-02\ncreated: 2025-03-14T09:30:00+02:00\n---\n"
+        "# Heading\n\nBody.",
+    )
+    (d,) = read(path)
+    assert d.title == "Release 2"
+    assert d.reference_time == datetime(2025, 3, 14, 7, 30, tzinfo=UTC)  # created before updated
+    assert d.time_origin == "front_matter"
+    assert d.text.startswith("# Heading")
+
+
+def test_a_date_in_the_file_name_is_used_without_front_matter(tmp_path: Path) -> None:
+    (d,) = read(write(tmp_path / "2025-03-14-launch.md", "# Launch day\n\nText."))
+    assert d.reference_time == datetime(2025, 3, 14, tzinfo=UTC)
+    assert d.time_origin == "file_name"
+    assert d.title == "Launch day"
+
+
+def test_an_undated_file_falls_back_to_its_mtime_and_says_so(tmp_path: Path) -> None:
+    (d,) = read(write(tmp_path / "notes.txt", "Plain text.", mtime=1_700_000_000))
+    assert d.reference_time == datetime.fromtimestamp(1_700_000_000, tz=UTC)
+    assert d.time_origin == "mtime"
+    assert d.title == "notes"
+
+
+def test_an_impossible_date_in_a_name_is_not_a_date(tmp_path: Path) -> None:
+    (d,) = read(write(tmp_path / "2025-13-45-x.md", "Text.", mtime=1_700_000_000))
+    assert d.time_origin == "mtime"
+
+
+def test_malformed_front_matter_is_left_as_text() -> None:
+    meta, body = split_front_matter("---\n: [unclosed\n---\nBody")
+    assert meta == {}
+    assert body.startswith("---")
+    meta, body = split_front_matter("---\n- a list\n---\nBody")
+    assert meta == {} and body.startswith("---")
+
+
+def test_jsonl_records_become_documents_with_their_own_keys_and_dates(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "log.jsonl",
+        '{"_header": true}\n'
+        '{"title": "Apollo 13", "revision_id": 42, "prose": "It launched."}\n'
+        "\n"
+        '{"id": "m2", "text": "Second.", "date": "2024-05-01"}\n'
+        '{"message": "Third, with no id."}\n',
+    )
+    docs = read(path)
+    assert [(d.key, d.title, d.text) for d in docs] == [
+        ("42", "Apollo 13", "It launched."),
+        ("m2", "log:4", "Second."),
+        ("L5", "log:5", "Third, with no id."),
+    ]
+    assert docs[1].reference_time == datetime(2024, 5, 1, tzinfo=UTC)
+    assert docs[1].time_origin == "record"
+    assert docs[0].time_origin == "mtime"
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("bad.md", b"\xff\xfe\xfa", "not UTF-8"),
+        ("bad.jsonl", b'{"text": "ok"}\n{broken\n', "bad.jsonl:2: not JSON"),
+        ("list.jsonl", b"[1, 2]\n", "must be a JSON object"),
+    ],
+)
+def test_unreadable_files_are_reported_with_their_place(
+    tmp_path: Path, name: str, data: bytes, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(DocumentError, match=message):
+        read(path)
