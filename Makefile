@@ -44,11 +44,11 @@ unit: $(STAMP) browser
 
 test: lint typecheck unit
 
-bench: $(STAMP)
-	$(BIN)/python bench/wal_store.py
-	$(BIN)/python bench/service.py
-	$(BIN)/python bench/embeddings.py
-	$(BIN)/python bench/ingest.py
+# Every benchmark, one JSON object each (about 20 minutes in all on a 2-core machine).
+BENCHES := wal_store service embeddings search temporal llm_providers ingest ontology_typing \
+	folder_ingest recovery ui
+bench: $(STAMP) browser
+	@for b in $(BENCHES); do echo "== bench/$$b.py" >&2; $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

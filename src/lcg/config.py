@@ -239,7 +239,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Attached MCP mode: how long one read from the service may stay silent.",
         on_invalid="warn",
     ),
-    # -- embeddings (issue 3) --
+    # -- embeddings --
     Setting(
         "embedding_model",
         "LCG_EMBEDDING_MODEL",
@@ -286,8 +286,7 @@ SETTINGS: tuple[Setting, ...] = (
         _int_range(1),
         "How long one HTTP embedding request may take.",
     ),
-    # -- search (issue 3) --
-    # -- extraction providers (issue 4) --
+    # -- extraction providers --
     Setting(
         "replay_llm",
         "LCG_REPLAY_LLM",
@@ -366,7 +365,7 @@ SETTINGS: tuple[Setting, ...] = (
         _path,
         "JSON file of USD-per-million-token prices that extends the built-in table.",
     ),
-    # -- ingestion pipeline (issue 4) --
+    # -- ingestion pipeline --
     Setting(
         "extractor",
         "LCG_EXTRACTOR",
@@ -409,7 +408,7 @@ SETTINGS: tuple[Setting, ...] = (
         _int_range(80),
         "Entity summaries keep their newest distinct sentences up to this many characters.",
     ),
-    # -- ontology (issue 4) --
+    # -- ontology --
     Setting(
         "workspace_root",
         "LIMINIS_WORKSPACE_ROOT",
@@ -418,7 +417,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Workspace whose `.lcg/` holds `ontology.yaml` and `ontology/<group>.yaml` "
         "(default: the ontology files live in the home directory itself).",
     ),
-    # -- http and ui (issue 7) --
+    # -- http and ui --
     Setting(
         "http_host",
         "LCG_HTTP_HOST",
@@ -461,8 +460,6 @@ SETTINGS: tuple[Setting, ...] = (
         str.strip,
         "Extra `Host` header names accepted besides loopback and the bound address.",
     ),
-    # -- curation and export (issue 6) --
-    # -- folder ingest (issue 8) --
 )
 
 
@@ -487,15 +484,14 @@ class Settings:
     kuzu_buffer_pool_mb: int = 1024
     checkpoint_wal_bytes: int = 16 * 1024 * 1024
     attached_call_timeout_ms: int = 30_000
-    # -- embeddings (issue 3) --
+    # -- embeddings --
     embedding_model: str | None = None
     embedding_model_path: str | None = None
     embedding_url: str | None = None
     embedding_uds: str | None = None
     embedding_batch_size: int = 64
     embedding_timeout_ms: int = 30_000
-    # -- search (issue 3) --
-    # -- extraction providers (issue 4) --
+    # -- extraction providers --
     replay_llm: str | None = None
     record_llm: str | None = None
     extractor_uds: str | None = None
@@ -507,24 +503,22 @@ class Settings:
     extraction_max_tokens_ceiling: int = 16_384
     extraction_timeout_ms: int = 120_000
     llm_cost_table_path: str | None = None
-    # -- ingestion pipeline (issue 4) --
+    # -- ingestion pipeline --
     extractor: str = "llm"
     extraction_concurrency: int = 8
     supersede_candidates: int = 10
     dedup_llm: bool = False
     dedup_embedding_threshold: float = 0.92
     summary_max_chars: int = 600
-    # -- ontology (issue 4) --
+    # -- ontology --
     workspace_root: str | None = None
-    # -- http and ui (issue 7) --
+    # -- http and ui --
     http_host: str = "127.0.0.1"
     http_port: int = 8471
     api_token: str | None = None
     http_scope: str = "read,write"
     http_cors_origins: str = ""
     http_allowed_hosts: str = ""
-    # -- curation and export (issue 6) --
-    # -- folder ingest (issue 8) --
 
     @classmethod
     def for_home(cls, home: Path, **values: Any) -> Settings:

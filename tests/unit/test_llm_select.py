@@ -15,8 +15,8 @@ from click.testing import CliRunner  # noqa: TID251  CLI tests drive click's own
 
 from lcg import Engine
 from lcg.cli.compat import extractor_overrides, parse_args
-from lcg.cli.extractor_options import extractor_options
-from lcg.cli.extractor_options import extractor_overrides as click_overrides
+from lcg.cli.endpoint_options import extractor_options
+from lcg.cli.endpoint_options import extractor_overrides as click_overrides
 from lcg.config import Settings, load_settings
 from lcg.errors import ConfigError
 from lcg.extraction.llm import LlmRequest, LlmResponse

@@ -16,10 +16,14 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lcg.cli.embedder_options import embedder_options, embedder_overrides
+from lcg.cli.endpoint_options import (
+    embedder_options,
+    embedder_overrides,
+    extractor_options,
+    extractor_overrides,
+)
 from lcg.cli.evaluate import eval_command
 from lcg.cli.export_html import export_html
-from lcg.cli.extractor_options import extractor_options, extractor_overrides
 from lcg.cli.ingest import ingest
 from lcg.cli.portable import export_command, import_command
 from lcg.cli.remote import service_client

@@ -9,8 +9,12 @@ from typing import Any
 import anyio
 import click
 
-from lcg.cli.embedder_options import embedder_options, embedder_overrides
-from lcg.cli.extractor_options import extractor_options, extractor_overrides
+from lcg.cli.endpoint_options import (
+    embedder_options,
+    embedder_overrides,
+    extractor_options,
+    extractor_overrides,
+)
 from lcg.config import load_settings
 from lcg.service.rpc.server import serve as serve_socket
 

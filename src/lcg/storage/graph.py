@@ -28,6 +28,7 @@ __all__ = [
     "entity_by_uuid",
     "episode_groups",
     "episode_mentions",
+    "episodes_by_uuids",
     "episodes_matching",
     "episodes_recent",
     "facts_by_uuids",
@@ -202,13 +203,20 @@ def _upsert(conn: Conn, table: str, rows: Sequence[dict[str, Any]], assignments:
         conn.run(update if uuid in existing else create, row)
 
 
+def _by_uuid(
+    conn: Conn, table: str, alias: str, returns: str, uuids: Iterable[str]
+) -> list[list[Any]]:
+    """`returns` of the `table` rows (bound to `alias`) whose primary key is one of `uuids`
+    (missing ones are absent)."""
+    return conn.point_rows(
+        f"MATCH ({alias}:{table}) WHERE {alias}.uuid = $u RETURN {returns}",
+        f"UNWIND $keys AS u MATCH ({alias}:{table} {{uuid: u}}) RETURN {returns}",
+        list(dict.fromkeys(uuids)),
+    )
+
+
 def _existing(conn: Conn, table: str, uuids: list[str]) -> set[str]:
-    return {
-        r[0]
-        for r in conn.rows(
-            f"UNWIND $uuids AS u MATCH (x:{table} {{uuid: u}}) RETURN x.uuid", {"uuids": uuids}
-        )
-    }
+    return {r[0] for r in _by_uuid(conn, table, "x", "x.uuid", uuids)}
 
 
 def upsert_entities(conn: Conn, entities: Sequence[Entity]) -> None:
@@ -423,10 +431,8 @@ def entity_by_uuid(conn: Conn, uuid: str) -> Entity | None:
 
 
 def entities_by_uuids(conn: Conn, uuids: Iterable[str]) -> dict[str, Entity]:
-    rows = conn.rows(
-        f"UNWIND $uuids AS u MATCH (e:Entity {{uuid: u}}) RETURN {ENTITY_COLS}",
-        {"uuids": list(uuids)},
-    )
+    """Entities by uuid (missing ones are absent from the result)."""
+    rows = _by_uuid(conn, "Entity", "e", ENTITY_COLS, uuids)
     return {row[0]: _entity(row) for row in rows}
 
 
@@ -475,10 +481,15 @@ def facts_with_hops(
 
 
 def facts_by_uuids(conn: Conn, uuids: Iterable[str]) -> dict[str, Fact]:
-    rows = conn.rows(
-        f"UNWIND $uuids AS u MATCH (f:Fact {{uuid: u}}) RETURN {FACT_COLS}", {"uuids": list(uuids)}
-    )
+    """Facts by uuid, whatever their hops (missing ones are absent from the result)."""
+    rows = _by_uuid(conn, "Fact", "f", FACT_COLS, uuids)
     return {row[0]: _fact(row) for row in rows}
+
+
+def episodes_by_uuids(conn: Conn, uuids: Iterable[str]) -> dict[str, Episode]:
+    """Episodes by uuid (missing ones are absent from the result)."""
+    rows = _by_uuid(conn, "Episode", "ep", EPISODE_COLS, uuids)
+    return {row[0]: _episode(row) for row in rows}
 
 
 def find_active_fact(
@@ -517,14 +528,18 @@ def provenance(
 ) -> dict[str, list[tuple[str, str]]]:
     """For each entity, the (episode uuid, source_description) of episodes that mention it."""
     clause, params = _group_filter("ep", groups)
-    params["uuids"] = list(dict.fromkeys(entity_uuids))
-    rows = conn.rows(
-        "UNWIND $uuids AS u MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {uuid: u}) "
-        f"{_where(clause)} RETURN e.uuid, ep.uuid, ep.source_description ORDER BY ep.created_at, ep.uuid",
+    extra = f"AND {clause}" if clause else ""
+    returns = "e.uuid, ep.uuid, ep.source_description, ep.created_at"
+    rows = conn.point_rows(
+        f"MATCH (ep:Episode)-[:MENTIONS]->(e:Entity) WHERE e.uuid = $u {extra} RETURN {returns}",
+        f"UNWIND $keys AS u MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {{uuid: u}}) "
+        f"{_where(clause)} RETURN {returns}",
+        list(dict.fromkeys(entity_uuids)),
         params,
     )
+    rows.sort(key=lambda r: (r[3] is None, r[3] or 0, r[1]))  # created_at, nulls last
     out: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for entity, episode, desc in rows:
+    for entity, episode, desc, _ in rows:
         if all(episode != seen for seen, _ in out[entity]):
             out[entity].append((episode, desc or ""))
     return out
@@ -565,11 +580,9 @@ def episode_mentions(conn: Conn, episode_uuids: Sequence[str]) -> dict[str, list
 
 
 def episode_groups(conn: Conn, uuids: Sequence[str]) -> dict[str, str]:
-    rows = conn.rows(
-        "UNWIND $uuids AS u MATCH (ep:Episode {uuid: u}) RETURN ep.uuid, ep.group_id",
-        {"uuids": list(uuids)},
-    )
-    return {row[0]: row[1] for row in rows}
+    return {
+        row[0]: row[1] for row in _by_uuid(conn, "Episode", "ep", "ep.uuid, ep.group_id", uuids)
+    }
 
 
 def episodes_matching(
@@ -615,8 +628,9 @@ def group_counts(conn: Conn, group_id: str) -> dict[str, int]:
 
 
 def stored_text_hashes(conn: Conn, keys: Sequence[str]) -> dict[str, str]:
-    rows = conn.rows(
-        "UNWIND $keys AS k MATCH (v:Embedding {key: k}) RETURN v.key, v.text_hash",
-        {"keys": list(keys)},
+    rows = conn.point_rows(
+        "MATCH (v:Embedding) WHERE v.key = $u RETURN v.key, v.text_hash",
+        "UNWIND $keys AS u MATCH (v:Embedding {key: u}) RETURN v.key, v.text_hash",
+        list(dict.fromkeys(keys)),
     )
     return {row[0]: row[1] for row in rows}

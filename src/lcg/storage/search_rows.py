@@ -7,9 +7,6 @@ columns it is a fraction of that. Timestamps come back as integer microseconds s
 
 from __future__ import annotations
 
-import threading
-import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +15,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from lcg.errors import StorageError
-from lcg.models import Entity, Episode, Fact
-from lcg.storage.graph import ENTITY_COLS, EPISODE_COLS, FACT_COLS, _entity, _episode, _fact
+
+# Re-exported: the search module fetches its winning rows by uuid through these.
+from lcg.storage.graph import entities_by_uuids, episodes_by_uuids, facts_by_uuids
 from lcg.storage.store import Conn
 
 __all__ = [
@@ -36,9 +34,6 @@ __all__ = [
 ]
 
 Micros = npt.NDArray[np.int64]
-
-_LOCK = threading.Lock()
-_PREPARED: weakref.WeakKeyDictionary[Conn, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -140,46 +135,3 @@ def episode_columns(conn: Conn, group_id: str) -> EpisodeColumns:
         {"g": group_id},
     )
     return EpisodeColumns(uuid=t.column("uuid").to_pylist(), content=_texts(t, "content"))
-
-
-def _point_rows(conn: Conn, query: str, keys: Sequence[str]) -> list[list[Any]]:
-    """`query` (one `$u` parameter, a primary-key match) once per key, as a prepared statement.
-
-    A search fetches ~10 rows by uuid. `UNWIND $uuids ... MATCH {uuid: u}` is planned as a hash
-    join over the whole table (15 ms at 15k facts, growing with the table); a prepared
-    primary-key lookup costs ~0.3 ms per row at any size. Statements are cached per connection
-    (the pool's connections live as long as the store); one that fails is dropped and the
-    lookup retried unprepared.
-    """
-    raw = conn._raw  # the storage package's own connection wrapper
-    with _LOCK:
-        cache = _PREPARED.setdefault(conn, {})
-    out: list[list[Any]] = []
-    for key in keys:
-        try:
-            statement = cache.get(query)
-            if statement is None:
-                statement = cache[query] = raw._prepare(query)
-            out += raw.execute(statement, {"u": key}).get_all()
-        except RuntimeError:
-            cache.pop(query, None)
-            out += conn.rows(query, {"u": key})
-    return out
-
-
-def entities_by_uuids(conn: Conn, uuids: Sequence[str]) -> dict[str, Entity]:
-    """Entities by uuid (missing ones are absent from the result)."""
-    rows = _point_rows(conn, f"MATCH (e:Entity) WHERE e.uuid = $u RETURN {ENTITY_COLS}", uuids)
-    return {row[0]: _entity(row) for row in rows}
-
-
-def facts_by_uuids(conn: Conn, uuids: Sequence[str]) -> dict[str, Fact]:
-    """Facts by uuid, whatever their hops (missing ones are absent from the result)."""
-    rows = _point_rows(conn, f"MATCH (f:Fact) WHERE f.uuid = $u RETURN {FACT_COLS}", uuids)
-    return {row[0]: _fact(row) for row in rows}
-
-
-def episodes_by_uuids(conn: Conn, uuids: Sequence[str]) -> dict[str, Episode]:
-    """Episodes by uuid (missing ones are absent from the result)."""
-    rows = _point_rows(conn, f"MATCH (ep:Episode) WHERE ep.uuid = $u RETURN {EPISODE_COLS}", uuids)
-    return {row[0]: _episode(row) for row in rows}

@@ -23,7 +23,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,11 @@ logger = logging.getLogger(__name__)
 # parameters (index DDL, raw Cypher) clears them.
 _KEEPS_PREPARED = frozenset({"BEGIN TRANSACTION", "COMMIT", "CHECKPOINT"})
 _PREPARED_MAX = 256
+# Up to this many keys, `point_rows` runs one prepared primary-key lookup per key (~0.3 ms
+# each at any table size); beyond it, one `UNWIND` query, which Kuzu 0.11 plans as a hash join
+# over the whole table: ~3 ms at 20k entities whatever the number of keys, growing with the
+# table (measured: 10 keys 2.9 ms by point vs 4.0 ms by UNWIND; 50 keys 11.9 vs 2.9 ms).
+_POINT_MAX = 16
 
 
 class Conn:
@@ -57,6 +62,7 @@ class Conn:
     def __init__(self, raw: Any, *, prepare: bool = False) -> None:
         self._raw = raw
         self._prepared: dict[str, Any] | None = {} if prepare else None
+        self._points: dict[str, Any] = {}
 
     def run(self, query: str, params: dict[str, Any] | None = None) -> Any:
         try:
@@ -81,6 +87,29 @@ class Conn:
             return list(result.get_all())
         except RuntimeError as exc:
             raise StorageError(str(exc)) from exc
+
+    def point_rows(
+        self, one: str, many: str, keys: Sequence[Any], params: dict[str, Any] | None = None
+    ) -> list[list[Any]]:
+        """Rows for each key: `one` matches a primary key `$u`, `many` is the same query over
+        `UNWIND $keys AS u`. A few keys are looked up one by one with a prepared statement
+        (cached on this connection; one that fails — e.g. after a schema change — is dropped
+        and the lookup retried unprepared); many go in one `many` query. `params` are passed to
+        both."""
+        extra = params or {}
+        if len(keys) > _POINT_MAX:
+            return self.rows(many, {**extra, "keys": list(keys)})
+        out: list[list[Any]] = []
+        for key in keys:
+            try:
+                statement = self._points.get(one)
+                if statement is None:
+                    statement = self._points[one] = self._raw._prepare(one)
+                out += self._raw.execute(statement, {**extra, "u": key}).get_all()
+            except RuntimeError:
+                self._points.pop(one, None)
+                out += self.rows(one, {**extra, "u": key})
+        return out
 
     def columns_and_rows(self, query: str) -> tuple[list[str], list[list[Any]]]:
         result = self.run(query)

@@ -21,21 +21,18 @@ Uses only the standard library and lcg's own numpy-based hash embedder (no extra
 from __future__ import annotations
 
 import json
-import socket
-import socketserver
 import threading
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from lcg.embedding.hashing import HashEmbedder
+from lcg.testing.listener import JsonHandler, Listener
 
 __all__ = ["ScriptedEmbeddingServer"]
 
 
-class ScriptedEmbeddingServer:
+class ScriptedEmbeddingServer(Listener):
     """Deterministic `/v1/embeddings` over TCP (`url`) and/or a Unix socket (`uds_path`)."""
 
     def __init__(
@@ -47,18 +44,14 @@ class ScriptedEmbeddingServer:
         reported_model: str | None = None,
         max_batch: int | None = None,
     ) -> None:
+        super().__init__(tcp=tcp, uds_path=uds_path)
         self.dim = dim
         self.reported_model = reported_model
         self.max_batch = max_batch
-        self._tcp = tcp
-        self._uds_path = Path(uds_path) if uds_path is not None else None
         self._lock = threading.Lock()
         self._failures: deque[int] = deque()
         self.batches: list[list[str]] = []  # the inputs of every embeddings request, in order
         self.models: list[str] = []  # the model each request named
-        self._servers: list[socketserver.BaseServer] = []
-        self._threads: list[threading.Thread] = []
-        self._port: int | None = None
 
     # -- inspection and control --------------------------------------------------------------
 
@@ -82,59 +75,12 @@ class ScriptedEmbeddingServer:
     @property
     def url(self) -> str:
         """`http://127.0.0.1:PORT` (the client appends `/v1/embeddings`)."""
-        if self._port is None:
-            raise RuntimeError("the server has no TCP listener (tcp=False, or not started)")
-        return f"http://127.0.0.1:{self._port}"
-
-    @property
-    def uds_path(self) -> Path:
-        if self._uds_path is None:
-            raise RuntimeError("the server has no Unix socket (uds_path not given)")
-        return self._uds_path
+        return f"http://127.0.0.1:{self.port}"
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def start(self) -> ScriptedEmbeddingServer:
-        handler = _make_handler(self)
-        if self._tcp:
-            tcp_server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-            tcp_server.daemon_threads = True
-            self._port = int(tcp_server.server_address[1])
-            self._servers.append(tcp_server)
-        if self._uds_path is not None:
-            if self._uds_path.exists():
-                self._uds_path.unlink()
-            self._servers.append(_UnixHTTPServer(str(self._uds_path), handler))
-        for server in self._servers:
-            thread = threading.Thread(
-                target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def stop(self) -> None:
-        """Stop listening: later connections are refused."""
-        for server in self._servers:
-            server.shutdown()
-            server.server_close()
-        for thread in self._threads:
-            thread.join(timeout=5)
-        self._servers.clear()
-        self._threads.clear()
-        if self._uds_path is not None and self._uds_path.exists():
-            self._uds_path.unlink()
-
-    def __enter__(self) -> ScriptedEmbeddingServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _handler(self) -> type[JsonHandler]:
+        return _make_handler(self)
 
     # -- request handling (server threads) -----------------------------------------------------
 
@@ -167,34 +113,8 @@ class ScriptedEmbeddingServer:
         }
 
 
-class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-
-def _make_handler(owner: ScriptedEmbeddingServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def setup(self) -> None:
-            super().setup()
-            if self.connection.family != socket.AF_UNIX:  # no 40 ms Nagle/delayed-ACK stalls
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-        def address_string(self) -> str:
-            # A Unix-socket peer has no (host, port) address.
-            return str(self.client_address[0]) if self.client_address else "uds"
-
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+def _make_handler(owner: ScriptedEmbeddingServer) -> type[JsonHandler]:
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""

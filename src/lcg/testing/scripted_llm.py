@@ -4,7 +4,7 @@
 Anthropic-style `/v1/messages`, through `RawReply`) and `GET /v1/models` on 127.0.0.1 (an
 ephemeral port) and/or a Unix socket, from a FIFO queue of scripted replies or a callable
 `(request_json) -> reply`. Each handler runs in its own thread, so a simulated latency
-overlaps across concurrent calls. Standard library only: no lcg or third-party imports.
+overlaps across concurrent calls. Standard library only (and lcg.testing.listener).
 
     with ScriptedLlmServer([TextReply('{"entities": []}')]) as server:
         client = OpenAICompatClient(server.url)   # http://127.0.0.1:PORT/v1
@@ -16,18 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import socketserver
-import sys
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from types import TracebackType
 from typing import Any
+
+from lcg.testing.listener import JsonHandler, Listener
 
 __all__ = [
     "ErrorReply",
@@ -99,7 +95,7 @@ def _prompt_text(body: dict[str, Any]) -> str:
     return "".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
 
 
-class ScriptedLlmServer:
+class ScriptedLlmServer(Listener):
     """A chat-completions endpoint scripted by a reply queue or a responder callable.
 
     Args:
@@ -124,24 +120,18 @@ class ScriptedLlmServer:
         reject_response_formats: Iterable[str] = (),
         model: str = "scripted-model",
     ) -> None:
-        if not tcp and uds_path is None:
-            raise ValueError("ScriptedLlmServer needs tcp=True or a uds_path")
+        super().__init__(tcp=tcp, uds_path=uds_path)
         self._responder: Responder | None = None
         self._queue: deque[Reply | str] = deque()
         if callable(replies):
             self._responder = replies
         elif replies is not None:
             self._queue.extend(replies)
-        self._tcp = tcp
-        self._uds_path = Path(uds_path) if uds_path is not None else None
         self.latency_s = latency_s
         self.reject_response_formats = frozenset(reject_response_formats)
         self.model = model
         self.recorded: list[RecordedRequest] = []
         self._cond = threading.Condition()
-        self._servers: list[socketserver.BaseServer] = []
-        self._threads: list[threading.Thread] = []
-        self._port: int | None = None
 
     # -- scripting and assertions ------------------------------------------------------------
 
@@ -179,61 +169,12 @@ class ScriptedLlmServer:
     @property
     def url(self) -> str:
         """Base URL of the TCP listener, e.g. `http://127.0.0.1:PORT/v1`."""
-        if self._port is None:
-            raise RuntimeError("the server is not listening on TCP (start it, or tcp=True)")
-        return f"http://127.0.0.1:{self._port}/v1"
-
-    @property
-    def uds_path(self) -> Path:
-        if self._uds_path is None:
-            raise RuntimeError("the server has no Unix socket (pass uds_path)")
-        return self._uds_path
+        return f"http://127.0.0.1:{self.port}/v1"
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> ScriptedLlmServer:
-        handler = _make_handler(self)
-        if self._tcp:
-            # Headers and body go out as two writes: no Nagle delay on TCP (a Unix socket has
-            # no such option, so only the TCP handler sets it).
-            tcp_handler = type("TcpHandler", (handler,), {"disable_nagle_algorithm": True})
-            tcp_server = _TcpHTTPServer(("127.0.0.1", 0), tcp_handler)
-            self._port = int(tcp_server.server_address[1])
-            self._servers.append(tcp_server)
-        if self._uds_path is not None:
-            if self._uds_path.exists():
-                self._uds_path.unlink()
-            self._servers.append(_UnixHTTPServer(str(self._uds_path), handler))
-        for server in self._servers:
-            thread = threading.Thread(
-                target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def stop(self) -> None:
-        """Stop listening: later connections are refused."""
-        for server in self._servers:
-            server.shutdown()
-            server.server_close()
-        for thread in self._threads:
-            thread.join(timeout=5)
-        self._servers.clear()
-        self._threads.clear()
-        if self._uds_path is not None and self._uds_path.exists():
-            self._uds_path.unlink()
-
-    def __enter__(self) -> ScriptedLlmServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _handler(self) -> type[JsonHandler]:
+        return _make_handler(self)
 
     # -- request handling (server threads) -----------------------------------------------------
 
@@ -290,43 +231,8 @@ class ScriptedLlmServer:
         }
 
 
-class _QuietErrors:
-    """A client that gave up (timeout, cancellation) is not a server error worth printing."""
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            traceback.print_exc(file=sys.stderr)
-
-
-class _TcpHTTPServer(_QuietErrors, ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128  # the default backlog (5) drops SYNs of a burst: a 1 s retransmit
-
-
-class _UnixHTTPServer(_QuietErrors, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-
-def _make_handler(owner: ScriptedLlmServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-        def address_string(self) -> str:
-            # A Unix-socket peer has no (host, port) address.
-            return str(self.client_address[0]) if self.client_address else "uds"
-
-        def _send(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+def _make_handler(owner: ScriptedLlmServer) -> type[JsonHandler]:
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             owner._record(RecordedRequest("GET", self.path, dict(self.headers.items())))
             if self.path.rstrip("/").endswith("/models"):

@@ -1,0 +1,133 @@
+"""What the scripted servers share: listening on loopback TCP and/or a Unix socket, each
+request in its own thread, started and stopped as a context manager. Standard library only."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import socketserver
+import sys
+import threading
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+__all__ = ["JsonHandler", "Listener"]
+
+
+class _QuietErrors:
+    """A client that gave up (timeout, cancellation) is not a server error worth printing."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            traceback.print_exc(file=sys.stderr)
+
+
+class _TcpHTTPServer(_QuietErrors, ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # the default backlog (5) drops SYNs of a burst: a 1 s retransmit
+
+
+class _UnixHTTPServer(_QuietErrors, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 keep-alive, JSON answers, no request log, no Nagle stalls."""
+
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out as separate writes: Nagle with delayed ACKs would stall each
+        # answer ~40 ms on TCP (a Unix socket has no such option).
+        if self.connection.family != socket.AF_UNIX:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def address_string(self) -> str:
+        # A Unix-socket peer has no (host, port) address.
+        return str(self.client_address[0]) if self.client_address else "uds"
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class Listener:
+    """Serve `self._handler()` on 127.0.0.1 (an ephemeral port) and/or a Unix socket."""
+
+    def __init__(self, *, tcp: bool, uds_path: str | os.PathLike[str] | None) -> None:
+        if not tcp and uds_path is None:
+            raise ValueError(f"{type(self).__name__} needs tcp=True or a uds_path")
+        self._tcp = tcp
+        self._uds_path = Path(uds_path) if uds_path is not None else None
+        self._servers: list[socketserver.BaseServer] = []
+        self._threads: list[threading.Thread] = []
+        self._port: int | None = None
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the server is not listening on TCP (start it, or tcp=True)")
+        return self._port
+
+    @property
+    def uds_path(self) -> Path:
+        if self._uds_path is None:
+            raise RuntimeError("the server has no Unix socket (pass uds_path)")
+        return self._uds_path
+
+    def start(self) -> Self:
+        handler = self._handler()
+        if self._tcp:
+            tcp_server = _TcpHTTPServer(("127.0.0.1", 0), handler)
+            self._port = int(tcp_server.server_address[1])
+            self._servers.append(tcp_server)
+        if self._uds_path is not None:
+            if self._uds_path.exists():
+                self._uds_path.unlink()
+            self._servers.append(_UnixHTTPServer(str(self._uds_path), handler))
+        for server in self._servers:
+            thread = threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        """Stop listening: later connections are refused."""
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._servers.clear()
+        self._threads.clear()
+        if self._uds_path is not None and self._uds_path.exists():
+            self._uds_path.unlink()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
