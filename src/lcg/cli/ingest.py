@@ -219,13 +219,15 @@ def ingest(
         return
 
     started = time.monotonic()
+    # Nothing to extract (every file unchanged): no probe either, so a no-op re-run calls nothing.
+    probe = not skip_preflight and bool(plan.of("new", "changed"))
     client = service_client(home, socket_path)
     if client is not None:
         with client:
             status = client.call("knowledge_status")
         remote = _ServiceCaller(client.socket_path)
         try:
-            if not skip_preflight:
+            if probe:
                 anyio.run(_preflight_remote, settings, status, as_json)
             stats = anyio.run(_run, remote, plan, state, concurrency, as_json)
         finally:
@@ -233,7 +235,7 @@ def ingest(
     else:
         engine = open_engine(settings)
         try:
-            if not skip_preflight:
+            if probe:
                 anyio.run(_preflight_local, settings, engine, as_json)
             stats = anyio.run(_run, _EngineCaller(engine), plan, state, concurrency, as_json)
         finally:
