@@ -24,7 +24,7 @@ from rich.table import Table
 
 from lcg.config import Settings, load_settings
 from lcg.engine import Engine, open_engine
-from lcg.extraction.select import describe_llm
+from lcg.extraction.select import describe_llm, plan_llm
 from lcg.service.registry import REGISTRY, dispatch
 from lcg.storage.store import delete_database_files
 
@@ -172,13 +172,11 @@ def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> 
     if directory.exists():
         shutil.rmtree(directory)
     settings = _settings(directory)
+    if settings.extractor == "llm" and plan_llm(settings) is None:
+        # Nothing configured: the demo still runs, offline, and says so.
+        settings = _settings(directory, extractor="heuristic")
     engine = open_engine(settings)
     try:
-        if settings.extractor == "llm" and not describe_llm(engine)["configured"]:
-            # Nothing configured: the demo still runs, offline, and says so.
-            engine.close()
-            settings = _settings(directory, extractor="heuristic")
-            engine = open_engine(settings)
         console.print(
             f"[bold]lcg demo[/] — workspace {directory}/: Kuzu + JSONL WAL, "
             f"{engine.embedder.identity.model} embeddings, {_extractor_line(engine)}"
