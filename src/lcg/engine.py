@@ -482,10 +482,12 @@ class Engine:
 
     # -- the commit primitive --------------------------------------------------------------
 
-    def _prepare(self, group_id: str, ops: list[Op]) -> _Batch:
-        """Plan and compute a batch's vectors (no lock held)."""
+    def _prepare(self, group_id: str, ops: list[Op], *, cache_only: bool = False) -> _Batch:
+        """Plan and compute a batch's vectors (no lock held, unless `cache_only`: then only
+        cached vectors are used and the model is never called)."""
         plan = plan_for_ops(group_id, ops)
-        return _Batch(group_id, ops, embed_plan(plan, self.embedder), plan.stale)
+        vectors = embed_plan(plan, self.embedder, cache_only=cache_only)
+        return _Batch(group_id, ops, vectors, plan.stale)
 
     def _commit(self, batches: Sequence[_Batch]) -> list[tuple[int, int]]:
         """Apply, log and commit batches of several groups atomically (write lock held).
@@ -601,10 +603,12 @@ class Engine:
     def commit_ops(self, batches: Sequence[tuple[str, list[Op]]]) -> list[tuple[int, int]]:
         """Apply, log and commit operations of several groups atomically (write lock held).
 
-        For passes that only re-point rows already stored: their texts were embedded before, so
-        the embedder answers from its cache and no provider is called under the lock.
+        For passes that re-point or re-type rows already stored. Vectors come from the embedding
+        cache only (the model is never called under the lock); a text the cache lacks (a renamed
+        entity, say) gets its vector later, from backfill or a rebuild, and the search index
+        embeds it itself when it reloads the group.
         """
-        return self._commit([self._prepare(g, ops) for g, ops in batches if ops])
+        return self._commit([self._prepare(g, ops, cache_only=True) for g, ops in batches if ops])
 
     def name_lookup(self, group_id: str, name: str) -> list[tuple[str, bool]]:
         """(uuid, is_merged) of the entities with this name in the group, earliest first."""
@@ -942,7 +946,7 @@ class Engine:
                             for g, n in zip(group_ids, counts, strict=True)
                             if any(n.values())
                         ]
-                        + [self._prepare(g, ops) for g, ops in unbind.items()]
+                        + [self._prepare(g, ops, cache_only=True) for g, ops in unbind.items()]
                     )
             return {
                 "success": True,

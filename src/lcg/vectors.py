@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lcg.embedding.base import Embedder
-from lcg.embedding.cache import text_hash
+from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
 
@@ -85,9 +85,18 @@ def plan_for_ops(group_id: str, ops: Iterable[Op]) -> EmbeddingPlan:
 
 
 def embed_plan(
-    plan: EmbeddingPlan, embedder: Embedder, stored: Mapping[str, str] | None = None
+    plan: EmbeddingPlan,
+    embedder: Embedder,
+    stored: Mapping[str, str] | None = None,
+    *,
+    cache_only: bool = False,
 ) -> list[EmbeddingRow]:
-    """Embed the planned texts whose (model, text) hash differs from `stored`, in one batch."""
+    """Embed the planned texts whose (model, text) hash differs from `stored`, in one batch.
+
+    With `cache_only` (for callers holding the write lock), only texts already in the embedding
+    cache get a row; the others are left for `knowledge_backfill_summary_embeddings` or a rebuild
+    (the search index embeds them itself when it reloads, outside the lock).
+    """
     model = embedder.identity.model
     todo = []
     for kind, owner, group_id, text in plan.wanted:
@@ -97,6 +106,15 @@ def embed_plan(
         todo.append((kind, owner, group_id, digest, text))
     if not todo:
         return []
+    if cache_only:
+        if not isinstance(embedder, CachedEmbedder):
+            return []
+        found = embedder.cached([t[4] for t in todo])
+        return [
+            EmbeddingRow(kind=k, owner=o, group_id=g, text_hash=h, vec=vec)
+            for (k, o, g, h, _), vec in zip(todo, found, strict=True)
+            if vec is not None
+        ]
     vectors = embedder.embed([t[4] for t in todo])
     return [
         EmbeddingRow(kind=k, owner=o, group_id=g, text_hash=h, vec=vectors[i])

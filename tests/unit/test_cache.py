@@ -9,6 +9,8 @@ import numpy as np
 from lcg.embedding import HashEmbedder
 from lcg.embedding.base import EmbedderIdentity, Vectors
 from lcg.embedding.cache import CachedEmbedder
+from lcg.models import Entity
+from lcg.vectors import embed_plan, plan_for_rows
 
 
 class CountingEmbedder:
@@ -52,3 +54,26 @@ def test_each_embedder_identity_has_its_own_file(tmp_path: Path) -> None:
     large = CachedEmbedder(HashEmbedder(32), tmp_path)
     assert small.embed(["x"]).shape == (1, 16) and large.embed(["x"]).shape == (1, 32)
     assert small.path != large.path
+
+
+def test_cache_only_plans_never_call_the_model_and_leave_unseen_texts_out(
+    tmp_path: Path,
+) -> None:
+    counting = CountingEmbedder()
+    cache = CachedEmbedder(counting, tmp_path)
+    cache.embed(["Known name"])
+    counting.seen.clear()
+    plan = plan_for_rows(
+        entities=[
+            Entity("e1", "g", "Known name"),
+            Entity("e2", "g", "Brand new name", summary="Never embedded."),
+        ]
+    )
+    rows = embed_plan(plan, cache, cache_only=True)
+    assert counting.seen == []  # what a caller holding the write lock needs
+    assert [(r.kind, r.owner) for r in rows] == [("entity_name", "e1")]
+    assert np.array_equal(rows[0].vec, counting.inner.embed(["Known name"])[0])
+    assert cache.cached(["Known name", "Brand new name"])[1] is None
+    # Without cache_only the same plan embeds what was missing, in one call.
+    assert len(embed_plan(plan, cache)) == 3
+    assert counting.seen == ["Brand new name", "Never embedded."]

@@ -77,6 +77,14 @@ class CachedEmbedder:
     def __len__(self) -> int:
         return self._count
 
+    def cached(self, texts: list[str]) -> list[Vectors | None]:
+        """Each text's cached vector, or None where this identity never embedded it. Never
+        calls the model: safe while the engine's write lock is held."""
+        model = self.identity.model
+        with self._lock:
+            at = [self._index.get(text_hash(model, t).encode()) for t in texts]
+            return [None if i is None else self._matrix[i].copy() for i in at]
+
     def embed(self, texts: list[str]) -> Vectors:
         """Vectors for `texts`, embedding (in one batch) and caching only the unseen ones."""
         model = self.identity.model
