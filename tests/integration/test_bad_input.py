@@ -21,15 +21,12 @@ from typing import Any
 
 import anyio
 import pytest
+from episode_support import COLLINS, MOON_EPISODE, SATURN, commit_two_episodes
 
 from lcg import (
     ConfigError,
     ConflictError,
     Engine,
-    Entity,
-    Episode,
-    EpisodeCommit,
-    Fact,
     InvalidRequestError,
     LcgError,
     NotFoundError,
@@ -40,7 +37,6 @@ from lcg import (
 )
 from lcg.service.params import parse_params
 from lcg.service.registry import REGISTRY, dispatch
-from lcg.timeutil import now
 from lcg.wal.marks import (
     CheckpointExistsError,
     CheckpointNameError,
@@ -50,11 +46,6 @@ from lcg.wal.marks import (
 
 pytestmark = pytest.mark.anyio
 
-COLLINS = "11111111-1111-4111-8111-111111111111"
-MOON_EPISODE = "22222222-2222-4222-8222-222222222222"
-SATURN = "33333333-3333-4333-8333-333333333333"
-SATURN_EPISODE = "44444444-4444-4444-8444-444444444444"
-FLEW_FACT = "55555555-5555-4555-8555-555555555555"
 UNKNOWN_UUID = "99999999-9999-4999-8999-999999999999"
 
 # Names the name index must keep resolving, as (group, name).
@@ -102,56 +93,7 @@ async def _populate(engine: Engine) -> None:
             "attributes": {"seat": "left"},
         },
     )
-    stamp = now()
-    await engine.commit_episode(
-        EpisodeCommit(
-            group_id="liminis",
-            episode=Episode(
-                uuid=MOON_EPISODE,
-                group_id="liminis",
-                name="chunk-1",
-                content="Michael Collins flew Apollo 11's command module.",
-                source_description="notes/moon.md:1",
-                source_file="notes/moon.md",
-                chunk_id="chunk-1",
-                created_at=stamp,
-                valid_at=stamp,
-            ),
-            entities=[Entity(COLLINS, "liminis", "Michael Collins", created_at=stamp)],
-            facts=[
-                Fact(
-                    FLEW_FACT,
-                    "liminis",
-                    COLLINS,
-                    apollo["entity_uuid"],
-                    "FLEW",
-                    "Michael Collins flew Apollo 11",
-                    episodes=(MOON_EPISODE,),
-                    created_at=stamp,
-                )
-            ],
-            mentions=[COLLINS, apollo["entity_uuid"]],
-        )
-    )
-    await engine.commit_episode(
-        EpisodeCommit(
-            group_id="mission-b",
-            episode=Episode(
-                uuid=SATURN_EPISODE,
-                group_id="mission-b",
-                name="chunk-9",
-                content="The Saturn V launched Apollo 11.",
-                source_description="notes/rockets.md:3",
-                source_file="notes/rockets.md",
-                chunk_id="chunk-9",
-                created_at=stamp,
-            ),
-            entities=[
-                Entity(SATURN, "mission-b", "Saturn V", ("Entity", "Rocket"), created_at=stamp)
-            ],
-            mentions=[SATURN],
-        )
-    )
+    await commit_two_episodes(engine, apollo["entity_uuid"], ("Entity", "Rocket"))
     await dispatch(engine, "knowledge_assert_entity", {"name": "Ops Lead", "group_id": "team/ops"})
     await dispatch(
         engine,

@@ -15,15 +15,12 @@ from typing import Any
 
 import anyio
 import pytest
+from episode_support import commit_two_episodes
 from rpc_support import running_server, wait_settled
 
 from lcg import (
     ConflictError,
     Engine,
-    Entity,
-    Episode,
-    EpisodeCommit,
-    Fact,
     InvalidRequestError,
     Settings,
     UnavailableError,
@@ -34,13 +31,6 @@ from lcg.recovery_admin import DID_NOT_REOPEN, find_backup, quarantine_journal
 from lcg.service.registry import dispatch
 from lcg.service.rpc.client import RpcClient, RpcError
 from lcg.telemetry import ListSink
-from lcg.timeutil import now
-
-COLLINS = "11111111-1111-4111-8111-111111111111"
-MOON_EPISODE = "22222222-2222-4222-8222-222222222222"
-SATURN = "33333333-3333-4333-8333-333333333333"
-SATURN_EPISODE = "44444444-4444-4444-8444-444444444444"
-FLEW_FACT = "55555555-5555-4555-8555-555555555555"
 
 QUERIES = {
     "Entity": "MATCH (n:Entity) RETURN n",
@@ -66,54 +56,7 @@ async def _populate(engine: Engine) -> None:
         "knowledge_assert_relationship",
         {"source_name": "Neil Armstrong", "target_name": "Apollo 11", "predicate": "COMMANDED"},
     )
-    stamp = now()
-    await engine.commit_episode(
-        EpisodeCommit(
-            group_id="liminis",
-            episode=Episode(
-                uuid=MOON_EPISODE,
-                group_id="liminis",
-                name="chunk-1",
-                content="Michael Collins flew Apollo 11's command module.",
-                source_description="notes/moon.md:1",
-                source_file="notes/moon.md",
-                chunk_id="chunk-1",
-                created_at=stamp,
-                valid_at=stamp,
-            ),
-            entities=[Entity(COLLINS, "liminis", "Michael Collins", created_at=stamp)],
-            facts=[
-                Fact(
-                    FLEW_FACT,
-                    "liminis",
-                    COLLINS,
-                    apollo["entity_uuid"],
-                    "FLEW",
-                    "Michael Collins flew Apollo 11",
-                    episodes=(MOON_EPISODE,),
-                    created_at=stamp,
-                )
-            ],
-            mentions=[COLLINS, apollo["entity_uuid"]],
-        )
-    )
-    await engine.commit_episode(
-        EpisodeCommit(
-            group_id="mission-b",
-            episode=Episode(
-                uuid=SATURN_EPISODE,
-                group_id="mission-b",
-                name="chunk-9",
-                content="The Saturn V launched Apollo 11.",
-                source_description="notes/rockets.md:3",
-                source_file="notes/rockets.md",
-                chunk_id="chunk-9",
-                created_at=stamp,
-            ),
-            entities=[Entity(SATURN, "mission-b", "Saturn V", created_at=stamp)],
-            mentions=[SATURN],
-        )
-    )
+    await commit_two_episodes(engine, apollo["entity_uuid"])
     await dispatch(
         engine,
         "knowledge_query_cypher",
