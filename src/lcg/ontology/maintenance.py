@@ -28,7 +28,7 @@ import numpy as np
 
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError, LcgError
-from lcg.extraction.llm import LlmClient
+from lcg.extraction.llm import LlmClient, LlmRequest
 from lcg.models import Entity, Fact
 from lcg.ontology.classify import entity_types_prompt, relation_types_prompt, verdicts
 from lcg.ontology.loader import load_ontology
@@ -97,6 +97,26 @@ def _write_batch(
         if ops:
             engine.commit_ops([(group_id, ops)])
         return len(ops)
+
+
+async def _classify(
+    client: ClientFactory,
+    candidates: Sequence[Any],
+    prompt: Callable[[Sequence[Any]], LlmRequest],
+    progress: Progress,
+) -> list[str]:
+    """One verdict per candidate, asked in batches of LLM_BATCH (no lock held).
+
+    Raises:
+        LcgError: the client cannot be built or a call failed.
+    """
+    llm = client()
+    answers: list[str] = []
+    for batch in _batches(candidates, LLM_BATCH):
+        answers += verdicts(await llm.complete(prompt(batch)), len(batch))
+        if len(answers) % PROGRESS_EVERY == 0:
+            _emit(progress, processed=len(answers), total=len(candidates), phase="classifying")
+    return answers
 
 
 async def _write_fact_types(
@@ -251,15 +271,12 @@ async def reprocess_entity_types(
     _emit(progress, phase="classifying", processed=0, total=len(candidates))
     menu = ontology if scope != "untyped" else None
     try:
-        llm = client()
-        answers: list[str] = []
-        for batch in _batches(candidates, LLM_BATCH):
-            response = await llm.complete(
-                entity_types_prompt([(e.name, e.summary) for e in batch], menu)
-            )
-            answers += verdicts(response, len(batch))
-            if len(answers) % PROGRESS_EVERY == 0:
-                _emit(progress, processed=len(answers), total=len(candidates), phase="classifying")
+        answers = await _classify(
+            client,
+            candidates,
+            lambda b: entity_types_prompt([(e.name, e.summary) for e in b], menu),
+            progress,
+        )
     except LcgError as exc:
         return {
             "success": False,
@@ -524,15 +541,12 @@ async def reprocess_relation_types(
             "breakdown": {},
         }
     try:
-        llm = client()
-        answers: list[str] = []
-        for batch in _batches(candidates, LLM_BATCH):
-            response = await llm.complete(
-                relation_types_prompt([(f.fact, f.relation_type) for f in batch], ontology)
-            )
-            answers += verdicts(response, len(batch))
-            if len(answers) % PROGRESS_EVERY == 0:
-                _emit(progress, processed=len(answers), total=len(candidates), phase="classifying")
+        answers = await _classify(
+            client,
+            candidates,
+            lambda b: relation_types_prompt([(f.fact, f.relation_type) for f in b], ontology),
+            progress,
+        )
     except LcgError as exc:
         return {
             "success": False,
