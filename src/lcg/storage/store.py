@@ -44,7 +44,8 @@ _PREPARED_MAX = 256
 # Up to this many keys, `point_rows` runs one prepared primary-key lookup per key (~0.3 ms
 # each at any table size); beyond it, one `UNWIND` query, which Kuzu 0.11 plans as a hash join
 # over the whole table: ~3 ms at 20k entities whatever the number of keys, growing with the
-# table (measured: 10 keys 2.9 ms by point vs 4.0 ms by UNWIND; 50 keys 11.9 vs 2.9 ms).
+# table (a one-off measurement at 20k entities: 10 keys 2.9 ms by point vs 4.0 ms by UNWIND;
+# 50 keys 11.9 vs 2.9 ms).
 _POINT_MAX = 16
 
 
