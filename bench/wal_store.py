@@ -10,8 +10,8 @@
    upserts, the episode, its mentions: 10 operations, so 5,000 episodes = 50,000 operations)
    written with the WAL writer in the engine's own record format, then (a) a cold open on no
    database (startup catch-up: bulk fold + COPY + embedding with the hash embedder, nothing
-   cached yet), (b) `lcg rebuild` of every group on the live engine (purge, fold, COPY, one
-   full-text index rebuild; vectors come from the embedding cache) and (c)
+   cached yet), (b) `lcg rebuild` of every group on the live engine (purge, fold, COPY; vectors
+   come from the embedding cache) and (c)
    `knowledge_rebuild_from_wal` with `force_clear` called once per group.
 4. Open time of a populated database that needs no replay (median of `--opens`).
 """
@@ -206,12 +206,11 @@ def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
     started = time.perf_counter()
     engine = open_engine(settings)  # no database: startup catch-up replays every group
     cold_s = time.perf_counter() - started
-    cold_fts_s = engine.store.fulltext_build_seconds
     status = anyio.run(engine.status)
     assert all(g["hydration_status"] == "hydrated" for g in status["wal_groups"].values()), status
     counts = {k: status[k] for k in ("entity_count", "relationship_count", "episode_count")}
 
-    async def rebuild_all() -> float:  # what `lcg rebuild` does: every group, indexes rebuilt once
+    async def rebuild_all() -> float:  # what `lcg rebuild` does: every group in one call
         start = time.perf_counter()
         results = await engine.rebuild_groups(engine.wal.groups(), force_clear=True)
         assert all(r["failed_lines"] == 0 for r in results), results
@@ -230,9 +229,7 @@ def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
         return time.perf_counter() - start
 
     try:
-        before_fts = engine.store.fulltext_build_seconds
         rebuild_s = anyio.run(rebuild_all)
-        rebuild_fts_s = engine.store.fulltext_build_seconds - before_fts
         each_s = anyio.run(rebuild_each)
         after = anyio.run(engine.status)
         assert {k: after[k] for k in counts} == counts, (after, counts)
@@ -253,11 +250,8 @@ def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
         "wal_write_ops_per_s": round(ops / write_s, 1),
         "cold_open_replay_s": round(cold_s, 3),
         "cold_open_replay_ops_per_s": round(ops / cold_s, 1),
-        "cold_open_fulltext_index_build_s": round(cold_fts_s, 3),
-        "cold_open_ops_per_s_excluding_index_build": round(ops / (cold_s - cold_fts_s), 1),
         "rebuild_all_groups_s": round(rebuild_s, 3),
         "rebuild_all_groups_ops_per_s": round(ops / rebuild_s, 1),
-        "rebuild_all_groups_fulltext_index_build_s": round(rebuild_fts_s, 3),
         "rebuild_from_wal_per_group_s": round(each_s, 3),
         "rebuild_from_wal_per_group_ops_per_s": round(ops / each_s, 1),
         "graph": counts,

@@ -66,7 +66,6 @@ from lcg.pointers import counts_by_state, rebind_locked, unbind_plan
 from lcg.replay import ReplayReport, position_key, replay_group, write_position
 from lcg.search.index import SearchIndex
 from lcg.storage import crossgroup, graph, history
-from lcg.storage.schema import FTS_INDEXES, create_missing_fts_indexes
 from lcg.storage.store import Conn, Store, delete_database_files
 from lcg.telemetry import EventSink, NullSink
 from lcg.temporal import TimeFilter
@@ -84,9 +83,6 @@ logger = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# A tail longer than this is replayed with the full-text indexes dropped and rebuilt after:
-# maintaining them row by row costs more than rebuilding them once.
-_LONG_TAIL = 2000
 # How long `reopen_store` waits for running reads before closing the database under them.
 _READERS_DRAIN_SECONDS = 30.0
 
@@ -162,7 +158,9 @@ def check_statement(query: str) -> None:
     upper = code.upper()
     if "_FTS_INDEX" in upper.replace("QUERY_FTS_INDEX", "") or "_VECTOR_INDEX" in upper:
         raise InvalidRequestError(
-            "query must not create or drop indexes: use knowledge_build_indices", field="query"
+            "query must not create or drop indexes: lcg keeps no Kuzu full-text or vector "
+            "index, search is served by its own index (knowledge_build_indices rebuilds it)",
+            field="query",
         )
 
 
@@ -296,20 +294,16 @@ class Engine:
                 )
             found = [(g, self._catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
-            # Bulk loads need the full-text indexes dropped; drop and rebuild them once for all.
-            heavy = any(plan[0] == "bulk" or plan[1] > _LONG_TAIL for _, plan in plans)
             reports: list[ReplayReport] = []
-            with self.store.fulltext_suspended() if heavy else contextlib.nullcontext():
-                for group, plan in plans:
-                    report = self._catch_up(group, plan)
-                    if report is not None:
-                        reports.append(report)
+            for group, plan in plans:
+                report = self._catch_up(group, plan)
+                if report is not None:
+                    reports.append(report)
             if reports:
                 self._rewire_cross_group()
             self._names.load(self._read(graph.name_rows))
-            self.indices_built = self._indices_present()
             self._search.reset()
-        self._warm_search()
+        self.indices_built = self._warm_search()
         return reports
 
     def close(self) -> None:
@@ -411,10 +405,7 @@ class Engine:
         return held if isinstance(held, int) else None
 
     def _catch_up(self, group_id: str, plan: tuple[str, int] | None = None) -> ReplayReport | None:
-        """Apply what the group's WAL holds beyond its applied position (write lock held).
-
-        A bulk plan must run inside `store.fulltext_suspended()` (startup arranges that).
-        """
+        """Apply what the group's WAL holds beyond its applied position (write lock held)."""
         plan = plan if plan is not None else self._catch_up_plan(group_id)
         if plan is None:
             return None
@@ -573,13 +564,19 @@ class Engine:
             elif op.name == "cypher.exec":
                 self._reload_names()
 
-    def _warm_search(self) -> None:
-        """Load the search index now rather than on the first search (a failure only defers it)."""
+    def _warm_search(self, groups: Sequence[str] | None = None) -> bool:
+        """Load the search index of `groups` (None: all) now rather than on the first search;
+        whether it loaded (a failure only defers the load to the next search)."""
         try:
-            self._search.warm()
-        except Exception:  # derived data: a failed load must not fail the open
+            self._search.warm(groups)
+        except Exception:  # derived data: a failed load must not fail the open or the rebuild
             logger.exception("search index load failed; it is retried on the next search")
-            self._search.reset()
+            if groups is None:
+                self._search.reset()
+            else:
+                self._search.invalidate(groups)
+            return False
+        return True
 
     @property
     def search_index(self) -> SearchIndex:
@@ -1044,24 +1041,31 @@ class Engine:
 
         return await self._run(write)
 
-    def _indices_present(self) -> bool:
+    def build_search_index(self) -> None:
+        """Drop the in-process search index and load it again for every group, now.
+
+        Runs without the write lock, as the load at open does: texts the embedding cache lacks
+        may need the model, and loads that race with commits are settled by the index's
+        per-group versions. `indices_built` is false from the start and true only once every
+        partition loaded.
+
+        Raises:
+            StorageError: the load failed (the index then reloads lazily on the next search).
+        """
+        self.indices_built = False
+        self._search.reset()
         try:
-            with self.store.read() as conn:
-                names = {row[1] for row in conn.rows("CALL SHOW_INDEXES() RETURN *")}
-        except StorageError:
-            return False
-        return all(name in names for _, name, _ in FTS_INDEXES)
+            self._search.warm()
+        except Exception as exc:
+            self._search.reset()
+            raise StorageError(f"search index build failed: {exc}") from exc
+        self.indices_built = True
 
     async def build_indices(self) -> dict[str, Any]:
+        """`knowledge_build_indices` (API.md §2.36): rebuild lcg's search index eagerly."""
+
         def write() -> dict[str, Any]:
-            with self._write_lock:
-                try:
-                    with self.store.writer() as w:
-                        create_missing_fts_indexes(w.run)
-                except StorageError:
-                    self.indices_built = False
-                    raise
-                self.indices_built = True
+            self.build_search_index()
             return {"status": "ok", "indices_built": True}
 
         return await self._run(write)
@@ -1368,7 +1372,7 @@ class Engine:
         dry_run: bool = False,
         progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> list[dict[str, Any]]:
-        """Rebuild several groups from their WALs, rebuilding the full-text indexes once at the end."""
+        """Rebuild several groups from their WALs, under one hold of the write lock."""
 
         def run() -> list[dict[str, Any]]:
             with self._write_lock:
@@ -1376,13 +1380,10 @@ class Engine:
                     return [
                         self._rebuild(g, 0, None, True, force_clear, progress) for g in group_ids
                     ]
-                with self.store.fulltext_suspended():
-                    results = [
-                        self._rebuild(g, 0, None, False, force_clear, progress) for g in group_ids
-                    ]
-                self.indices_built = self._indices_present()
-                for result in results:
-                    result["indices_built"] = self.indices_built
+                results = [
+                    self._rebuild(g, 0, None, False, force_clear, progress) for g in group_ids
+                ]
+                self.indices_built = all(r["indices_built"] for r in results)
                 return results
 
         return await self._run(run)
@@ -1510,23 +1511,22 @@ class Engine:
             self.indices_built = False
             self._search.invalidate([group_id])
             self._wal.drop_stream(group_id)
-            with self.store.fulltext_suspended():
-                if from_seq == 0 and has_data:
-                    with self.store.transaction() as tx:
-                        graph.purge_group(tx, group_id)
-                        write_position(tx, group_id, None, generation)
-                report = replay_group(
-                    self.store,
-                    directory,
-                    group_id,
-                    self.embedder,
-                    generation=generation,
-                    from_seq=from_seq,
-                    to_seq=to_seq,
-                    bulk_load=from_seq == 0,
-                    batch_size=self.settings.replay_batch_size,
-                    progress=progress,
-                )
+            if from_seq == 0 and has_data:
+                with self.store.transaction() as tx:
+                    graph.purge_group(tx, group_id)
+                    write_position(tx, group_id, None, generation)
+            report = replay_group(
+                self.store,
+                directory,
+                group_id,
+                self.embedder,
+                generation=generation,
+                from_seq=from_seq,
+                to_seq=to_seq,
+                bulk_load=from_seq == 0,
+                batch_size=self.settings.replay_batch_size,
+                progress=progress,
+            )
             self._stamp_replayed(group_id, full=from_seq == 0)
             max_seq = self._wal.bounds(group_id).max_seq
             if (
@@ -1544,7 +1544,8 @@ class Engine:
             # Pointers into a re-derived group are re-resolved by name, ignoring the staleness
             # gate: after a reset or a bounded restore, positions are not comparable.
             rebind = rebind_locked(self, group_id, force=True) if from_seq == 0 else None
-            self.indices_built = self._indices_present()
+            # The group's texts were just embedded by the replay: loading it hits the cache.
+            self.indices_built = self._warm_search([group_id])
             self._emit_replay(report)
             record_ingested_ontology(self.settings)  # the graph now reflects the current ontology
             result = report.to_wire(

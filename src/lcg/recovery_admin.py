@@ -37,7 +37,6 @@ from lcg.errors import ConflictError, StorageError
 from lcg.recovery import DEGRADED_DB_OPEN_FAILED, is_lock_conflict, move_database_aside
 from lcg.replay import ReplayReport
 from lcg.storage import graph
-from lcg.storage.schema import create_missing_fts_indexes
 from lcg.storage.store import Store
 
 __all__ = [
@@ -107,10 +106,13 @@ def _copy_backup(backup: Path, db_path: Path) -> None:
 
 
 def _ensure_indexes(engine: Engine) -> None:
-    """Create any missing full-text index (write lock held); a failure fails the recovery."""
-    with engine.store.writer() as w:
-        create_missing_fts_indexes(w.run)
-    engine.indices_built = True
+    """Make sure the search index loaded (write lock held); a failure fails the recovery.
+
+    The reopening's startup already loaded it; only if that failed is it built again here,
+    to report why.
+    """
+    if not engine.indices_built:
+        engine.build_search_index()
 
 
 def _episode_count(store: Store) -> int:

@@ -15,7 +15,6 @@ The caller holds the engine's write lock for the whole replay.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections import Counter
@@ -167,41 +166,11 @@ def replay_group(
     bulk_load: bool = False,
     batch_size: int = 64,
     progress: Progress | None = None,
-    suspend_fulltext: bool = False,
 ) -> ReplayReport:
     """Replay `[from_seq, to_seq]` of a group's stream; see the module docstring for the modes.
 
-    `bulk_load` may only be asked for when the group holds no rows, and only inside
-    `store.fulltext_suspended()` (COPY into a full-text indexed table is unsafe, see
-    storage/README.md); `suspend_fulltext` asks this call to suspend them itself.
+    `bulk_load` may only be asked for when the group holds no rows.
     """
-    with store.fulltext_suspended() if suspend_fulltext else contextlib.nullcontext():
-        return _replay(
-            store,
-            directory,
-            group_id,
-            embedder,
-            generation,
-            from_seq,
-            to_seq,
-            bulk_load,
-            batch_size,
-            progress,
-        )
-
-
-def _replay(
-    store: Store,
-    directory: Path,
-    group_id: str,
-    embedder: Embedder,
-    generation: str | None,
-    from_seq: int,
-    to_seq: int | None,
-    bulk_load: bool,
-    batch_size: int,
-    progress: Progress | None,
-) -> ReplayReport:
     started = time.perf_counter()
     report = ReplayReport(group_id, from_seq, to_seq)
     stats = ReadStats()

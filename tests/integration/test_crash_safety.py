@@ -13,7 +13,7 @@ Checks after every kill:
     none is; every fact has both RELATES_TO hops; at most the one write in flight when the
     child died is present without an acknowledgement;
 (c) after startup catch-up every group's applied_seq equals its WAL max_seq;
-(d) the full-text index agrees with the rows.
+(d) the search index agrees with the rows.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 
 import anyio
 import pytest
+from search_support import indexed
 
 from lcg import Settings, open_engine
 from lcg.engine import Engine
@@ -44,7 +45,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 KILLS = 20
 SEED = int(os.environ.get("CRASH_TEST_SEED", "20240611"))  # override to explore other timings
 GROUPS = ("crash_a", "crash_b")
-# Tokens put into entity names only (never into summaries), to check the full-text index with.
+# Tokens put into entity names only (never into summaries), to check the search index with.
 # None is an English stop word and each is left unchanged by the porter stemmer.
 WORDS = ("zebra", "otter", "falcon", "heron", "bison", "lemur", "panda", "koala")
 SETTINGS: dict[str, Any] = {
@@ -225,15 +226,6 @@ def _check_workspace(
             "MATCH (ep:Episode)-[:MENTIONS]->(e:Entity) RETURN ep.uuid, e.uuid"
         ):
             mentions.setdefault(ep, set()).add(ent)
-        fts = {
-            word: {
-                r[0]
-                for r in conn.rows(
-                    f"CALL QUERY_FTS_INDEX('Entity', 'entity_text', '{word}') RETURN node.uuid"
-                )
-            }
-            for word in WORDS
-        }
 
     # (a) every acknowledged write is there, as written.
     for rec in acked:
@@ -324,12 +316,13 @@ def _check_workspace(
             f"unacknowledged row {text!r} is not the write {run} had in flight"
         )
 
-    # (d) the full-text index agrees with the rows.
+    # (d) the search index (lcg's text index) agrees with the rows.
     for word in WORDS:
         expected = {e.uuid for e in entities.values() if word in e.name.lower().split()}
-        assert fts[word] == expected, (
-            f"full-text hits for {word!r}: missing {sorted(expected - fts[word])[:5]}, "
-            f"extra {sorted(fts[word] - expected)[:5]}"
+        hits = indexed(engine, "Entity", word)
+        assert hits == expected, (
+            f"search index hits for {word!r}: missing {sorted(expected - hits)[:5]}, "
+            f"extra {sorted(hits - expected)[:5]}"
         )
 
 

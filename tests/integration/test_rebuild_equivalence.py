@@ -6,7 +6,8 @@ entities, facts, fact updates, invalidations and mentions; episode, source and c
 purges; entity merges; a full clear). After it, every row and edge of the graph is snapshotted and compared with
 the graph obtained (1) by `knowledge_rebuild_from_wal` with `force_clear` for every group on the
 live engine, and (2) by deleting the database and reopening (startup catch-up, bulk mode). Each
-state must also answer the full-text indexes exactly as a Python tokenisation of its rows says.
+state's search index (lcg.search, the text index lcg keeps) must also answer exactly as a Python
+tokenisation of its rows says.
 The explicit rebuild happens part-way (at a drawn cut), and the rest of the writes follow it, so
 the engine is also shown to keep writing correctly after a rebuild.
 
@@ -30,6 +31,7 @@ import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rebuild_jobs import rebuild_and_wait
+from search_support import indexed
 
 from lcg import (
     ConflictError,
@@ -45,7 +47,6 @@ from lcg import (
 from lcg.models import canonical_attributes, normalize_labels
 from lcg.service.registry import dispatch
 from lcg.storage import graph
-from lcg.storage.schema import FTS_INDEXES
 from lcg.storage.store import delete_database_files
 from lcg.telemetry import ListSink
 
@@ -87,7 +88,7 @@ EPISODE_COLS = (
 TEXT_COLS = {
     "Entity": ("name", "summary"),
     "Fact": ("name", "fact"),
-    "Episode": ("content", "source_description"),
+    "Episode": ("content",),
 }
 
 # -- strategies ---------------------------------------------------------------------------------
@@ -618,32 +619,26 @@ async def resolved_names(
     return out
 
 
-def check_fulltext(
+def check_text_index(
     engine: Engine, snap: dict[str, list[Any]], probes: tuple[str, ...], how: str
 ) -> None:
-    """Each full-text index returns exactly the rows whose indexed text has the word as a token."""
+    """The search index returns exactly the rows whose indexed text has the word as a token."""
     tables = {
         "Entity": (snap["entities"], ENTITY_COLS),
         "Fact": (snap["facts"], FACT_COLS),
         "Episode": (snap["episodes"], EPISODE_COLS),
     }
-    with engine.store.read() as conn:
-        for table, index, columns in FTS_INDEXES:
-            assert columns == TEXT_COLS[table]
-            rows, names = tables[table]
-            positions = [names.index(c) for c in columns]
-            tokens = {
-                row[0]: {t for p in positions for t in (row[p] or "").lower().split()}
-                for row in rows
-            }
-            for word in probes:
-                got = conn.rows(
-                    f"CALL QUERY_FTS_INDEX('{table}', '{index}', '{word}') RETURN node.uuid"
-                )
-                want = {u for u, toks in tokens.items() if word in toks}
-                assert sorted(r[0] for r in got) == sorted(want), (
-                    f"{how}: {index} answers {word!r} wrongly"
-                )
+    for table, columns in TEXT_COLS.items():
+        rows, names = tables[table]
+        positions = [names.index(c) for c in columns]
+        tokens = {
+            row[0]: {t for p in positions for t in (row[p] or "").lower().split()} for row in rows
+        }
+        for word in probes:
+            want = {u for u, toks in tokens.items() if word in toks}
+            assert indexed(engine, table, word) == want, (
+                f"{how}: the {table} search index answers {word!r} wrongly"
+            )
 
 
 def check_replays(reports: list[dict[str, Any]], how: str) -> None:
@@ -673,17 +668,17 @@ async def scenario(config: Settings, ops: list[object], cut: int, probes: tuple[
         # graph, and the engine goes on writing correctly after it.
         before = snapshot(engine)
         before_names = await resolved_names(engine, before)
-        check_fulltext(engine, before, probes, "live, before knowledge_rebuild_from_wal")
+        check_text_index(engine, before, probes, "live, before knowledge_rebuild_from_wal")
         await explicit_rebuild(engine)
         rebuilt = snapshot(engine)
         assert_same(before, rebuilt, "knowledge_rebuild_from_wal")
         assert await resolved_names(engine, rebuilt) == before_names
-        check_fulltext(engine, rebuilt, probes, "knowledge_rebuild_from_wal")
+        check_text_index(engine, rebuilt, probes, "knowledge_rebuild_from_wal")
         for op in ops[cut:]:
             await driver.run(op)
         live = snapshot(engine)
         live_names = await resolved_names(engine, live)
-        check_fulltext(engine, live, probes, "live")
+        check_text_index(engine, live, probes, "live")
     finally:
         engine.close()
 
@@ -696,7 +691,7 @@ async def scenario(config: Settings, ops: list[object], cut: int, probes: tuple[
         reopened = snapshot(engine)
         assert_same(live, reopened, "reopen")
         assert await resolved_names(engine, reopened) == live_names
-        check_fulltext(engine, reopened, probes, "reopen")
+        check_text_index(engine, reopened, probes, "reopen")
     finally:
         engine.close()
 

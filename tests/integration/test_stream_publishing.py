@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from rebuild_jobs import rebuild_and_wait
+from search_support import indexed
 
 from lcg import (
     Engine,
@@ -41,6 +42,7 @@ from lcg import (
     open_engine,
 )
 from lcg.service.registry import Context, dispatch
+from lcg.storage import graph
 from lcg.telemetry import ListSink
 from lcg.timeutil import now
 from lcg.wal.layout import GENERATION_FILE, group_dir, ordered_files
@@ -205,13 +207,10 @@ async def _wal_group(engine: Engine) -> dict[str, Any]:
 
 
 def _fulltext(engine: Engine, word: str) -> set[str]:
+    """Names of the entities whose search-index text (name + summary) holds `word`."""
+    hits = indexed(engine, "Entity", word)
     with engine.store.read() as conn:
-        return {
-            row[0]
-            for row in conn.rows(
-                f"CALL QUERY_FTS_INDEX('Entity', 'entity_text', '{word}') RETURN node.name"
-            )
-        }
+        return {e.name for e in graph.entities_by_uuids(conn, hits).values()}
 
 
 async def _names(engine: Engine) -> set[str]:

@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 from rebuild_jobs import rebuild_and_wait
+from search_support import indexed
 
 from lcg import Engine, Entity, Episode, Fact, Settings, open_engine
 from lcg.service.registry import dispatch
+from lcg.storage import graph
 from lcg.telemetry import ListSink
 from lcg.timeutil import now
 from lcg.wal.layout import group_dir, ordered_files
@@ -55,13 +57,10 @@ async def _wal_group(engine: Engine, group_id: str) -> dict[str, Any]:
 
 
 def _fulltext(engine: Engine, word: str) -> set[str]:
+    """Names of the entities whose search-index text (name + summary) holds `word`."""
+    hits = indexed(engine, "Entity", word)
     with engine.store.read() as conn:
-        return {
-            row[0]
-            for row in conn.rows(
-                f"CALL QUERY_FTS_INDEX('Entity', 'entity_text', '{word}') RETURN node.name"
-            )
-        }
+        return {e.name for e in graph.entities_by_uuids(conn, hits).values()}
 
 
 async def test_torn_final_line_is_cut_reported_and_writing_resumes(settings: Settings) -> None:

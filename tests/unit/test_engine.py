@@ -134,6 +134,7 @@ def test_several_statements_or_transaction_control_are_refused(query: str) -> No
         "ATTACH '/tmp/other.db' AS other (dbtype kuzu)",
         "detach database other",
         "EXPORT DATABASE '/tmp/out'",
+        "CALL CREATE_FTS_INDEX('Entity', 'entity_text', ['name'])",
         "CALL DROP_FTS_INDEX('Entity', 'entity_text')",
         "CALL CREATE_VECTOR_INDEX('Entity', 'v', 'name')",
     ],
@@ -142,3 +143,5 @@ def test_database_and_index_management_is_refused(query: str) -> None:
     with pytest.raises(InvalidRequestError) as info:
         check_statement(query)
     assert info.value.field == "query"
+    if "INDEX" in query:  # lcg owns the indexes: the refusal says it keeps none in Kuzu
+        assert "lcg keeps no Kuzu full-text or vector index" in str(info.value)

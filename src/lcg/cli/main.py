@@ -153,7 +153,7 @@ def rebuild(ctx: click.Context, groups: tuple[str, ...], force_clear: bool, dry_
             def progress(frame: dict[str, Any]) -> None:
                 bar.update(task, completed=frame.get("mutations_replayed_so_far", 0))
 
-            # One engine call for all groups: the full-text indexes are rebuilt once, at the end.
+            # One engine call for all groups, under one hold of the write lock.
             return await engine.rebuild_groups(
                 targets, force_clear=force_clear, dry_run=dry_run, progress=progress
             )

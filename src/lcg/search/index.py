@@ -232,10 +232,10 @@ class SearchIndex:
             parts = list(self._parts.values())
         return sum(p.nbytes() for p in parts)
 
-    def warm(self) -> None:
-        """Load every partition now (at open), instead of on the first search."""
+    def warm(self, groups: Sequence[str] | None = None) -> None:
+        """Load the partitions of `groups` (None: every group) now, instead of on the first search."""
         for family in FAMILIES:
-            self.views(family, None)
+            self.views(family, groups)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Hybrid search methods: knowledge_find_entities, knowledge_find_relationships, knowledge_search_passages (API.md §2.8-2.10).
 
-Served by the in-process index of lcg.search (BM25 + exact vectors, fused by reciprocal rank),
-not by Kuzu's full-text indexes, so `knowledge_build_indices` is never needed for them. Results
+Served by the in-process index of lcg.search (BM25 + exact vectors, fused by reciprocal rank);
+Kuzu holds no full-text index. The index loads lazily if it is not loaded yet, so
+`knowledge_build_indices` (which reloads it eagerly) is never needed before a search. Results
 come in rank order (the reference's order is unspecified) with the reference's record shapes.
 """
 

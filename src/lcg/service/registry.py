@@ -329,7 +329,8 @@ async def _cypher(engine: Engine, a: p.QueryCypherParams, ctx: Context) -> dict[
     "knowledge_build_indices",
     "admin",
     p.Empty,
-    "Create any missing full-text index. Safe to repeat.",
+    "Drop and reload the in-process search index (text and vectors) of every group; writes wait "
+    "meanwhile. Searches never need it first (the index loads itself). Safe to repeat.",
 )
 async def _build_indices(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
     return await engine.build_indices()

@@ -1,7 +1,7 @@
 """Bulk loading a folded group with `COPY ... FROM` pyarrow tables.
 
-`COPY` from pyarrow is 50-100x faster than `UNWIND` batches (notes/PLATFORM.md §1c) and keeps
-the full-text indexes current. The caller guarantees the group holds no rows yet (a full replay
+`COPY` from pyarrow is 50-100x faster than `UNWIND` batches (notes/PLATFORM.md §1c). The
+caller guarantees the group holds no rows yet (a full replay
 starts from an empty or purged group) and runs this inside one transaction.
 """
 

@@ -3,6 +3,13 @@
 Writes take the writer `Conn` inside a transaction; reads take any `Conn`. Rows come back as
 `lcg.models` values. Batches use `UNWIND` with explicit casts, because Kuzu infers a struct
 field that is null in every row as STRING and then refuses to store it in a TIMESTAMP column.
+
+Which statements batch is decided by how Kuzu 0.11 plans them (measured: storage/README.md):
+`UNWIND ... CREATE` costs the same at any table size, but an `UNWIND` that MATCHes or MERGEs
+rows by key is a hash join over the whole table (~20 ms for 10 rows at 100k rows; 1 s when it
+matches two endpoints), while one prepared statement per row finds its row through the primary
+key index (~0.3 ms). So new rows are created in one `UNWIND`, and rows that must be found first
+(updates, hops, deletes) are written one per prepared statement.
 """
 
 from __future__ import annotations
@@ -167,6 +174,8 @@ def _episode_params(ep: Episode) -> dict[str, Any]:
     }
 
 
+# Assignments of every column but uuid, from `$<column>` parameters; `_from_row` turns them into
+# `r.<column>` of an UNWIND row.
 _ENTITY_SET = (
     "x.group_id = $group_id, x.name = $name, x.labels = CAST($labels AS STRING[]), "
     "x.summary = $summary, x.attributes = $attributes, "
@@ -187,20 +196,32 @@ _EPISODE_SET = (
 )
 
 
-def _upsert(conn: Conn, table: str, rows: Sequence[dict[str, Any]], assignments: str) -> None:
-    """Replace-or-create rows of a full-text indexed table by uuid, one row per statement.
+def _from_row(assignments: str) -> str:
+    return assignments.replace("$", "r.")
 
-    Kuzu 0.11.3's FTS index breaks under multi-row writes (storage/README.md): an `UNWIND ...
-    CREATE` of several rows leaves them out of the index, and a multi-row `SET` of indexed
-    columns can segfault. So these tables are written a row at a time. Within one batch the
-    last row of a uuid wins, as it would if the rows were applied one by one.
-    """
+
+def _create(conn: Conn, table: str, rows: Sequence[dict[str, Any]], assignments: str) -> None:
+    """Create rows (their uuids must be new) in one statement: an `UNWIND` for several, the
+    one-row form for one (a third cheaper, and an episode commit creates one Episode)."""
+    if len(rows) == 1:
+        conn.run(f"CREATE (x:{table} {{uuid: $uuid}}) SET {assignments}", rows[0])
+    elif rows:
+        conn.run(
+            f"UNWIND $rows AS r CREATE (x:{table} {{uuid: r.uuid}}) SET {_from_row(assignments)}",
+            {"rows": list(rows)},
+        )
+
+
+def _upsert(conn: Conn, table: str, rows: Sequence[dict[str, Any]], assignments: str) -> None:
+    """Replace-or-create rows by uuid: the new ones in one statement, existing ones one by one
+    (see the module docstring). Within one batch the last row of a uuid wins."""
     last = {row["uuid"]: row for row in rows}
     existing = _existing(conn, table, list(last))
-    create = f"CREATE (x:{table} {{uuid: $uuid}}) SET {assignments}"
+    _create(conn, table, [row for uuid, row in last.items() if uuid not in existing], assignments)
     update = f"MATCH (x:{table} {{uuid: $uuid}}) SET {assignments}"
     for uuid, row in last.items():
-        conn.run(update if uuid in existing else create, row)
+        if uuid in existing:
+            conn.run(update, row)
 
 
 def _by_uuid(
@@ -232,10 +253,7 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
     final = {f.uuid: f for f in facts}
     before = {
         row[0]: (row[1], row[2])
-        for row in conn.rows(
-            "UNWIND $uuids AS u MATCH (f:Fact {uuid: u}) RETURN f.uuid, f.source_uuid, f.target_uuid",
-            {"uuids": list(final)},
-        )
+        for row in _by_uuid(conn, "Fact", "f", "f.uuid, f.source_uuid, f.target_uuid", final)
     }
     for uuid, fact in final.items():
         row = _fact_params(fact)
@@ -268,7 +286,7 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
 
 
 def invalidate_facts(conn: Conn, rows: Sequence[dict[str, Any]]) -> None:
-    for row in rows:  # one row per statement: Fact is full-text indexed (see _upsert)
+    for row in rows:  # one prepared statement per row: see the module docstring
         conn.run(
             "MATCH (f:Fact {uuid: $uuid}) SET f.invalid_at = CAST($invalid_at AS TIMESTAMP), "
             "f.expired_at = CAST($expired_at AS TIMESTAMP)",
@@ -290,7 +308,7 @@ def add_mentions(conn: Conn, episode_uuid: str, entity_uuids: Sequence[str]) -> 
 
 
 def delete_episodes(conn: Conn, uuids: Sequence[str]) -> None:
-    for uuid in uuids:  # one row per statement: Episode is full-text indexed (see _upsert)
+    for uuid in uuids:  # one prepared statement per row: see the module docstring
         conn.run("MATCH (ep:Episode {uuid: $u}) DETACH DELETE ep", {"u": uuid})
     delete_embeddings(conn, [f"episode:{u}" for u in uuids])
 

@@ -6,9 +6,11 @@
 `Embedding` records, per `<kind>:<owner uuid>`, the hash of the text that was embedded; the
 vectors themselves live in the embedding cache (lcg.embedding.cache), never in Kuzu (no HNSW:
 notes/PLATFORM.md §0.5; and 384 floats a row made bulk loads and opens slow); `Meta` holds the schema version, per-group WAL positions and embedding
-identities as JSON values. Full-text indexes exist from the first open.
+identities as JSON values. There is no Kuzu index besides primary keys: search is served by
+lcg's in-process index (lcg.search), and Kuzu's full-text indexes forced one-row writes and
+index rebuilds (storage/README.md), so migration 003 drops the ones older databases have.
 
-Migrations run in autocommit mode (Kuzu creates FTS indexes only there), so each step is written
+Migrations run in autocommit mode (Kuzu runs index DDL only there), so each step is written
 to be safe to re-run: a crash between a step and its record re-runs the step at the next open.
 """
 
@@ -17,16 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FTS_INDEXES", "MIGRATIONS", "Migration", "create_missing_fts_indexes"]
+__all__ = ["FULLTEXT_INDEXES", "MIGRATIONS", "Migration"]
 
 Execute = Callable[[str], Any]
 Migration = tuple[str, Callable[[Execute], None]]
 
-# (table, index name, columns)
-FTS_INDEXES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("Entity", "entity_text", ("name", "summary")),
-    ("Fact", "fact_text", ("name", "fact")),
-    ("Episode", "episode_text", ("content", "source_description")),
+# (table, index name) of the full-text indexes that migration 002 used to create.
+FULLTEXT_INDEXES: tuple[tuple[str, str], ...] = (
+    ("Entity", "entity_text"),
+    ("Fact", "fact_text"),
+    ("Episode", "episode_text"),
 )
 
 
@@ -55,24 +57,21 @@ def _m001_core_tables(run: Execute) -> None:
     run("CREATE REL TABLE IF NOT EXISTS MENTIONS(FROM Episode TO Entity)")
 
 
-def create_missing_fts_indexes(run: Execute) -> list[str]:
-    """Create the full-text indexes that do not exist yet (Kuzu allows this only in autocommit)."""
-    existing = {row[1] for row in run("CALL SHOW_INDEXES() RETURN *").get_all()}
-    created = []
-    for table, name, columns in FTS_INDEXES:
-        if name in existing:
-            continue
-        cols = ", ".join(f"'{c}'" for c in columns)
-        run(f"CALL CREATE_FTS_INDEX('{table}', '{name}', [{cols}], stemmer := 'porter')")
-        created.append(name)
-    return created
-
-
 def _m002_fulltext_indexes(run: Execute) -> None:
-    create_missing_fts_indexes(run)
+    """Kept for the record, and does nothing: it created Kuzu full-text indexes on Entity
+    (name, summary), Fact (name, fact) and Episode (content, source_description), which 003
+    drops again. A new database runs it as a no-op, so it never builds them."""
+
+
+def _m003_drop_fulltext_indexes(run: Execute) -> None:
+    existing = {row[1] for row in run("CALL SHOW_INDEXES() RETURN *").get_all()}
+    for table, name in FULLTEXT_INDEXES:
+        if name in existing:
+            run(f"CALL DROP_FTS_INDEX('{table}', '{name}')")
 
 
 MIGRATIONS: tuple[Migration, ...] = (
     ("001_core_tables", _m001_core_tables),
     ("002_fulltext_indexes", _m002_fulltext_indexes),
+    ("003_drop_fulltext_indexes", _m003_drop_fulltext_indexes),
 )

@@ -1,15 +1,17 @@
 """The Kuzu database: opening it safely, its connections, transactions and checkpoints.
 
 Hazards this module answers (notes/PLATFORM.md §0.5):
-- the database is opened with `max_num_threads=1` (multi-threaded FTS queries crashed Kuzu);
+- the database is opened with `max_num_threads=1`: multi-threaded Kuzu crashed under an
+  ingestion workload (its full-text queries, which lcg no longer runs), and nobody has shown
+  that other workloads are safe with more threads;
 - one writer: a single writer connection, used only inside `transaction()`, which callers
   serialise (the engine's write lock); readers use a small pool of their own connections;
 - a connection whose `BEGIN TRANSACTION` failed is never used again;
 - `auto_checkpoint=False`; `checkpoint()` runs only when no reader connection is checked out;
 - deleting a database removes the file, its `.wal` and its `.lock`;
-- Kuzu's full-text indexes do not survive a ROLLBACK of a transaction that wrote indexed rows
-  (later writes hit write-write conflicts or segfault), so after any rollback they are dropped
-  and rebuilt; bulk loads run with them dropped (`fulltext_suspended`) and rebuild them after.
+- after a ROLLBACK of a transaction that updated rows, later writes to those rows hit
+  "write-write conflict" or segfault; a CHECKPOINT clears that state, so every rollback is
+  followed by one (if it cannot run then, the next transaction runs it before it begins).
 
 Every Kuzu exception becomes a `StorageError` here, chained to the original.
 """
@@ -30,7 +32,7 @@ from typing import Any
 import kuzu
 
 from lcg.errors import StorageError
-from lcg.storage.schema import FTS_INDEXES, MIGRATIONS, create_missing_fts_indexes
+from lcg.storage.schema import MIGRATIONS
 
 __all__ = ["Conn", "Store", "delete_database_files"]
 
@@ -56,7 +58,7 @@ class Conn:
     planning is half the cost of a one-row write. Kuzu 0.11.3 deprecates its public `prepare`
     (with a warning) but still executes prepared statements; `_prepare` is the same call
     without the warning. Any parameterless statement other than BEGIN/COMMIT/CHECKPOINT —
-    notably the full-text index DDL after a rollback — drops the cache, so no plan outlives a
+    notably ROLLBACK, migrations and raw Cypher — drops the cache, so no plan outlives a
     schema change.
     """
 
@@ -149,9 +151,6 @@ class Store:
     def __init__(self, path: Path, *, buffer_pool_mb: int = 1024, readers: int = 2) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        # A journal left behind means the last session did not close (checkpoint) cleanly. Kuzu
-        # replays the rows in it, but not their full-text index entries: rebuild those below.
-        unclean = self.journal_bytes() > 0
         try:
             self._db = kuzu.Database(
                 str(path),
@@ -169,14 +168,9 @@ class Store:
         self._busy_readers = 0
         self._busy_lock = threading.Lock()
         self._closed = False
-        self._fulltext_live = True
         self.rollbacks = 0
-        self.fulltext_build_seconds = 0.0  # time spent recreating full-text indexes, in total
+        self._checkpoint_owed = False  # a rollback's CHECKPOINT has not run yet
         self.migrate()
-        if unclean:
-            logger.warning("%s was not closed cleanly: rebuilding its full-text indexes", path)
-            self.drop_fulltext()
-            self.create_fulltext()
 
     def _connect(self, *, prepare: bool = False) -> Conn:
         try:
@@ -221,7 +215,13 @@ class Store:
         """The writer connection inside BEGIN ... COMMIT (ROLLBACK on any exception).
 
         Callers must serialise: Kuzu refuses a second write transaction instead of waiting.
+
+        Raises:
+            StorageError: Kuzu refused a statement, or the CHECKPOINT owed by an earlier
+                rollback still cannot run (the write is refused rather than risked).
         """
+        if self._checkpoint_owed:
+            self.checkpoint(force=True)
         conn = self._writer
         try:
             conn.run("BEGIN TRANSACTION")
@@ -232,19 +232,29 @@ class Store:
         try:
             yield conn
         except BaseException:
-            self.rollbacks += 1
-            with contextlib.suppress(StorageError):
-                conn.run("ROLLBACK")
-            if self._fulltext_live:
-                self.rebuild_fulltext()
+            self._rolled_back()
             raise
         try:
             conn.run("COMMIT")
         except StorageError:
-            self.rollbacks += 1
-            if self._fulltext_live:
-                self.rebuild_fulltext()
+            self._rolled_back()
             raise
+
+    def _rolled_back(self) -> None:
+        """End a failed transaction: ROLLBACK (if Kuzu has not already), then CHECKPOINT.
+
+        Without the checkpoint, later writes to rows the rolled-back transaction updated fail
+        with "write-write conflict" or segfault (storage/README.md). A checkpoint that cannot
+        run now (a reader outlasted Kuzu's wait) is owed: `transaction()` runs it first.
+        """
+        self.rollbacks += 1
+        self._checkpoint_owed = True
+        with contextlib.suppress(StorageError):
+            self._writer.run("ROLLBACK")
+        try:
+            self.checkpoint(force=True)
+        except StorageError:
+            logger.warning("no checkpoint after a rollback; the next write runs it first")
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[Conn]:
@@ -278,48 +288,6 @@ class Store:
                 self._busy_readers -= 1
             self._readers.put(conn)
 
-    # -- full-text indexes ----------------------------------------------------------------
-
-    def fulltext_indexes(self) -> set[str]:
-        return {row[1] for row in self._writer.rows("CALL SHOW_INDEXES() RETURN *")}
-
-    def drop_fulltext(self) -> None:
-        present = self.fulltext_indexes()
-        for table, name, _ in FTS_INDEXES:
-            if name in present:
-                self._writer.run(f"CALL DROP_FTS_INDEX('{table}', '{name}')")
-
-    def create_fulltext(self) -> list[str]:
-        """Create the full-text indexes that are missing; return their names."""
-        started = time.perf_counter()
-        try:
-            return create_missing_fts_indexes(self._writer.run)
-        finally:
-            self.fulltext_build_seconds += time.perf_counter() - started
-
-    def rebuild_fulltext(self) -> None:
-        """Drop and recreate every full-text index (after a rollback may have damaged one)."""
-        logger.warning("rebuilding full-text indexes after a rolled-back transaction")
-        self.drop_fulltext()
-        self.create_fulltext()
-
-    @contextlib.contextmanager
-    def fulltext_suspended(self) -> Iterator[None]:
-        """Run a block (a bulk load) with the full-text indexes dropped; rebuild them after.
-
-        Nests: only the outermost block drops and rebuilds.
-        """
-        if not self._fulltext_live:
-            yield
-            return
-        self.drop_fulltext()
-        self._fulltext_live = False
-        try:
-            yield
-        finally:
-            self._fulltext_live = True
-            self.create_fulltext()
-
     # -- maintenance ----------------------------------------------------------------------
 
     def journal_bytes(self) -> int:
@@ -336,6 +304,7 @@ class Store:
             if self._busy_readers and not force:
                 return False
         self._writer.run("CHECKPOINT")
+        self._checkpoint_owed = False
         return True
 
     def wait_idle(self, timeout: float) -> bool:

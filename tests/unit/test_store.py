@@ -1,0 +1,168 @@
+"""lcg.storage on a real Kuzu database: migration 003 (no full-text index), the rollback
+hazard's remedy, and the batched replace-or-create writes of graph.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lcg.models import Entity, Fact
+from lcg.storage import graph
+from lcg.storage.schema import FULLTEXT_INDEXES, MIGRATIONS
+from lcg.storage.store import Store
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+# What migration 002 used to create (the columns only matter to build them here).
+_OLD_INDEXES = {
+    "Entity": "['name', 'summary']",
+    "Fact": "['name', 'fact']",
+    "Episode": "['content', 'source_description']",
+}
+
+
+def _indexes(store: Store) -> set[str]:
+    with store.writer() as w:
+        return {row[1] for row in w.rows("CALL SHOW_INDEXES() RETURN *")}
+
+
+def _entity(uuid: str, name: str, summary: str = "") -> Entity:
+    return Entity(uuid=uuid, group_id="g", name=name, summary=summary, created_at=T0)
+
+
+def _fact(uuid: str, source: str, target: str, text: str = "knows") -> Fact:
+    return Fact(
+        uuid=uuid,
+        group_id="g",
+        source_uuid=source,
+        target_uuid=target,
+        name="KNOWS",
+        fact=text,
+        created_at=T0,
+    )
+
+
+def _hops(store: Store) -> set[tuple[str, str]]:
+    with store.read() as r:
+        out = r.rows("MATCH (a:Entity)-[:RELATES_TO]->(f:Fact) RETURN a.uuid, f.uuid")
+        into = r.rows("MATCH (f:Fact)-[:RELATES_TO]->(b:Entity) RETURN f.uuid, b.uuid")
+    return {(a, b) for a, b in out + into}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "db", buffer_pool_mb=128)
+
+
+def test_a_new_database_has_no_fulltext_index(store: Store) -> None:
+    try:
+        assert _indexes(store) == set()
+        assert store.schema_version == len(MIGRATIONS) == 3
+    finally:
+        store.close()
+
+
+def test_migration_003_drops_the_fulltext_indexes_of_an_older_database(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    old = Store(path, buffer_pool_mb=128)
+    with old.transaction() as tx:
+        graph.upsert_entities(tx, [_entity("e1", "Ada Lovelace", "mathematician")])
+    # Make it a schema-2 database: the indexes 002 built, and 003 not yet recorded.
+    with old.writer() as w:
+        for table, name in FULLTEXT_INDEXES:
+            w.run(
+                f"CALL CREATE_FTS_INDEX('{table}', '{name}', {_OLD_INDEXES[table]}, "
+                "stemmer := 'porter')"
+            )
+        w.run("MATCH (m:Meta {key: 'migration:003_drop_fulltext_indexes'}) DELETE m")
+        w.run("MATCH (m:Meta {key: 'schema_version'}) SET m.value = '2'")
+    assert _indexes(old) == {name for _, name in FULLTEXT_INDEXES}
+    old.close()
+
+    store = Store(path, buffer_pool_mb=128)
+    try:
+        assert _indexes(store) == set()
+        assert store.schema_version == 3
+        assert store.migrate() == []  # recorded: not applied twice
+        # Reads and writes work on the migrated database, several rows per statement included.
+        with store.transaction() as tx:
+            graph.upsert_entities(
+                tx,
+                [_entity("e1", "Ada King", "countess"), _entity("e2", "Charles Babbage")],
+            )
+            graph.upsert_facts(tx, [_fact("f1", "e1", "e2")])
+        with store.read() as r:
+            found = graph.entities_by_uuids(r, ["e1", "e2"])
+            assert found["e1"].name == "Ada King" and found["e2"].name == "Charles Babbage"
+            assert [f.uuid for f in graph.facts_with_hops(r, ["g"])] == ["f1"]
+    finally:
+        store.close()
+
+
+def test_writes_after_a_rollback_of_updates_succeed(store: Store) -> None:
+    """Kuzu 0.11.3: after a rolled-back transaction updated rows, a later write to them fails
+    ("write-write conflict") or segfaults unless a CHECKPOINT ran in between (the store's
+    remedy). Without it this fails within a few rounds."""
+    try:
+        with store.transaction() as tx:
+            graph.upsert_entities(tx, [_entity(f"e{i}", f"name {i}") for i in range(30)])
+        for round_ in range(15):
+            rows = [_entity(f"e{i}", f"rolled {round_}") for i in range(round_, round_ + 10)]
+            with pytest.raises(RuntimeError), store.transaction() as tx:
+                graph.upsert_entities(tx, rows)
+                raise RuntimeError("abandon the transaction")
+            with store.transaction() as tx:
+                graph.upsert_entities(tx, [replace(e, name=f"kept {round_}") for e in rows])
+        assert store.rollbacks == 15
+        with store.read() as r:
+            names = {e.uuid: e.name for e in graph.entities_in_groups(r, ["g"])}
+        assert names["e14"] == "kept 14" and names["e0"] == "kept 0" and names["e29"] == "name 29"
+    finally:
+        store.close()
+
+
+def test_batched_upserts_keep_replace_or_create_semantics(store: Store) -> None:
+    try:
+        with store.transaction() as tx:
+            graph.upsert_entities(tx, [_entity("a", "A"), _entity("b", "B", "first")])
+        with store.transaction() as tx:
+            graph.upsert_entities(
+                tx,
+                [
+                    _entity("b", "B", "second"),  # replaced ...
+                    _entity("c", "C", "early"),  # created ...
+                    _entity("c", "C", "late"),  # ... and the last row of a uuid wins
+                    _entity("b", "B", "third"),
+                    _entity("d", "D"),
+                ],
+            )
+            graph.upsert_facts(
+                tx,
+                [
+                    _fact("f1", "a", "b"),  # both endpoints exist: both hops
+                    _fact("f2", "a", "missing"),  # a missing endpoint: the hop it can
+                    _fact("f3", "c", "d", "old"),
+                    _fact("f3", "c", "d", "new"),  # the last row of a uuid wins
+                ],
+            )
+        with store.read() as r:
+            ents = graph.entities_by_uuids(r, ["a", "b", "c", "d"])
+            assert {u: e.summary for u, e in ents.items()} == {
+                "a": "",
+                "b": "third",
+                "c": "late",
+                "d": "",
+            }
+            assert graph.facts_by_uuids(r, ["f3"])["f3"].fact == "new"
+        assert _hops(store) == {("a", "f1"), ("f1", "b"), ("a", "f2"), ("c", "f3"), ("f3", "d")}
+
+        with store.transaction() as tx:  # moved endpoints re-hop; unchanged ones keep theirs
+            graph.upsert_facts(tx, [_fact("f1", "c", "d"), _fact("f3", "c", "d", "newer")])
+        assert _hops(store) == {("c", "f1"), ("f1", "d"), ("a", "f2"), ("c", "f3"), ("f3", "d")}
+        with store.read() as r:
+            assert graph.facts_by_uuids(r, ["f3"])["f3"].fact == "newer"
+    finally:
+        store.close()
