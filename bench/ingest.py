@@ -13,7 +13,9 @@ embedder is `hash`.
    as the graph grows.
 2. Throughput with a simulated 1 s LLM latency per call at LCG_EXTRACTION_CONCURRENCY 1 and 8,
    on the first `--latency-articles` articles (a subset: at 1 s a call the full corpus would take
-   minutes), all submitted at once.
+   minutes), all submitted at once — with the default settings (articles up to
+   LCG_EXTRACTION_SINGLE_CALL_MAX_CHARS characters take one call, longer ones two) and, for
+   comparison, at concurrency 8 with two calls for every article.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any
         status = await dispatch(engine, "knowledge_status", {})
     finally:
         engine.close()
+    quarters = [range(q * len(corpus) // 4, (q + 1) * len(corpus) // 4) for q in range(4)]
     return {
         "articles": len(corpus),
         "wall_s": round(wall, 2),
@@ -118,6 +121,7 @@ async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any
             "p95": _ms(_pct(engine_s, 0.95)),
             "first10_median": _ms(statistics.median(engine_s[:10])),
             "last10_median": _ms(statistics.median(engine_s[-10:])),
+            "median_by_quarter": [_ms(statistics.median(engine_s[i] for i in q)) for q in quarters],
         },
         "llm_calls_per_episode": round(sum(calls) / len(calls), 3),
         # Characters of all prompts sent / characters of the articles they were about.
@@ -125,6 +129,10 @@ async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any
             "all": round(sum(prompt_chars) / sum(article_chars), 3),
             "first10": round(sum(prompt_chars[:10]) / sum(article_chars[:10]), 3),
             "last10": round(sum(prompt_chars[-10:]) / sum(article_chars[-10:]), 3),
+            "by_quarter": [
+                round(sum(prompt_chars[i] for i in q) / sum(article_chars[i] for i in q), 3)
+                for q in quarters
+            ],
         },
         "graph": {
             "entities": status["entity_count"],
@@ -139,8 +147,12 @@ async def _count_calls(engine: Any, params: dict[str, Any], calls: list[int]) ->
     calls.append(result["cost"]["llm_calls"])
 
 
-async def _throughput(home: Path, corpus: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
-    settings = Settings.for_home(home, embedder="hash", extraction_concurrency=concurrency)
+async def _throughput(
+    home: Path, corpus: list[dict[str, Any]], concurrency: int, **overrides: Any
+) -> dict[str, Any]:
+    settings = Settings.for_home(
+        home, embedder="hash", extraction_concurrency=concurrency, **overrides
+    )
     engine = open_engine(settings)
     calls: list[int] = []
     try:
@@ -155,6 +167,7 @@ async def _throughput(home: Path, corpus: list[dict[str, Any]], concurrency: int
         engine.close()
     return {
         "concurrency": concurrency,
+        "single_call_max_chars": settings.extraction_single_call_max_chars,
         "articles": len(corpus),
         "llm_latency_s": 1.0,
         "llm_calls": sum(calls),
@@ -180,12 +193,15 @@ async def main() -> None:
         out["latency_1s"] = [
             await _throughput(root / "c1", articles(few), 1),
             await _throughput(root / "c8", articles(many), 8),
+            await _throughput(
+                root / "c8-two", articles(many), 8, extraction_single_call_max_chars=0
+            ),
         ]
         out["note"] = (
             "engine time = wall time of the call minus time waiting on the LLM and in the "
             "per-group queue; the 1 s latency runs use the first articles only (subset sizes "
-            "in 'articles'); two dependent LLM calls per episode at 1 s each bound throughput "
-            "at concurrency/2 episodes per second"
+            "in 'articles'); with two dependent calls per episode at 1 s each, throughput is "
+            "bounded by concurrency/2 episodes per second, with one call by concurrency"
         )
     print(json.dumps(out, indent=2))
 

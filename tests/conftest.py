@@ -28,9 +28,13 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    # The hash embedder, whatever extras are installed: tests stay fast and deterministic.
-    return Settings.for_home(tmp_path / ".lcg", kuzu_buffer_pool_mb=256, embedder="hash")
+def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    # The hash embedder, whatever extras are installed: tests stay fast and deterministic. A
+    # module may declare SETTINGS_OVERRIDES (e.g. to script the two-call extraction protocol).
+    overrides = getattr(request.module, "SETTINGS_OVERRIDES", {})
+    return Settings.for_home(
+        tmp_path / ".lcg", kuzu_buffer_pool_mb=256, embedder="hash", **overrides
+    )
 
 
 @pytest.fixture

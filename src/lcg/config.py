@@ -381,11 +381,20 @@ SETTINGS: tuple[Setting, ...] = (
         "Episodes extracted concurrently (resolution and commit stay ordered per group).",
     ),
     Setting(
+        "extraction_single_call_max_chars",
+        "LCG_EXTRACTION_SINGLE_CALL_MAX_CHARS",
+        3000,
+        _int_range(0),
+        "Episodes up to this many characters are extracted in one LLM call (entities and facts "
+        "together), longer ones in two (entities, then facts); 0 always uses two.",
+    ),
+    Setting(
         "supersede_candidates",
         "LCG_SUPERSEDE_CANDIDATES",
         10,
         _int_range(0, 100),
-        "Existing active facts (most similar first) the facts prompt may mark as superseded.",
+        "Existing active facts (most similar first) the fact-extracting call may mark as "
+        "superseded.",
     ),
     Setting(
         "dedup_llm",
@@ -506,6 +515,7 @@ class Settings:
     # -- ingestion pipeline --
     extractor: str = "llm"
     extraction_concurrency: int = 8
+    extraction_single_call_max_chars: int = 3000
     supersede_candidates: int = 10
     dedup_llm: bool = False
     dedup_embedding_threshold: float = 0.92

@@ -23,7 +23,9 @@ ARTICLES = [
     ("Saturn V", "The Saturn V was built by Boeing and North American Aviation for NASA."),
     ("Gemini 8", "Gemini 8 was commanded by Neil Armstrong. David Scott flew with him."),
 ]
-# What the scripted extractor answers for each article: entities, then facts.
+# What the scripted extractor answers for each article: entities, then facts. Each article is
+# short, so by default it is extracted in one call (the `graph` schema, both lists at once).
+CALLS = len(ARTICLES)
 ANSWERS: dict[str, tuple[list[str], list[tuple[str, str, str]]]] = {
     "Apollo 13": (
         ["Apollo 13", "Jim Lovell", "Kennedy Space Center"],
@@ -53,20 +55,16 @@ def _article_of(body: dict[str, Any]) -> str:
 
 
 def extractor(body: dict[str, Any]) -> str:
-    """Answers the entities and facts prompts from ANSWERS."""
+    """Answers the single-call, entities and facts prompts from ANSWERS."""
     entities, facts = ANSWERS[_article_of(body)]
-    if _schema_name(body) == "entities":
-        return json.dumps(
-            {"entities": [{"name": n, "type": "Thing", "summary": n} for n in entities]}
-        )
-    return json.dumps(
-        {
-            "facts": [
-                {"source": s, "predicate": p, "target": t, "fact": f"{s} {p} {t}."}
-                for s, p, t in facts
-            ]
-        }
-    )
+    answer = {
+        "entities": [{"name": n, "type": "Thing", "summary": n} for n in entities],
+        "facts": [
+            {"source": s, "predicate": p, "target": t, "fact": f"{s} {p} {t}."} for s, p, t in facts
+        ],
+    }
+    schema = _schema_name(body)
+    return json.dumps(answer if schema == "graph" else {schema: answer[schema]})
 
 
 def judge_aligning_everything(body: dict[str, Any]) -> str:
@@ -117,7 +115,7 @@ def record(
             str(out),
         )
         assert result.exit_code == 0, result.output
-        assert server.count == 2 * len(ARTICLES)
+        assert server.count == CALLS
     return cassette
 
 
@@ -156,7 +154,7 @@ def test_a_backend_compared_with_itself_scores_one_and_replay_needs_no_server(
     assert rerun["strict"]["entities"]["f1"] == 1.0
     assert rerun["strict"]["facts"]["f1"] == 1.0
     assert report["backends"]["frozen"]["strict"]["facts"]["f1"] == 1.0
-    assert report["backends"]["frozen"]["structured_output"]["clean"] == 2 * len(ARTICLES)
+    assert report["backends"]["frozen"]["structured_output"]["clean"] == CALLS
     assert report["judge"] is None
     assert "no judge configured: strict-string scores only" in report["warnings"]
 
@@ -249,10 +247,48 @@ def test_dry_run_prints_the_plan_and_calls_nothing(tmp_path: Path, corpus: Path)
     plan = json.loads(result.stdout)
     assert plan["dry_run"] is True
     assert [(b["name"], b["mode"], b["cassette_records"]) for b in plan["backends"]] == [
-        ("a", "replay", 2 * len(ARTICLES)),
+        ("a", "replay", CALLS),
         ("live", "live", None),
     ]
-    assert plan["live_llm_calls"] == 2 * len(ARTICLES)
+    assert plan["live_llm_calls"] == CALLS
+    two_calls = json.loads(
+        run_cli(
+            "--corpus",
+            str(corpus),
+            "--backend",
+            f"a=cassette:path={cassette}",
+            "--single-call-max-chars",
+            "0",
+            "--dry-run",
+        ).stdout
+    )
+    assert [b["calls"] for b in two_calls["backends"]] == [2 * len(ARTICLES)]
+
+
+def test_either_extraction_protocol_scores_the_same_answers(tmp_path: Path, corpus: Path) -> None:
+    with ScriptedLlmServer(extractor) as server:
+        reports = []
+        for limit in ("0", "10000"):
+            result = run_cli(
+                "--corpus",
+                str(corpus),
+                "--backend",
+                f"a=oai-http:url={server.url}",
+                "--backend",
+                f"b=oai-http:url={server.url}",
+                "--single-call-max-chars",
+                limit,
+            )
+            reports.append(report_of(result))
+        schemas = [_schema_name(body) for body in server.requests]
+    per_protocol = 2 * len(ARTICLES)  # two backends
+    assert sorted(set(schemas[: 2 * per_protocol])) == ["entities", "facts"]
+    assert set(schemas[2 * per_protocol :]) == {"graph"}
+    assert len(schemas) == 3 * per_protocol
+    for report in reports:
+        b = report["backends"]["b"]
+        assert b["errors"] == 0
+        assert b["strict"]["entities"]["f1"] == b["strict"]["facts"]["f1"] == 1.0
 
 
 def test_guards_hold_in_dry_run_too(tmp_path: Path, corpus: Path) -> None:

@@ -120,7 +120,8 @@ def test_a_folder_is_ingested_with_document_dates_and_synced_incrementally(
     assert first["files_done"] == 4 and first["files_failed"] == 0
     assert first["undated_files"] == ["undated.md"]
     calls = server.count
-    assert calls == 2 * first["chunks_done"] + 1  # two per chunk, plus the preflight probe
+    # One per chunk (each is shorter than LCG_EXTRACTION_SINGLE_CALL_MAX_CHARS), plus the probe.
+    assert calls == first["chunks_done"] + 1
     eps = episodes(home)
     assert len(eps) == first["chunks_done"]
     for episode in eps:
@@ -138,7 +139,7 @@ def test_a_folder_is_ingested_with_document_dates_and_synced_incrementally(
     before = server.count
     edited = summary(ingest(home, str(folder), "--group", GROUP, "--json", env=env))
     assert edited["files_done"] == 1 and edited["files_skipped"] == 3
-    assert server.count == before + 1 + 2 * edited["chunks_done"]
+    assert server.count == before + 1 + edited["chunks_done"]  # the probe, one call per chunk
     by_source = Counter(source_of(e) for e in episodes(home))
     assert by_source["release-3.md"] == edited["chunks_done"]
     assert sum(by_source.values()) == len(eps)
@@ -167,8 +168,20 @@ def test_dry_run_prints_the_plan_and_calls_nothing(
     )
     plan = json.loads(result.stdout)
     assert plan["dry_run"] and plan["to_ingest"] == 4
-    assert plan["llm_calls"] == 2 * plan["chunks"]
+    assert plan["llm_calls"] == plan["chunks"]  # every chunk is short enough for one call
     assert plan["undated_files"] == ["undated.md"]
+    two_calls = ingest(
+        tmp_path / ".lcg",
+        str(folder),
+        "--group",
+        GROUP,
+        "--dry-run",
+        "--json",
+        env={"LCG_EXTRACTION_URL": server.url, "LCG_EXTRACTION_SINGLE_CALL_MAX_CHARS": "0"},
+    )
+    split = json.loads(two_calls.stdout)
+    assert split["llm_calls"] == 2 * split["chunks"] == 2 * plan["chunks"]
+    assert split["input_tokens"] > plan["input_tokens"]
     assert server.count == 0
     assert not (tmp_path / ".lcg" / "db").exists()
 
@@ -227,7 +240,8 @@ def test_a_run_killed_half_way_resumes_to_the_same_graph(tmp_path: Path, folder:
     with ScriptedLlmServer(heuristic_responder, latency_s=0.15) as slow:
         process = _ingest_process(killed_home, folder, slow.url)
         try:
-            assert slow.wait_for(6, timeout=60), "the ingest never got going"
+            # The probe and two of the four chunks' calls: one chunk done, one in flight.
+            assert slow.wait_for(3, timeout=60), "the ingest never got going"
         finally:
             process.send_signal(signal.SIGKILL)
             process.wait(timeout=30)

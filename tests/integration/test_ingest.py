@@ -21,6 +21,10 @@ from lcg.testing.scripted_llm import ErrorReply, ScriptedLlmServer
 
 pytestmark = pytest.mark.anyio
 
+# These tests script the two-call protocol (an entities answer, then a facts answer); the single
+# call that short episodes take by default is tested in test_ingest_single_call.py.
+SETTINGS_OVERRIDES = {"extraction_single_call_max_chars": 0}
+
 
 @pytest.fixture
 def llm(engine: Engine) -> Iterator[ScriptedLlmServer]:
@@ -294,7 +298,11 @@ async def test_strict_ontology_relabels_out_of_vocabulary_types(
 
 async def test_ambiguous_pairs_go_to_one_dedup_call_when_enabled(tmp_path: Any) -> None:
     settings = Settings.for_home(
-        tmp_path / "d", kuzu_buffer_pool_mb=256, dedup_llm=True, dedup_embedding_threshold=0.85
+        tmp_path / "d",
+        kuzu_buffer_pool_mb=256,
+        dedup_llm=True,
+        dedup_embedding_threshold=0.85,
+        **SETTINGS_OVERRIDES,
     )
     engine = open_engine(settings)
     try:

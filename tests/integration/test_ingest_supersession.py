@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -26,15 +27,27 @@ pytestmark = pytest.mark.anyio
 
 Script = Callable[[dict[str, Any]], str]
 
+# Both extraction protocols: two calls (entities, then facts) and the single call.
+MODES = pytest.mark.parametrize("single_call_max_chars", [0, 3000], ids=["two-call", "one-call"])
+
+
+def _answer(user: str, ents: str, fcts: Callable[[], str]) -> str:
+    """The scripted answer to whichever extraction prompt `user` is."""
+    if user.startswith("ENTITIES:"):  # the facts call
+        return fcts()
+    if user.startswith("EXISTING FACTS:"):  # the single call
+        return json.dumps({**json.loads(ents), **json.loads(fcts())})
+    return ents
+
 
 def _by_episode(scripts: dict[str, tuple[str, Script]]) -> Callable[[dict[str, Any]], str]:
-    """A responder answering each episode's entities and facts prompts from a script."""
+    """A responder answering each episode's prompts from a script."""
 
     def respond(body: dict[str, Any]) -> str:
         _, user = prompt_parts(body)
         name = user.split("EPISODE NAME: ", 1)[1].split("\n", 1)[0]
         ents, fcts = scripts[name]
-        return fcts(body) if user.startswith("ENTITIES:") else ents
+        return _answer(user, ents, lambda: fcts(body))
 
     return respond
 
@@ -49,9 +62,24 @@ async def _expired_at(engine: Engine) -> dict[str, datetime | None]:
     return out
 
 
+@MODES
 async def test_a_project_moves_twice_a_person_changes_role_and_additions_invalidate_nothing(
-    engine: Engine,
+    tmp_path: Path, single_call_max_chars: int
 ) -> None:
+    settings = Settings.for_home(
+        tmp_path / "s",
+        kuzu_buffer_pool_mb=256,
+        embedder="hash",
+        extraction_single_call_max_chars=single_call_max_chars,
+    )
+    engine = open_engine(settings)
+    try:
+        await _project_moves_twice(engine)
+    finally:
+        engine.close()
+
+
+async def _project_moves_twice(engine: Engine) -> None:
     (engine.settings.home / "ontology.yaml").write_text(
         "relation_types:\n  - name: WORKS_AS\n    cardinality: one\n  - name: HOSTED_AT\n"
     )
@@ -108,7 +136,7 @@ async def test_a_project_moves_twice_a_person_changes_role_and_additions_invalid
             result = await dispatch(
                 engine,
                 "knowledge_process_chunk",
-                chunk(f"text of {name}", name, f"{when}T00:00:00Z"),
+                chunk(TEXTS[name], name, f"{when}T00:00:00Z"),
             )
             windows.append((before, now(), result))
     _, edges = await graph(engine)
@@ -141,7 +169,19 @@ async def test_a_project_moves_twice_a_person_changes_role_and_additions_invalid
     assert len(nodes) == 8  # lcg, three repos, Alice, CTO, CEO, Kuzu: nothing duplicated
 
 
-async def test_extraction_runs_concurrently_and_commits_in_arrival_order(tmp_path: Path) -> None:
+# What the episodes say (the single call's supersession candidates are the active facts about
+# the entities a text names).
+TEXTS = {
+    "e1": "lcg is hosted at repo-a. Alice has been the CTO since May 2023.",
+    "e2": "lcg moved to repo-b. Alice became CEO in March 2024.",
+    "e3": "lcg moved to repo-c in December 2024. lcg uses Kuzu.",
+}
+
+
+@MODES
+async def test_extraction_runs_concurrently_and_commits_in_arrival_order(
+    tmp_path: Path, single_call_max_chars: int
+) -> None:
     count, bound = 6, 3
     lock = threading.Lock()
     inflight = [0, 0]  # now, most seen
@@ -157,12 +197,17 @@ async def test_extraction_runs_concurrently_and_commits_in_arrival_order(tmp_pat
         time.sleep(0.5 if i < count // 2 else 0.3)
         with lock:
             inflight[0] -= 1
-        if user.startswith("ENTITIES:"):
-            return facts(fact(f"P{i}", "LIKES", "Tea", f"P{i} likes tea."))
-        return entities({"name": f"P{i}"}, {"name": "Tea"})
+        return _answer(
+            user,
+            entities({"name": f"P{i}"}, {"name": "Tea"}),
+            lambda: facts(fact(f"P{i}", "LIKES", "Tea", f"P{i} likes tea.")),
+        )
 
     settings = Settings.for_home(
-        tmp_path / "c", kuzu_buffer_pool_mb=256, extraction_concurrency=bound
+        tmp_path / "c",
+        kuzu_buffer_pool_mb=256,
+        extraction_concurrency=bound,
+        extraction_single_call_max_chars=single_call_max_chars,
     )
     engine = open_engine(settings)
     try:

@@ -190,6 +190,7 @@ BAD_VALUES = {
     # ingestion pipeline
     "extractor": ["gpt", "", "heuristics"],
     "extraction_concurrency": ["0", "257", "eight"],
+    "extraction_single_call_max_chars": ["-1", "3k", ""],
     "supersede_candidates": ["-1", "101", "ten"],
     "dedup_llm": ["maybe", "2"],
     "dedup_embedding_threshold": ["1.5", "-0.1", "high"],

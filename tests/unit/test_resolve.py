@@ -130,3 +130,23 @@ def test_fact_endpoints_written_differently_still_resolve_within_the_episode() -
     assert ends("neil armstrong", "Apollo 11") == (uuid["Neil Armstrong"], uuid["Apollo 11"])
     assert ends("Aldrin", "Apollo 1") == (uuid["Buzz Aldrin"], None)
     assert ends("Neil", "Collins") == (uuid["Neil Armstrong"], None)
+
+
+def test_mentions_are_names_aliases_and_acronyms_in_the_text_in_order() -> None:
+    index = _index(
+        Entity("u1", "g", "Apollo 11"),
+        Entity("u2", "g", "Apollo"),
+        Entity("u3", "g", "NASA"),
+        Entity("u4", "g", "Neil Armstrong"),
+        Entity("u5", "g", "National Aeronautics and Space Administration"),
+        Entity("u6", "g", "lcg"),
+        Entity("u7", "g", "The"),
+        Entity("u8", "g", "Apollo 1"),
+        Entity("u9", "g", "Kuzu", summary="A graph database (KDB)."),
+    )
+    text = "Neil Armstrong's Apollo 11 flight for N.A.S.A. (NASA) is in lcg's notes. The KDB paper."
+    # u3 by the dotted spelling, u5 by its initials, u9 by the acronym alias in its summary;
+    # never "Apollo 1" inside "Apollo 11", never a lone stopword.
+    assert index.mentioned(text, 10) == ["u4", "u2", "u1", "u3", "u5", "u6", "u9"]
+    assert index.mentioned(text, 2) == ["u4", "u2"]
+    assert index.mentioned("nothing known here", 10) == []

@@ -10,6 +10,7 @@ from lcg.extraction.salvage import (
     normalize_predicate,
     salvage_entities,
     salvage_facts,
+    salvage_graph,
 )
 
 
@@ -160,3 +161,42 @@ def test_predicates_are_normalised_to_upper_snake() -> None:
     assert normalize_predicate("works at") == "WORKS_AT"
     assert normalize_predicate("worksAt") == "WORKS_AT"
     assert normalize_predicate("MOVED-TO ") == "MOVED_TO"
+
+
+def test_the_single_call_answer_splits_into_entities_and_facts() -> None:
+    report = SalvageReport()
+    ents, facts = salvage_graph(
+        {
+            "entities": [{"name": "Bob"}, {"name": "Acme", "type": ""}],
+            "facts": [
+                {"source": "Bob", "target": "Acme", "predicate": "works at", "fact": "Bob works."},
+                {"source": "Bob", "predicate": "KNOWS", "fact": "no target"},
+            ],
+        },
+        report,
+    )
+    assert [e.name for e in ents] == ["Bob", "Acme"]
+    assert [(f.source, f.predicate, f.target) for f in facts] == [("Bob", "WORKS_AT", "Acme")]
+    # Both entities lack a type; one fact lacks its target; the answer itself is fine.
+    assert (report.labels_defaulted, report.edges_dropped_malformed, report.answer_unusable) == (
+        2,
+        1,
+        0,
+    )
+
+
+def test_a_single_call_answer_without_facts_or_wrapped_is_still_read() -> None:
+    report = SalvageReport()
+    ents, facts = salvage_graph({"entities": [{"name": "Bob"}]}, report)
+    assert [e.name for e in ents] == ["Bob"] and facts == []
+    wrapped = {"graph": {"entities": [{"name": "Ann"}], "facts": []}}
+    ents, facts = salvage_graph(wrapped, report)
+    assert [e.name for e in ents] == ["Ann"] and facts == []
+    assert report.answer_unusable == 0 and report.edges_dropped_malformed == 0
+
+
+def test_a_single_call_answer_with_neither_list_is_unusable() -> None:
+    report = SalvageReport()
+    assert salvage_graph({"items": [{"name": "Bob"}]}, report) == ([], [])
+    assert salvage_graph(None, report) == ([], [])
+    assert report.answer_unusable == 2

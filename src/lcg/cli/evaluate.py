@@ -19,7 +19,7 @@ from lcg.evals.backends import BackendSpec, parse_backend
 from lcg.evals.judge import Judge
 from lcg.evals.judgecache import JudgeCache
 from lcg.evals.plan import build_client, check_plan, describe_plan
-from lcg.evals.runner import BackendRun, evaluate, extract_all, load_articles
+from lcg.evals.runner import BackendRun, evaluate, extract_all, extraction_calls, load_articles
 from lcg.ontology import Ontology
 from lcg.ontology.loader import parse_ontology
 from lcg.telemetry import NullSink
@@ -133,6 +133,13 @@ def _table(report: dict[str, Any]) -> Table:
 )
 @click.option("--ontology-mode", type=click.Choice(["open", "strict"]), default=None)
 @click.option("--concurrency", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option(
+    "--single-call-max-chars",
+    type=click.IntRange(0),
+    default=None,
+    help="Articles up to this length are extracted in one call, longer ones in two; 0: always "
+    "two (default: LCG_EXTRACTION_SINGLE_CALL_MAX_CHARS, as ingestion does).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan and check every guard; no calls.")
 @click.option(
     "--output",
@@ -156,6 +163,7 @@ def eval_command(
     ontology_path: Path | None,
     ontology_mode: str | None,
     concurrency: int,
+    single_call_max_chars: int | None,
     dry_run: bool,
     output: Path | None,
 ) -> None:
@@ -182,11 +190,14 @@ def eval_command(
     cassettes = check_plan(backends, reference)
     articles = load_articles(_corpus(corpus), None if all_articles else limit)
     ontology = _ontology(ontology_path, ontology_mode)
+    if single_call_max_chars is None:
+        single_call_max_chars = settings.extraction_single_call_max_chars
     if dry_run:
         plan = describe_plan(
             backends,
             cassettes,
             len(articles),
+            extraction_calls(articles, single_call_max_chars),
             judge=judge_backend.describe() if judge_backend else None,
             judge_mode=judge_mode,
         )
@@ -214,6 +225,7 @@ def eval_command(
                     articles,
                     ontology=ontology,
                     concurrency=concurrency,
+                    single_call_max_chars=single_call_max_chars,
                     on_article=functools.partial(progress.advance, task),
                 )
         return await evaluate(

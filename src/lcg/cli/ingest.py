@@ -78,8 +78,8 @@ def _summary_line(stats: IngestStats) -> str:
     )
 
 
-def _print_plan(plan: SyncPlan, as_json: bool) -> None:
-    info = estimate(plan)
+def _print_plan(plan: SyncPlan, as_json: bool, single_call_max_chars: int) -> None:
+    info = estimate(plan, single_call_max_chars)
     if as_json:
         click.echo(json.dumps({"dry_run": True, **info}, indent=2))
         return
@@ -215,7 +215,7 @@ def ingest(
         sources, state, max_chars or settings.chunk_text_advisory_max_chars, prune=prune
     )
     if dry_run:
-        _print_plan(plan, as_json)
+        _print_plan(plan, as_json, settings.extraction_single_call_max_chars)
         return
 
     started = time.monotonic()

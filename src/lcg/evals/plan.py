@@ -32,9 +32,6 @@ from lcg.telemetry import EventSink
 
 __all__ = ["CassetteInfo", "build_client", "check_plan", "describe_plan"]
 
-# Two calls per article and backend (entities, then facts).
-CALLS_PER_ARTICLE = 2
-
 
 @dataclass(frozen=True)
 class CassetteInfo:
@@ -99,16 +96,16 @@ def describe_plan(
     backends: Sequence[BackendSpec],
     cassettes: dict[str, CassetteInfo],
     articles: int,
+    calls: int,
     *,
     judge: str | None,
     judge_mode: str,
 ) -> dict[str, Any]:
-    """What a run would do, without doing any of it."""
+    """What a run would do, without doing any of it (`calls`: extraction calls per backend)."""
     rows = []
     live_calls = 0
     for b in backends:
         replay = b.replay
-        calls = articles * CALLS_PER_ARTICLE
         if not replay:
             live_calls += calls
         rows.append(

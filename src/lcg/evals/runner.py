@@ -28,14 +28,24 @@ from lcg.extraction.prompts import (
     EntitiesAnswer,
     EpisodeContext,
     FactsAnswer,
+    GraphAnswer,
     KnownEntity,
     entities_prompt,
+    episode_prompt,
     facts_prompt,
 )
-from lcg.extraction.salvage import SalvageReport, salvage_entities, salvage_facts
+from lcg.extraction.salvage import SalvageReport, salvage_entities, salvage_facts, salvage_graph
 from lcg.ontology import Ontology
 
-__all__ = ["Article", "BackendRun", "Extraction", "evaluate", "extract_all", "load_articles"]
+__all__ = [
+    "Article",
+    "BackendRun",
+    "Extraction",
+    "evaluate",
+    "extract_all",
+    "extraction_calls",
+    "load_articles",
+]
 
 # The reference time every article is extracted under (inputs are frozen, so this is fixed).
 FROZEN_REFERENCE_TIME = datetime(2024, 1, 1, tzinfo=UTC)
@@ -105,7 +115,11 @@ class BackendRun:
     cost_usd: float | None = 0.0
     calls: int = 0
 
-    def note(self, response: LlmResponse, answer: type[EntitiesAnswer] | type[FactsAnswer]) -> None:
+    def note(
+        self,
+        response: LlmResponse,
+        answer: type[EntitiesAnswer] | type[FactsAnswer] | type[GraphAnswer],
+    ) -> None:
         self.calls += response.calls
         self.latencies.append(response.latency_s)
         self.input_tokens += response.usage.input_tokens
@@ -127,8 +141,18 @@ class BackendRun:
         self.outputs["recovered" if response.repairs else "clean"] += 1
 
 
+def extraction_calls(articles: Sequence[Article], single_call_max_chars: int) -> int:
+    """Calls one backend makes: one per article of up to `single_call_max_chars` characters
+    (the single-call protocol, as ingestion chooses it), two per longer article."""
+    return sum(1 if len(a.text) <= single_call_max_chars else 2 for a in articles)
+
+
 async def _extract_one(
-    client: LlmClient, article: Article, ontology: Ontology | None, run: BackendRun
+    client: LlmClient,
+    article: Article,
+    ontology: Ontology | None,
+    run: BackendRun,
+    single_call_max_chars: int,
 ) -> Extraction:
     ctx = EpisodeContext(
         name=article.title,
@@ -138,13 +162,18 @@ async def _extract_one(
         ontology_block=ontology.prompt_block() if ontology is not None else "",
     )
     report = SalvageReport()
-    first = await client.complete(entities_prompt(ctx))
-    run.note(first, EntitiesAnswer)
-    entities = salvage_entities(first.data, report)
-    known = [KnownEntity(e.name, e.type) for e in entities]
-    second = await client.complete(facts_prompt(ctx, known, []))
-    run.note(second, FactsAnswer)
-    facts = salvage_facts(second.data, report)
+    if len(article.text) <= single_call_max_chars:
+        only = await client.complete(episode_prompt(ctx, []))
+        run.note(only, GraphAnswer)
+        entities, facts = salvage_graph(only.data, report)
+    else:
+        first = await client.complete(entities_prompt(ctx))
+        run.note(first, EntitiesAnswer)
+        entities = salvage_entities(first.data, report)
+        known = [KnownEntity(e.name, e.type) for e in entities]
+        second = await client.complete(facts_prompt(ctx, known, []))
+        run.note(second, FactsAnswer)
+        facts = salvage_facts(second.data, report)
     run.items_dropped += report.entities_dropped_malformed + report.edges_dropped_malformed
     return Extraction(
         [(e.name, e.type) for e in entities],
@@ -159,16 +188,20 @@ async def extract_all(
     *,
     ontology: Ontology | None = None,
     concurrency: int = 4,
+    single_call_max_chars: int = 0,
     on_article: Callable[[], None] | None = None,
 ) -> BackendRun:
-    """Run the two extraction calls for every article; failures are recorded, not raised."""
+    """Extract every article with the protocol ingestion would use (one call up to
+    `single_call_max_chars` characters, two beyond); failures are recorded, not raised."""
     run = BackendRun(name, client.name)
     limiter = anyio.CapacityLimiter(concurrency)
 
     async def one(article: Article) -> None:
         async with limiter:
             try:
-                run.extractions[article.key] = await _extract_one(client, article, ontology, run)
+                run.extractions[article.key] = await _extract_one(
+                    client, article, ontology, run, single_call_max_chars
+                )
             except LcgError as exc:
                 run.errors[article.key] = str(exc)
         if on_article is not None:

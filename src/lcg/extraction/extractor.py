@@ -1,9 +1,10 @@
 """Extractors: what turns an episode into entities and facts, and what that cost.
 
 `Extractor` is the protocol the ingestion pipeline calls — entities, then facts (given the
-entities and a bounded list of existing facts), and optionally a same-entity check for ambiguous
-pairs. `LlmExtractor` runs the prompts of `lcg.extraction.prompts` through an `LlmClient` (two
-calls per episode); `HeuristicExtractor` needs no model. Both feed the same salvage step, and both
+entities and a bounded list of existing facts); or both at once for a short episode (`episode`);
+and optionally a same-entity check for ambiguous pairs. `LlmExtractor` runs the prompts of
+`lcg.extraction.prompts` through an `LlmClient` (two calls per episode, or one);
+`HeuristicExtractor` needs no model. Both feed the same salvage step, and both
 describe themselves (`extractor` in every ingestion result and in `knowledge_status`).
 
 `Cost` accumulates, per stage, LLM calls, tokens, prompt characters, seconds spent waiting on
@@ -28,6 +29,7 @@ from lcg.extraction.prompts import (
     KnownEntity,
     dedup_prompt,
     entities_prompt,
+    episode_prompt,
     facts_prompt,
 )
 from lcg.extraction.salvage import (
@@ -36,6 +38,7 @@ from lcg.extraction.salvage import (
     SalvageReport,
     salvage_entities,
     salvage_facts,
+    salvage_graph,
 )
 from lcg.extraction.select import describe_llm
 
@@ -121,7 +124,8 @@ class Cost:
 
 
 class Extractor(Protocol):
-    """Entities, then facts, from one episode; optionally a same-entity check."""
+    """Entities, then facts, from one episode (or both in one step); optionally a same-entity
+    check."""
 
     def describe(self) -> dict[str, Any]:
         """`{"kind": "llm" | "heuristic", ...}` as reported in results and status."""
@@ -140,13 +144,23 @@ class Extractor(Protocol):
         cost: Cost,
     ) -> list[CleanFact]: ...
 
+    async def episode(
+        self,
+        ctx: EpisodeContext,
+        existing: Sequence[ExistingFact],
+        report: SalvageReport,
+        cost: Cost,
+    ) -> tuple[list[CleanEntity], list[CleanFact]]:
+        """Entities and facts in one step (`existing`: facts about entities the text names)."""
+        ...
+
     async def same(self, pairs: Sequence[tuple[str, str, str, str]], cost: Cost) -> set[int]:
         """Indexes of the (new name, summary, existing name, summary) pairs naming one entity."""
         ...
 
 
 class LlmExtractor:
-    """The two-call LLM extractor over any `LlmClient`."""
+    """The LLM extractor over any `LlmClient`: two calls, or one for a short episode."""
 
     def __init__(self, client: LlmClient) -> None:
         self.client = client
@@ -189,6 +203,15 @@ class LlmExtractor:
         request = facts_prompt(ctx, entities, existing)
         return salvage_facts(await self._call(request, cost), report)
 
+    async def episode(
+        self,
+        ctx: EpisodeContext,
+        existing: Sequence[ExistingFact],
+        report: SalvageReport,
+        cost: Cost,
+    ) -> tuple[list[CleanEntity], list[CleanFact]]:
+        return salvage_graph(await self._call(episode_prompt(ctx, existing), cost), report)
+
     async def same(self, pairs: Sequence[tuple[str, str, str, str]], cost: Cost) -> set[int]:
         data = await self._call(dedup_prompt(pairs), cost)
         raw = data.get("same")
@@ -217,6 +240,17 @@ class HeuristicExtractor:
         cost: Cost,
     ) -> list[CleanFact]:
         return salvage_facts(heuristic_facts(ctx.content, [e.name for e in entities]), report)
+
+    async def episode(
+        self,
+        ctx: EpisodeContext,
+        existing: Sequence[ExistingFact],
+        report: SalvageReport,
+        cost: Cost,
+    ) -> tuple[list[CleanEntity], list[CleanFact]]:
+        entities = await self.entities(ctx, report, cost)
+        names = [KnownEntity(e.name, e.type) for e in entities]
+        return entities, await self.facts(ctx, names, existing, report, cost)
 
     async def same(self, pairs: Sequence[tuple[str, str, str, str]], cost: Cost) -> set[int]:
         return set()

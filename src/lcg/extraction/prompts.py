@@ -1,8 +1,11 @@
-"""The two extraction prompts (entities, then facts) and the shapes their answers take.
+"""The extraction prompts and the shapes their answers take.
 
-Prompts are pure functions `context -> LlmRequest`, each next to its response model. Their size
-depends on the episode only, never on the graph: the facts prompt receives at most K existing
-facts (chosen by the caller, most similar first) and the ontology's bounded vocabulary block.
+An episode is extracted either in two calls (entities, then facts between them) or, when it is
+short, in one call that returns both (`episode_prompt`); the pipeline chooses by length
+(LCG_EXTRACTION_SINGLE_CALL_MAX_CHARS). Prompts are pure functions `context -> LlmRequest`, each
+next to its response model. Their size depends on the episode only, never on the graph: the fact-
+extracting prompts receive at most K existing facts (chosen by the caller, most similar first)
+and the ontology's bounded vocabulary block.
 `PROMPT_VERSION` changes whenever a prompt's wording or schema does; it is recorded with every
 request (cassettes key on it) and reported in ingestion results.
 """
@@ -28,16 +31,19 @@ __all__ = [
     "ExtractedEntity",
     "ExtractedFact",
     "FactsAnswer",
+    "GraphAnswer",
     "KnownEntity",
     "dedup_prompt",
     "entities_prompt",
+    "episode_prompt",
     "facts_prompt",
 ]
 
-PROMPT_VERSION = "lcg-extract-3"
+PROMPT_VERSION = "lcg-extract-4"
 
 ENTITIES_MAX_TOKENS = 2048
 FACTS_MAX_TOKENS = 3072
+EPISODE_MAX_TOKENS = 4096
 DEDUP_MAX_TOKENS = 512
 # Existing facts are shown shortened: the prompt must not grow with the graph.
 _EXISTING_FACT_CHARS = 160
@@ -86,6 +92,15 @@ class FactsAnswer(BaseModel):
     facts: list[ExtractedFact] = Field(default_factory=list)
 
 
+class GraphAnswer(BaseModel):
+    """The single call's answer: the entities and the facts between them."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    entities: list[ExtractedEntity] = Field(default_factory=list)
+    facts: list[ExtractedFact] = Field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class EpisodeContext:
     """What both prompts know about the episode."""
@@ -116,8 +131,7 @@ class ExistingFact:
     valid_at: datetime | None
 
 
-_ENTITIES_SYSTEM = (
-    "You extract entities from one episode of text for a knowledge graph. Return JSON only.\n"
+_ENTITY_RULES = (
     "Entities are people, organisations, places, projects, products, events, documents and "
     "named concepts that the text states something about. Use the most complete proper name "
     "in the text; list other names used for it (acronyms, short forms) in aliases. summary: "
@@ -126,16 +140,32 @@ _ENTITIES_SYSTEM = (
     "quantities and generic nouns."
 )
 
-_FACTS_SYSTEM = (
-    "You extract facts (directed relations between the listed entities) from one episode of "
-    "text. Return JSON only.\n"
-    "source and target: entity names exactly as listed. predicate: a short UPPER_SNAKE verb "
-    "phrase (e.g. WORKS_AT, LOCATED_IN). relation_type: the ontology's relation type that fits, "
-    "or null. fact: one self-contained sentence. valid_at / "
+_ENTITIES_SYSTEM = (
+    "You extract entities from one episode of text for a knowledge graph. Return JSON only.\n"
+    + _ENTITY_RULES
+)
+
+_FACT_FIELDS = (
+    "predicate: a short UPPER_SNAKE verb phrase (e.g. WORKS_AT, LOCATED_IN). relation_type: the "
+    "ontology's relation type that fits, or null. fact: one self-contained sentence. valid_at / "
     "invalid_at: ISO 8601 times the text gives for when the fact started / stopped being true "
     "(null when not stated; relative dates resolve against the reference time). supersedes: "
     "indexes of EXISTING FACTS that this fact replaces because they are no longer true (a new "
     "role, owner, location or value); [] when the fact only adds information."
+)
+
+_FACTS_SYSTEM = (
+    "You extract facts (directed relations between the listed entities) from one episode of "
+    "text. Return JSON only.\n"
+    "source and target: entity names exactly as listed. " + _FACT_FIELDS
+)
+
+_EPISODE_SYSTEM = (
+    "You extract entities and the facts between them from one episode of text for a knowledge "
+    "graph. Return JSON only.\n"
+    + _ENTITY_RULES
+    + "\nFacts are directed relations between those entities that the text states. source and "
+    "target: names exactly as in your entities list. " + _FACT_FIELDS
 )
 
 
@@ -184,6 +214,21 @@ def facts_prompt(
         schema=FactsAnswer.model_json_schema(),
         schema_name="facts",
         max_tokens=FACTS_MAX_TOKENS,
+        prompt_version=PROMPT_VERSION,
+    )
+
+
+def episode_prompt(ctx: EpisodeContext, existing: Sequence[ExistingFact]) -> LlmRequest:
+    """The single call for a short episode: its entities, the facts between them, and which
+    existing facts they end (the existing facts are about entities the text names)."""
+    lines = "\n".join(_existing_line(i, f) for i, f in enumerate(existing)) or "(none)"
+    return LlmRequest(
+        stage="extract",
+        system=_EPISODE_SYSTEM + _ontology(ctx),
+        user=f"EXISTING FACTS:\n{lines}\n{_episode_block(ctx)}",
+        schema=GraphAnswer.model_json_schema(),
+        schema_name="graph",
+        max_tokens=EPISODE_MAX_TOKENS,
         prompt_version=PROMPT_VERSION,
     )
 

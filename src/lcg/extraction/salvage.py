@@ -27,6 +27,7 @@ __all__ = [
     "parse_when",
     "salvage_entities",
     "salvage_facts",
+    "salvage_graph",
 ]
 
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -140,7 +141,7 @@ def _entity_type(item: dict[str, Any], report: SalvageReport) -> str:
 
 
 def salvage_entities(data: dict[str, Any] | None, report: SalvageReport) -> list[CleanEntity]:
-    """Usable entities of the entities call's answer, deduplicated by name (first wins)."""
+    """Usable entities of an answer's `entities`, deduplicated by name (first wins)."""
     out: list[CleanEntity] = []
     seen: set[str] = set()
     for item in _items(data, "entities", report):
@@ -219,7 +220,7 @@ def _indexes(value: Any) -> tuple[int, ...]:
 
 
 def salvage_facts(data: dict[str, Any] | None, report: SalvageReport) -> list[CleanFact]:
-    """Usable facts of the facts call's answer, in answer order."""
+    """Usable facts of an answer's `facts`, in answer order."""
     out: list[CleanFact] = []
     for item in _items(data, "facts", report):
         if not isinstance(item, dict):
@@ -253,3 +254,22 @@ def salvage_facts(data: dict[str, Any] | None, report: SalvageReport) -> list[Cl
             )
         )
     return out
+
+
+def salvage_graph(
+    data: dict[str, Any] | None, report: SalvageReport
+) -> tuple[list[CleanEntity], list[CleanFact]]:
+    """Entities and facts of the single call's answer.
+
+    A missing list is an empty one (a text with no facts), an answer wrapped in one outer object
+    is unwrapped, and an answer with neither list is unusable.
+    """
+    if data is not None and len(data) == 1:
+        inner = next(iter(data.values()))
+        if isinstance(inner, dict) and {"entities", "facts"} & inner.keys():
+            data = inner
+    if data is None or not {"entities", "facts"} & data.keys():
+        report.answer_unusable += 1
+        return [], []
+    entities = salvage_entities({"entities": data.get("entities", [])}, report)
+    return entities, salvage_facts({"facts": data.get("facts", [])}, report)

@@ -40,8 +40,7 @@ __all__ = [
 ]
 
 # Rough prompt overhead per extraction call (instructions, schema, ontology), in tokens, used
-# only by the dry-run estimate; two calls per chunk (entities, then facts).
-_CALLS_PER_CHUNK = 2
+# only by the dry-run estimate.
 _PROMPT_OVERHEAD_TOKENS = 700
 
 
@@ -105,11 +104,17 @@ def plan_sync(
     return SyncPlan(state.group_id, files, removed)
 
 
-def estimate(plan: SyncPlan) -> dict[str, Any]:
-    """What a run of `plan` would cost in LLM calls and input tokens (rough, for --dry-run)."""
+def estimate(plan: SyncPlan, single_call_max_chars: int) -> dict[str, Any]:
+    """What a run of `plan` would cost in LLM calls and input tokens (rough, for --dry-run).
+
+    A chunk of up to `single_call_max_chars` characters takes one call, a longer one two
+    (entities, then facts), and every call sends the chunk's text.
+    """
     todo = plan.of("new", "changed")
-    chunks = sum(len(f.chunks) for f in todo)
-    text_tokens = sum(math.ceil(len(c.text.encode()) / 4) for f in todo for c, _ in f.chunks)
+    texts = [c.text for f in todo for c, _ in f.chunks]
+    chunks = len(texts)
+    calls = [1 if len(t) <= single_call_max_chars else 2 for t in texts]
+    text_tokens = sum(n * math.ceil(len(t.encode()) / 4) for n, t in zip(calls, texts, strict=True))
     return {
         "files": len(plan.files),
         "to_ingest": len(todo),
@@ -117,8 +122,8 @@ def estimate(plan: SyncPlan) -> dict[str, Any]:
         "unreadable": len(plan.of("failed")),
         "to_prune": len(plan.removed),
         "chunks": chunks,
-        "llm_calls": chunks * _CALLS_PER_CHUNK,
-        "input_tokens": _CALLS_PER_CHUNK * (text_tokens + chunks * _PROMPT_OVERHEAD_TOKENS),
+        "llm_calls": sum(calls),
+        "input_tokens": text_tokens + sum(calls) * _PROMPT_OVERHEAD_TOKENS,
         "undated_files": [f.source.source_file for f in todo if f.undated],
     }
 

@@ -36,6 +36,8 @@ __all__ = [
 _STOPWORDS = frozenset({"of", "and", "the", "for", "a", "an", "in", "on", "at", "to", "de", "&"})
 _PAREN_ACRONYM = re.compile(r"\(([A-Z][A-Z0-9.&-]{1,11})\)")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*|\d+")
+_POSSESSIVE = re.compile(r"['’]s$")
+_MENTION_WORDS = 6  # the longest name run `GroupIndex.mentioned` looks up
 
 
 def canon(name: str) -> str:
@@ -169,6 +171,28 @@ class GroupIndex:
                 ):
                     return uuid
         return None
+
+    def mentioned(self, text: str, limit: int) -> list[str]:
+        """Entities the text names, in order of first mention, at most `limit`.
+
+        A mention is a run of up to six words (other than one stopword alone) whose
+        punctuation-free key is an entity's name or alias key ("N.A.S.A." finds "NASA"), or an
+        acronym-like word matching a name's initials. Costs O(words), never a pass over the group.
+        """
+        words = [_POSSESSIVE.sub("", w) for w in _WORD.findall(text)]
+        keys = [canon(w) for w in words]
+        out: dict[str, None] = {}
+        for i, word in enumerate(words):
+            if is_acronym_like(word):
+                out.update(dict.fromkeys(self.by_acronym.get(keys[i], ())))
+            key = ""
+            for j in range(i, min(i + _MENTION_WORDS, len(words))):
+                key += keys[j]
+                if j > i or key not in _STOPWORDS:
+                    out.update(dict.fromkeys(self.by_key.get(key, ())))
+            if len(out) >= limit:
+                break
+        return list(out)[:limit]
 
     # -- facts ---------------------------------------------------------------------------------
 

@@ -1,8 +1,11 @@
 """The ingestion pipeline: one episode in, one atomic commit out (DESIGN §5, API.md §2.0.1).
 
     extract   (no lock; up to LCG_EXTRACTION_CONCURRENCY episodes at once)
-      entities call -> names embedded with the body (one batch) -> at most K similar active
-      facts about those entities -> facts call -> fact sentences embedded (one batch)
+      a long episode: entities call -> names embedded with the body (one batch) -> at most K
+        similar active facts about those entities -> facts call -> fact sentences embedded
+      a short one (LCG_EXTRACTION_SINGLE_CALL_MAX_CHARS): body embedded -> at most K similar
+        active facts about the group's entities the text names -> one call for entities and
+        facts -> names and fact sentences embedded (one batch)
     resolve   (per group, strictly in arrival order; reads the group's resolution index)
       entities matched (lcg.ingest.resolve), facts deduplicated and superseded
       (lcg.ingest.supersede)
@@ -107,6 +110,9 @@ class _LoopState:
     tails: dict[str, anyio.Event] = field(default_factory=dict)
 
 
+# Entities named in a short episode whose active facts may become supersession candidates.
+_MENTIONS_CONSIDERED = 64
+
 _LOOP_STATE: anyio.lowlevel.RunVar[dict[int, _LoopState]] = anyio.lowlevel.RunVar("lcg_ingest")
 _PIPELINES: weakref.WeakKeyDictionary[Engine, IngestPipeline] = weakref.WeakKeyDictionary()
 
@@ -137,6 +143,21 @@ def _known_uuids(index: GroupIndex, entities: Sequence[CleanEntity]) -> list[str
         if uuid is not None and uuid not in out:
             out.append(uuid)
     return out
+
+
+def _existing(index: GroupIndex, candidates: Sequence[Fact]) -> list[ExistingFact]:
+    """The candidate facts as the prompts show them, with their endpoints' names."""
+    names = _names(index, {u for f in candidates for u in (f.source_uuid, f.target_uuid)})
+    return [
+        ExistingFact(
+            names.get(f.source_uuid, "?"),
+            f.name,
+            names.get(f.target_uuid, "?"),
+            f.fact,
+            f.valid_at,
+        )
+        for f in candidates
+    ]
 
 
 def _names(index: GroupIndex, uuids: set[str]) -> dict[str, str]:
@@ -271,6 +292,8 @@ class IngestPipeline:
         ctx = EpisodeContext(
             item.name, item.body, item.source_type, item.reference_time, ontology.prompt_block()
         )
+        if len(item.body) <= self.engine.settings.extraction_single_call_max_chars:
+            return await self._extract_single(extractor, item, ctx, ontology, cost, report)
         entities = await extractor.entities(ctx, report, cost)
         labels = [entity_labels(ontology, e.type) for e in entities]
         embedder = self.engine.embedder
@@ -278,23 +301,16 @@ class IngestPipeline:
             embedder.embed, [*(e.name for e in entities), item.body]
         )
         index = await self._index(item.group_id, fresh=False)
-        candidates = self._candidates(index, entities, vectors[-1])
-        names = _names(index, {u for f in candidates for u in (f.source_uuid, f.target_uuid)})
-        existing = [
-            ExistingFact(
-                names.get(f.source_uuid, "?"),
-                f.name,
-                names.get(f.target_uuid, "?"),
-                f.fact,
-                f.valid_at,
-            )
-            for f in candidates
-        ]
+        candidates = self._candidates(index, _known_uuids(index, entities), vectors[-1])
         known = [
             KnownEntity(e.name, type_of(label_set) or "Entity")
             for e, (label_set, _) in zip(entities, labels, strict=True)
         ]
-        facts = await extractor.facts(ctx, known, existing, report, cost) if entities else []
+        facts = (
+            await extractor.facts(ctx, known, _existing(index, candidates), report, cost)
+            if entities
+            else []
+        )
         texts = list(dict.fromkeys(f.fact for f in facts))
         fact_vectors = await anyio.to_thread.run_sync(embedder.embed, texts) if texts else None
         return _Extracted(
@@ -306,12 +322,44 @@ class IngestPipeline:
             candidates,
         )
 
-    def _candidates(
-        self, index: GroupIndex, entities: Sequence[CleanEntity], body: Vectors
-    ) -> list[Fact]:
-        """At most K active facts about the episode's known entities, most similar first."""
+    async def _extract_single(
+        self,
+        extractor: Extractor,
+        item: EpisodeInput,
+        ctx: EpisodeContext,
+        ontology: Ontology,
+        cost: Cost,
+        report: SalvageReport,
+    ) -> _Extracted:
+        """One call for a short episode; its existing facts are about entities the text names."""
+        embedder = self.engine.embedder
+        body = await anyio.to_thread.run_sync(embedder.embed, [item.body])
+        index = await self._index(item.group_id, fresh=False)
+        named = index.mentioned(item.body, _MENTIONS_CONSIDERED)
+        candidates = self._candidates(index, named, body[0])
+        entities, facts = await extractor.episode(ctx, _existing(index, candidates), report, cost)
+        names = [e.name for e in entities]
+        texts = list(dict.fromkeys(f.fact for f in facts))
+        vectors = (
+            await anyio.to_thread.run_sync(embedder.embed, [*names, *texts])
+            if names or texts
+            else None
+        )
+        return _Extracted(
+            entities,
+            [entity_labels(ontology, e.type) for e in entities],
+            vectors[: len(names)] if vectors is not None and names else None,
+            facts,
+            {t: vectors[len(names) + i] for i, t in enumerate(texts)}
+            if vectors is not None
+            else {},
+            candidates,
+        )
+
+    def _candidates(self, index: GroupIndex, about: Sequence[str], body: Vectors) -> list[Fact]:
+        """At most K active facts about the entities `about`, most similar to the body first."""
         limit = self.engine.settings.supersede_candidates
-        facts = index.current_facts_about(_known_uuids(index, entities)) if limit else []
+        facts = index.current_facts_about(about) if limit else []
         if len(facts) <= limit:
             return sorted(facts, key=lambda f: f.uuid)
         assert index.fact_vectors is not None

@@ -1,6 +1,6 @@
 """From resolved facts to rows: dedup, supersession (bi-temporal), and what was dropped.
 
-A new fact supersedes an active one when the facts call flagged it (an index into the bounded
+A new fact supersedes an active one when the model flagged it (an index into the bounded
 list of existing facts the prompt showed) or when its relation type is single-valued in the
 ontology (`cardinality: one`: same source, same relation type, another target). The old fact is
 never deleted: it gets `invalid_at` = the new fact's `valid_at` (world time) and `expired_at` =

@@ -2,7 +2,8 @@
 
 It reads the episode text out of the prompt (between `<episode>` tags) and answers with what the
 heuristic extractor finds there — entities for the entities prompt, co-occurrence facts among
-the listed entities for the facts prompt, "nothing is the same" for the dedup prompt — so tests
+the listed entities for the facts prompt, both for the single-call prompt, "nothing is the same"
+for the dedup prompt — so tests
 and benchmarks drive the real LLM path (HTTP, parsing, salvage, resolution, supersession) with
 realistic volumes and no model.
 """
@@ -45,4 +46,8 @@ def heuristic_responder(body: dict[str, Any]) -> str:
         listed = user.split("EXISTING FACTS:", 1)[0]
         names = [m.group(1) for m in _LISTED.finditer(listed)]
         return json.dumps(heuristic_facts(text, names))
-    return json.dumps(heuristic_entities(text))
+    found = heuristic_entities(text)
+    if user.startswith("EXISTING FACTS:"):  # the single call: entities and facts together
+        names = [e["name"] for e in found["entities"]]
+        return json.dumps({**found, **heuristic_facts(text, names)})
+    return json.dumps(found)
