@@ -309,73 +309,134 @@ class SearchIndex:
         model = self._embedder.identity.model
         dim = self._embedder.identity.dim
 
-        def vector(kind: str, owner: str, text: str) -> tuple[Vectors, npt.NDArray[np.bool_]]:
+        def vector(kind: str, owner: str, text: str) -> tuple[Vectors, bool]:
             if not text:
-                return np.zeros((1, dim), dtype=np.float32), np.zeros(1, dtype=bool)
+                return np.zeros(dim, dtype=np.float32), False
             row = vectors.get(f"{kind}:{owner}")
             if row is None or row.text_hash != text_hash(model, text):
                 raise KeyError(f"{kind}:{owner}")
-            return np.asarray(row.vec, dtype=np.float32).reshape(1, dim), np.ones(1, dtype=bool)
+            return np.asarray(row.vec, dtype=np.float32), True
 
-        ents, facts, eps = parts["entity"], parts["fact"], parts["episode"]
+        # Consecutive upserts of one family go to the partition in one `add` (one tokenising and
+        # postings pass); the run is flushed before any other operation, and before a uuid
+        # repeats, so the order of the operations is kept.
+        run = _Run(None)
+        targets = dict(parts)
+
+        def flush() -> None:
+            nonlocal run
+            part = targets.get(run.family or "")
+            if part is not None and run.uuids:
+                run.add_to(part)
+            run = _Run(None)
+
+        def pending(family: str, uuid: str) -> _Run:
+            nonlocal run
+            if run.family != family or uuid in run.seen:
+                flush()
+                run = _Run(family)
+            run.seen.add(uuid)
+            return run
+
         for op in ops:
-            if op.name == "entity.upsert" and ents is not None:
+            if op.name == "entity.upsert":
                 e = data_to_entity(op.data, group)
-                ents.add(
-                    [e.uuid],
-                    [entity_text(e.name, e.summary)],
+                pending("entity", e.uuid).put(
+                    e.uuid,
+                    entity_text(e.name, e.summary),
                     {
                         "entity_name": vector("entity_name", e.uuid, e.name),
                         "entity_summary": vector("entity_summary", e.uuid, e.summary),
                     },
-                    tags=[e.labels],
+                    tags=tuple(e.labels),
                 )
-            elif op.name == "fact.upsert" and facts is not None:
+            elif op.name == "fact.upsert":
                 f = data_to_fact(op.data, group)
-                cols = {
-                    "valid_at": micros(f.valid_at, ALWAYS),
-                    "invalid_at": micros(f.invalid_at, NEVER),
-                    "created_at": micros(f.created_at, ALWAYS),
-                    "expired_at": micros(f.expired_at, NEVER),
-                    "name": self.code(f.name),
-                    "relation_type": self.code(f.relation_type),
-                    "source": self.code(f.source_uuid),
-                    "target": self.code(f.target_uuid),
-                }
-                facts.add(
-                    [f.uuid],
-                    [f"{f.name} {f.fact}"],
+                pending("fact", f.uuid).put(
+                    f.uuid,
+                    f"{f.name} {f.fact}",
                     {"fact": vector("fact", f.uuid, f.fact or f.name)},
-                    {k: np.array([v], dtype=np.int64) for k, v in cols.items()},
-                )
-            elif op.name == "fact.invalidate" and facts is not None:
-                facts.set_columns(
-                    str(op.data["uuid"]),
-                    {
-                        "invalid_at": micros(from_wal(op.data.get("invalid_at")), NEVER),
-                        "expired_at": micros(from_wal(op.data.get("expired_at")), NEVER),
+                    columns={
+                        "valid_at": micros(f.valid_at, ALWAYS),
+                        "invalid_at": micros(f.invalid_at, NEVER),
+                        "created_at": micros(f.created_at, ALWAYS),
+                        "expired_at": micros(f.expired_at, NEVER),
+                        "name": self.code(f.name),
+                        "relation_type": self.code(f.relation_type),
+                        "source": self.code(f.source_uuid),
+                        "target": self.code(f.target_uuid),
                     },
                 )
-            elif op.name == "episode.add" and eps is not None:
+            elif op.name == "episode.add":
                 ep = data_to_episode(op.data, group)
-                eps.add(
-                    [ep.uuid], [ep.content], {"episode": vector("episode", ep.uuid, ep.content)}
+                pending("episode", ep.uuid).put(
+                    ep.uuid, ep.content, {"episode": vector("episode", ep.uuid, ep.content)}
                 )
-            elif op.name == "episode.delete" and eps is not None:
-                eps.remove([str(op.data["uuid"])])
-            elif op.name == "group.purge":
-                with self._lock:
-                    for family in FAMILIES:
-                        if (family, group) in self._parts:
-                            self._parts[(family, group)] = self._new(family)
-                ents, facts, eps = (self._parts.get((f, group)) for f in FAMILIES)
-            elif op.name not in (
-                "mentions.add",
-                "entity.upsert",
-                "fact.upsert",
-                "episode.add",
-                "fact.invalidate",
-                "episode.delete",
-            ):
-                return False
+            else:
+                flush()
+                facts = targets["fact"]
+                if op.name == "fact.invalidate" and facts is not None:
+                    facts.set_columns(
+                        str(op.data["uuid"]),
+                        {
+                            "invalid_at": micros(from_wal(op.data.get("invalid_at")), NEVER),
+                            "expired_at": micros(from_wal(op.data.get("expired_at")), NEVER),
+                        },
+                    )
+                elif op.name == "episode.delete" and targets["episode"] is not None:
+                    targets["episode"].remove([str(op.data["uuid"])])
+                elif op.name == "group.purge":
+                    with self._lock:
+                        for family in FAMILIES:
+                            if (family, group) in self._parts:
+                                self._parts[(family, group)] = self._new(family)
+                        targets = {f: self._parts.get((f, group)) for f in FAMILIES}
+                elif op.name not in ("mentions.add", "fact.invalidate", "episode.delete"):
+                    return False
+        flush()
         return True
+
+
+class _Run:
+    """Upserts of one family gathered for a single `Partition.add`."""
+
+    def __init__(self, family: str | None) -> None:
+        self.family = family
+        self.seen: set[str] = set()
+        self.uuids: list[str] = []
+        self.texts: list[str] = []
+        self.vectors: dict[str, list[Vectors]] = {}
+        self.present: dict[str, list[bool]] = {}
+        self.columns: dict[str, list[int]] = {}
+        self.tags: list[tuple[str, ...]] = []
+
+    def put(
+        self,
+        uuid: str,
+        text: str,
+        vectors: Mapping[str, tuple[Vectors, bool]],
+        *,
+        columns: Mapping[str, int] | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> None:
+        self.uuids.append(uuid)
+        self.texts.append(text)
+        for kind, (vec, present) in vectors.items():
+            self.vectors.setdefault(kind, []).append(vec)
+            self.present.setdefault(kind, []).append(present)
+        for name, value in (columns or {}).items():
+            self.columns.setdefault(name, []).append(value)
+        self.tags.append(tags)
+
+    def add_to(self, part: Partition) -> None:
+        part.add(
+            self.uuids,
+            self.texts,
+            {
+                kind: (np.stack(rows), np.array(self.present[kind], dtype=bool))
+                for kind, rows in self.vectors.items()
+            },
+            {name: np.array(values, dtype=np.int64) for name, values in self.columns.items()}
+            or None,
+            self.tags,
+        )
