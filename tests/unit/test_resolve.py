@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import numpy as np
+
 from lcg.embedding.hashing import HashEmbedder
 from lcg.extraction.salvage import CleanEntity, CleanFact
-from lcg.ingest.index import GroupIndex, acronym, canon, is_acronym_like
+from lcg.ingest.index import GroupIndex, Matrix, acronym, canon, is_acronym_like
 from lcg.ingest.resolve import (
     entity_labels,
     match_entities,
@@ -150,3 +152,11 @@ def test_mentions_are_names_aliases_and_acronyms_in_the_text_in_order() -> None:
     assert index.mentioned(text, 10) == ["u4", "u2", "u1", "u3", "u5", "u6", "u9"]
     assert index.mentioned(text, 2) == ["u4", "u2"]
     assert index.mentioned("nothing known here", 10) == []
+
+
+def test_matrix_scores_rows_by_owner_and_marks_the_missing() -> None:
+    m = Matrix(2)
+    for i in range(100):  # past the initial capacity, so the rows have moved once
+        m.put(f"u{i}", np.array([float(i), 1.0], dtype=np.float32))
+    scores = m.scores(["u3", "nobody", "u99"], np.array([1.0, 2.0], dtype=np.float32), -1.0)
+    assert scores.tolist() == [5.0, -1.0, 101.0]

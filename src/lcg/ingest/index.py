@@ -113,6 +113,14 @@ class Matrix:
     def view(self) -> Vectors:
         return self._rows[: self._count]
 
+    def scores(self, owners: Sequence[str], query: Vectors, missing: float) -> Vectors:
+        """`query`'s dot product with each owner's row (`missing` for owners without one)."""
+        rows = np.array([self._row_of.get(o, -1) for o in owners], dtype=np.int64)
+        out = np.full(len(owners), missing, dtype=np.float32)
+        known = rows >= 0
+        out[known] = self._rows[rows[known]] @ query
+        return out
+
 
 @dataclass
 class GroupIndex:

@@ -363,12 +363,13 @@ class IngestPipeline:
         if len(facts) <= limit:
             return sorted(facts, key=lambda f: f.uuid)
         assert index.fact_vectors is not None
-        scored = []
-        for f in facts:
-            vec = index.fact_vectors.get(f.uuid)
-            scored.append((float(vec @ body) if vec is not None else -1.0, f.uuid, f))
-        scored.sort(key=lambda t: (-t[0], t[1]))
-        return [f for _, _, f in scored[:limit]]
+        scores = index.fact_vectors.scores([f.uuid for f in facts], body, missing=-1.0)
+        # The K best by (score desc, uuid): a linear partition first (a hub entity may have
+        # thousands of facts), then an exact sort of the few at or above the K-th score.
+        kth = float(np.partition(scores, len(facts) - limit)[len(facts) - limit])
+        top = [(float(s), f.uuid, f) for s, f in zip(scores, facts, strict=True) if s >= kth]
+        top.sort(key=lambda t: (-t[0], t[1]))
+        return [f for _, _, f in top[:limit]]
 
     async def _commit(
         self,
