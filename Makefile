@@ -45,8 +45,8 @@ unit: $(STAMP) browser
 test: lint typecheck unit
 
 # Every benchmark, one JSON object each (about 20 minutes in all on a 2-core machine).
-BENCHES := wal_store service embeddings search temporal llm_providers ingest ontology_typing \
-	folder_ingest recovery ui
+BENCHES := wal_store service embeddings search temporal llm_providers ingest ingest_scale \
+	ontology_typing folder_ingest recovery ui
 bench: $(STAMP) browser
 	@for b in $(BENCHES); do echo "== bench/$$b.py" >&2; $(BIN)/python bench/$$b.py || exit 1; done
 

@@ -262,7 +262,7 @@ def _apply_batch(
     with store.transaction() as tx:
         graph.apply_ops(tx, group_id, ops)
         stored = graph.stored_text_hashes(tx, plan.keys())
-        graph.put_embeddings(tx, embed_plan(plan, embedder, stored))
+        graph.put_embeddings(tx, embed_plan(plan, embedder, stored), stored)
         graph.delete_embeddings(tx, plan.stale)
         write_position(tx, group_id, batch[-1].seq, generation)
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lcg.models import Entity, Fact
+from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import graph
+from lcg.storage import store as store_module
 from lcg.storage.schema import FULLTEXT_INDEXES, MIGRATIONS
 from lcg.storage.store import Store
 
@@ -164,5 +165,82 @@ def test_batched_upserts_keep_replace_or_create_semantics(store: Store) -> None:
         assert _hops(store) == {("c", "f1"), ("f1", "d"), ("a", "f2"), ("c", "f3"), ("f3", "d")}
         with store.read() as r:
             assert graph.facts_by_uuids(r, ["f3"])["f3"].fact == "newer"
+    finally:
+        store.close()
+
+
+def _embedding(kind: str, owner: str, text_hash: str) -> EmbeddingRow:
+    return EmbeddingRow(kind=kind, owner=owner, group_id="g", text_hash=text_hash, vec=None)
+
+
+def _mentions(store: Store) -> list[tuple[str, str]]:
+    with store.read() as r:
+        rows = r.rows("MATCH (ep:Episode)-[:MENTIONS]->(e:Entity) RETURN ep.uuid, e.uuid")
+    return sorted((a, b) for a, b in rows)
+
+
+# A huge fixed UNWIND cost makes every write go key by key; none, one UNWIND for all.
+@pytest.mark.parametrize("unwind_ms", [1e6, 0.0], ids=["per-key", "unwind"])
+def test_keyed_writes_are_replace_or_create_and_idempotent_either_way(
+    store: Store, monkeypatch: pytest.MonkeyPatch, unwind_ms: float
+) -> None:
+    monkeypatch.setattr(store_module, "_UNWIND_BASE_MS", unwind_ms)
+    try:
+        with store.transaction() as tx:
+            graph.upsert_entities(tx, [_entity("a", "A"), _entity("b", "B"), _entity("c", "C")])
+            graph.add_episodes(tx, [Episode(uuid="ep", group_id="g", name="n", content="x")])
+            graph.put_embeddings(tx, [_embedding("entity_name", "a", "h1")])
+            graph.add_mentions(tx, "ep", ["a"])
+        with store.transaction() as tx:
+            graph.put_embeddings(
+                tx,
+                [
+                    _embedding("entity_name", "a", "h2"),  # replaced ...
+                    _embedding("entity_name", "b", "early"),  # created ...
+                    _embedding("entity_name", "b", "late"),  # ... the last row of a key wins
+                    _embedding("fact", "f", "hf"),
+                ],
+            )
+            # An existing edge, a repeat, a new one and a missing entity: each edge once.
+            graph.add_mentions(tx, "ep", ["a", "b", "b", "missing"])
+            graph.add_mentions(tx, "no-such-episode", ["a"])
+        with store.read() as r:
+            hashes = graph.stored_text_hashes(r, ["entity_name:a", "entity_name:b", "fact:f"])
+            owners = r.rows("MATCH (v:Embedding) RETURN v.key, v.owner, v.kind ORDER BY v.key")
+        assert hashes == {"entity_name:a": "h2", "entity_name:b": "late", "fact:f": "hf"}
+        assert owners == [
+            ["entity_name:a", "a", "entity_name"],
+            ["entity_name:b", "b", "entity_name"],
+            ["fact:f", "f", "fact"],
+        ]
+        assert _mentions(store) == [("ep", "a"), ("ep", "b")]
+
+        with store.transaction() as tx:  # a replay of the same writes changes nothing
+            graph.add_mentions(tx, "ep", ["a", "b", "missing"])
+            graph.put_embeddings(tx, [_embedding("fact", "f", "hf")])
+            # The stored keys as the caller knows them (a replay): an update, not a second row.
+            graph.put_embeddings(tx, [_embedding("fact", "f", "hf")], {"fact:f", "other"})
+            graph.delete_embeddings(tx, ["entity_name:b", "entity_name:b", "absent"])
+        assert _mentions(store) == [("ep", "a"), ("ep", "b")]
+        with store.read() as r:
+            assert graph.stored_text_hashes(r, ["entity_name:a", "entity_name:b", "fact:f"]) == {
+                "entity_name:a": "h2",
+                "fact:f": "hf",
+            }
+    finally:
+        store.close()
+
+
+def test_point_limit_grows_with_the_table(store: Store) -> None:
+    try:
+        with store.transaction() as tx:
+            empty = tx.point_limit("Entity")
+            tx.run("UNWIND range(1, 50000) AS i CREATE (:Entity {uuid: concat('u', string(i))})")
+        with store.writer() as w:
+            assert w.table_rows("Entity") == 0  # an estimate, recounted only now and then
+            for _ in range(store_module._RECOUNT_EVERY):
+                w.table_rows("Entity")
+            assert w.table_rows("Entity") == 50000
+            assert w.point_limit("Entity") > empty + 10
     finally:
         store.close()

@@ -43,12 +43,17 @@ logger = logging.getLogger(__name__)
 # parameters (index DDL, raw Cypher) clears them.
 _KEEPS_PREPARED = frozenset({"BEGIN TRANSACTION", "COMMIT", "CHECKPOINT"})
 _PREPARED_MAX = 256
-# Up to this many keys, `point_rows` runs one prepared primary-key lookup per key (~0.3 ms
-# each at any table size); beyond it, one `UNWIND` query, which Kuzu 0.11 plans as a hash join
-# over the whole table: ~3 ms at 20k entities whatever the number of keys, growing with the
-# table (a one-off measurement at 20k entities: 10 keys 2.9 ms by point vs 4.0 ms by UNWIND;
-# 50 keys 11.9 vs 2.9 ms).
-_POINT_MAX = 16
+# How a lookup of k keys is run (`point_limit`): one prepared primary-key statement per key costs
+# ~0.3 ms a key at any table size; one `UNWIND` query, which Kuzu 0.11 plans as a hash join over
+# the whole table, costs ~0.45 ms + 0.12 ms per 1,000 rows of the table, whatever k (measured,
+# storage/README.md: 16 keys 2.5 vs 0.7 ms at 2k rows, 4.7 vs 12.5 ms at 100k; 64 keys 21 vs
+# 1.0 ms at 2k, 17 vs 15 ms at 100k). So keys go one by one while k * per-key cost is below the
+# UNWIND's cost at the table's size: up to ~2 keys at 2k rows, ~41 at 100k.
+_UNWIND_BASE_MS = 0.45
+_UNWIND_MS_PER_ROW = 0.00012
+_POINT_MS = 0.3
+# A table's row count is an estimate, recounted (~0.7 ms at 100k rows) after this many uses.
+_RECOUNT_EVERY = 128
 
 
 class Conn:
@@ -66,6 +71,7 @@ class Conn:
         self._raw = raw
         self._prepared: dict[str, Any] | None = {} if prepare else None
         self._points: dict[str, Any] = {}
+        self._sizes: dict[str, list[int]] = {}  # table -> [rows, uses before a recount]
 
     def run(self, query: str, params: dict[str, Any] | None = None) -> Any:
         try:
@@ -91,16 +97,43 @@ class Conn:
         except RuntimeError as exc:
             raise StorageError(str(exc)) from exc
 
+    def table_rows(self, table: str) -> int:
+        """About how many rows node table `table` holds (recounted every `_RECOUNT_EVERY` uses;
+        it only chooses how statements run, never what they do)."""
+        entry = self._sizes.get(table)
+        if entry is None or entry[1] <= 0:
+            try:
+                result = self._raw.execute(f"MATCH (x:{table}) RETURN count(*)")
+                entry = self._sizes[table] = [int(result.get_all()[0][0]), _RECOUNT_EVERY]
+            except RuntimeError as exc:
+                raise StorageError(str(exc)) from exc
+        entry[1] -= 1
+        return entry[0]
+
+    def point_limit(self, table: str, per_key_ms: float = _POINT_MS) -> int:
+        """The most keys worth handling one prepared statement per key (`per_key_ms` each) in
+        `table` rather than one `UNWIND` that scans the table (see `_UNWIND_BASE_MS`)."""
+        unwind_ms = _UNWIND_BASE_MS + self.table_rows(table) * _UNWIND_MS_PER_ROW
+        return int(unwind_ms / per_key_ms)
+
     def point_rows(
-        self, one: str, many: str, keys: Sequence[Any], params: dict[str, Any] | None = None
+        self,
+        one: str,
+        many: str,
+        keys: Sequence[Any],
+        params: dict[str, Any] | None = None,
+        *,
+        table: str,
     ) -> list[list[Any]]:
-        """Rows for each key: `one` matches a primary key `$u`, `many` is the same query over
-        `UNWIND $keys AS u`. A few keys are looked up one by one with a prepared statement
-        (cached on this connection; one that fails — e.g. after a schema change — is dropped
-        and the lookup retried unprepared); many go in one `many` query. `params` are passed to
-        both."""
+        """Rows for each key: `one` matches a primary key `$u` of `table`, `many` is the same
+        query over `UNWIND $keys AS u`. Up to `point_limit(table)` keys are looked up one by one
+        with a prepared statement (cached on this connection; one that fails — e.g. after a
+        schema change — is dropped and the lookup retried unprepared); more go in one `many`
+        query. `params` are passed to both."""
+        if not keys:
+            return []
         extra = params or {}
-        if len(keys) > _POINT_MAX:
+        if len(keys) > self.point_limit(table):
             return self.rows(many, {**extra, "keys": list(keys)})
         out: list[list[Any]] = []
         for key in keys:
