@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.storage import graph
+from lcg.storage import graph, history
 from lcg.storage import store as store_module
 from lcg.storage.schema import FULLTEXT_INDEXES, MIGRATIONS
 from lcg.storage.store import Store
@@ -242,5 +242,36 @@ def test_point_limit_grows_with_the_table(store: Store) -> None:
                 w.table_rows("Entity")
             assert w.table_rows("Entity") == 50000
             assert w.point_limit("Entity") > empty + 10
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("unwind_ms", [1e6, 0.0], ids=["per-key", "unwind"])
+def test_facts_around_finds_each_fact_once_by_either_endpoint(
+    store: Store, monkeypatch: pytest.MonkeyPatch, unwind_ms: float
+) -> None:
+    monkeypatch.setattr(store_module, "_UNWIND_BASE_MS", unwind_ms)
+    try:
+        with store.transaction() as tx:
+            graph.upsert_entities(tx, [_entity("a", "A"), _entity("b", "B"), _entity("c", "C")])
+            graph.upsert_facts(
+                tx,
+                [
+                    _fact("ab", "a", "b"),
+                    _fact("ba", "b", "a"),
+                    _fact("bc", "b", "c"),
+                    _fact("ax", "a", "gone"),  # its target is missing: it has one hop only
+                ],
+            )
+        with store.read() as r:
+
+            def around(*uuids: str, groups: list[str] | None = None) -> list[str]:
+                return sorted(f.uuid for f in history.facts_around(r, uuids, groups))
+
+            assert around("a") == ["ab", "ax", "ba"]
+            assert around("a", "b") == ["ab", "ax", "ba", "bc"]  # each fact once
+            assert around("c") == ["bc"]
+            assert around("gone") == []
+            assert around("a", groups=["other"]) == []
     finally:
         store.close()
