@@ -77,3 +77,23 @@ def test_cache_only_plans_never_call_the_model_and_leave_unseen_texts_out(
     # Without cache_only the same plan embeds what was missing, in one call.
     assert len(embed_plan(plan, cache)) == 3
     assert counting.seen == ["Brand new name", "Never embedded."]
+
+
+def test_rows_from_the_opened_file_and_appended_since_read_back_together(tmp_path: Path) -> None:
+    counting = CountingEmbedder()
+    CachedEmbedder(counting, tmp_path).embed([f"old {i}" for i in range(50)])
+    cache = CachedEmbedder(counting, tmp_path)
+    # Appends past the tail's first allocation (1,024 rows), in several batches.
+    for start in range(0, 1500, 500):
+        cache.embed([f"new {i}" for i in range(start, start + 500)])
+    texts = ["new 1499", "old 3", "missing", "new 0", "old 49", "new 1024"]
+    expected = counting.inner.embed(texts)
+    got = cache.cached(texts)
+    assert got[2] is None
+    for i in (0, 1, 3, 4, 5):
+        vec = got[i]
+        assert vec is not None and np.array_equal(vec, expected[i])
+    seen = len(counting.seen)
+    assert np.array_equal(cache.embed(texts), expected)
+    assert counting.seen[seen:] == ["missing"]
+    assert len(CachedEmbedder(counting, tmp_path)) == 50 + 1500 + 1
