@@ -30,6 +30,7 @@ from lcg.extraction.prompts import (
     FactsAnswer,
     GraphAnswer,
     KnownEntity,
+    calls_for,
     entities_prompt,
     episode_prompt,
     facts_prompt,
@@ -144,7 +145,7 @@ class BackendRun:
 def extraction_calls(articles: Sequence[Article], single_call_max_chars: int) -> int:
     """Calls one backend makes: one per article of up to `single_call_max_chars` characters
     (the single-call protocol, as ingestion chooses it), two per longer article."""
-    return sum(1 if len(a.text) <= single_call_max_chars else 2 for a in articles)
+    return sum(calls_for(a.text, single_call_max_chars) for a in articles)
 
 
 async def _extract_one(
@@ -162,7 +163,7 @@ async def _extract_one(
         ontology_block=ontology.prompt_block() if ontology is not None else "",
     )
     report = SalvageReport()
-    if len(article.text) <= single_call_max_chars:
+    if calls_for(article.text, single_call_max_chars) == 1:
         only = await client.complete(episode_prompt(ctx, []))
         run.note(only, GraphAnswer)
         entities, facts = salvage_graph(only.data, report)

@@ -33,6 +33,7 @@ __all__ = [
     "FactsAnswer",
     "GraphAnswer",
     "KnownEntity",
+    "calls_for",
     "dedup_prompt",
     "entities_prompt",
     "episode_prompt",
@@ -201,16 +202,26 @@ def _existing_line(index: int, f: ExistingFact) -> str:
     return f"[{index}] {f.source} {f.predicate} {f.target}: {text}{since}"
 
 
+def _existing_block(existing: Sequence[ExistingFact]) -> str:
+    lines = "\n".join(_existing_line(i, f) for i, f in enumerate(existing)) or "(none)"
+    return f"EXISTING FACTS:\n{lines}\n"
+
+
+def calls_for(text: str, single_call_max_chars: int) -> int:
+    """How many calls extract an episode of `text`: one (`episode_prompt`) up to
+    `single_call_max_chars` characters, else two (`entities_prompt`, then `facts_prompt`)."""
+    return 1 if len(text) <= single_call_max_chars else 2
+
+
 def facts_prompt(
     ctx: EpisodeContext, entities: Sequence[KnownEntity], existing: Sequence[ExistingFact]
 ) -> LlmRequest:
     """The second call: facts between the extracted entities, and which existing ones end."""
     listed = "\n".join(f"- {e.name} ({e.type})" for e in entities)
-    lines = "\n".join(_existing_line(i, f) for i, f in enumerate(existing)) or "(none)"
     return LlmRequest(
         stage="facts",
         system=_FACTS_SYSTEM + _ontology(ctx),
-        user=f"ENTITIES:\n{listed}\nEXISTING FACTS:\n{lines}\n{_episode_block(ctx)}",
+        user=f"ENTITIES:\n{listed}\n{_existing_block(existing)}{_episode_block(ctx)}",
         schema=FactsAnswer.model_json_schema(),
         schema_name="facts",
         max_tokens=FACTS_MAX_TOKENS,
@@ -221,11 +232,10 @@ def facts_prompt(
 def episode_prompt(ctx: EpisodeContext, existing: Sequence[ExistingFact]) -> LlmRequest:
     """The single call for a short episode: its entities, the facts between them, and which
     existing facts they end (the existing facts are about entities the text names)."""
-    lines = "\n".join(_existing_line(i, f) for i, f in enumerate(existing)) or "(none)"
     return LlmRequest(
         stage="extract",
         system=_EPISODE_SYSTEM + _ontology(ctx),
-        user=f"EXISTING FACTS:\n{lines}\n{_episode_block(ctx)}",
+        user=f"{_existing_block(existing)}{_episode_block(ctx)}",
         schema=GraphAnswer.model_json_schema(),
         schema_name="graph",
         max_tokens=EPISODE_MAX_TOKENS,

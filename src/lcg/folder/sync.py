@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from lcg.extraction.prompts import calls_for
 from lcg.folder.chunking import Chunk, chunk_document
 from lcg.folder.documents import Document, DocumentError, content_hash, read_documents
 from lcg.folder.syncstate import SourceRecord, SyncState
@@ -113,7 +114,7 @@ def estimate(plan: SyncPlan, single_call_max_chars: int) -> dict[str, Any]:
     todo = plan.of("new", "changed")
     texts = [c.text for f in todo for c, _ in f.chunks]
     chunks = len(texts)
-    calls = [1 if len(t) <= single_call_max_chars else 2 for t in texts]
+    calls = [calls_for(t, single_call_max_chars) for t in texts]
     text_tokens = sum(n * math.ceil(len(t.encode()) / 4) for n, t in zip(calls, texts, strict=True))
     return {
         "files": len(plan.files),

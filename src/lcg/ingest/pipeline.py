@@ -35,7 +35,7 @@ from lcg.embedding.base import Vectors
 from lcg.engine import Engine, EpisodeCommit
 from lcg.errors import InvalidRequestError
 from lcg.extraction.extractor import Cost, Extractor, HeuristicExtractor, LlmExtractor
-from lcg.extraction.prompts import EpisodeContext, ExistingFact, KnownEntity
+from lcg.extraction.prompts import EpisodeContext, ExistingFact, KnownEntity, calls_for
 from lcg.extraction.salvage import CleanEntity, CleanFact, SalvageReport
 from lcg.extraction.select import llm_client
 from lcg.ingest.index import GroupIndex
@@ -292,7 +292,7 @@ class IngestPipeline:
         ctx = EpisodeContext(
             item.name, item.body, item.source_type, item.reference_time, ontology.prompt_block()
         )
-        if len(item.body) <= self.engine.settings.extraction_single_call_max_chars:
+        if calls_for(item.body, self.engine.settings.extraction_single_call_max_chars) == 1:
             return await self._extract_single(extractor, item, ctx, ontology, cost, report)
         entities = await extractor.entities(ctx, report, cost)
         labels = [entity_labels(ontology, e.type) for e in entities]

@@ -588,11 +588,20 @@ def find_active_fact(
     return _fact(rows[0]) if rows else None
 
 
-def neighbor_facts(conn: Conn, center: str, groups: Sequence[str] | None, limit: int) -> list[Fact]:
-    """Outgoing facts of `center` (uuid desc, limited), then incoming ones, truncated to limit."""
+def neighbor_facts(
+    conn: Conn,
+    center: str,
+    groups: Sequence[str] | None,
+    limit: int,
+    where: str = "",
+    where_params: dict[str, Any] | None = None,
+) -> list[Fact]:
+    """Outgoing facts of `center` (uuid desc, limited), then incoming ones, truncated to limit;
+    `where` (a condition on `f`, with `where_params`) filters before the limit."""
     clause, params = _group_filter("f", groups)
-    params.update({"c": center, "limit": limit})
-    extra = f"AND {clause}" if clause else ""
+    params.update({"c": center, "limit": limit, **(where_params or {})})
+    extra = " AND ".join(c for c in (clause, where) if c)
+    extra = f"AND {extra}" if extra else ""
     out = conn.rows(
         f"MATCH (a:Entity {{uuid: $c}})-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity) "
         f"WHERE f.source_uuid = $c {extra} RETURN {FACT_COLS} ORDER BY f.uuid DESC LIMIT $limit",

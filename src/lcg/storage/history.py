@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from lcg.models import Fact
+from lcg.storage import graph
 from lcg.storage.graph import _HOPS, FACT_COLS, _fact, _group_filter, _where
 from lcg.storage.store import Conn
 from lcg.temporal import TimeFilter
@@ -84,23 +85,8 @@ def neighbor_facts_at(
     at: datetime,
 ) -> list[Fact]:
     """`graph.neighbor_facts` restricted to facts visible under `time` (filtered before the limit)."""
-    clause, params = _group_filter("f", groups)
-    when, tparams = time_clause("f", time, at)
-    params.update(tparams)
-    params.update({"c": center, "limit": limit})
-    extra = " AND ".join(c for c in (clause, when) if c)
-    extra = f"AND {extra}" if extra else ""
-    out = conn.rows(
-        f"MATCH (a:Entity {{uuid: $c}})-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity) "
-        f"WHERE f.source_uuid = $c {extra} RETURN {FACT_COLS} ORDER BY f.uuid DESC LIMIT $limit",
-        params,
-    )
-    inc = conn.rows(
-        f"MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity {{uuid: $c}}) "
-        f"WHERE f.target_uuid = $c {extra} RETURN {FACT_COLS} ORDER BY f.uuid DESC LIMIT $limit",
-        params,
-    )
-    return [_fact(r) for r in (out + inc)[:limit]]
+    when, params = time_clause("f", time, at)
+    return graph.neighbor_facts(conn, center, groups, limit, when, params)
 
 
 def fact_changes(
