@@ -35,6 +35,23 @@ def existing_index(body: dict[str, Any], needle: str) -> int:
     raise AssertionError(f"no existing fact with {needle!r} in the prompt:\n{section}")
 
 
+# A one-sentence episode and the model's answer to it, as the entities and facts calls return it.
+ARMSTRONG_TEXT = "Neil Armstrong commanded Apollo 11."
+ARMSTRONG_ENTITIES = entities(
+    {"name": "Neil Armstrong", "type": "Person", "summary": "Commander of Apollo 11."},
+    {"name": "Apollo 11", "type": "Mission", "summary": "First crewed Moon landing."},
+)
+ARMSTRONG_FACTS = facts(
+    fact(
+        "Neil Armstrong",
+        "COMMANDED",
+        "Apollo 11",
+        ARMSTRONG_TEXT,
+        valid_at="1969-07-16T13:32:00Z",
+    )
+)
+
+
 def wal_bytes(engine: Engine) -> dict[str, bytes]:
     root = engine.settings.wal_dir
     if not root.exists():

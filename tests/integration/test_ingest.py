@@ -7,7 +7,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from ingest_support import chunk, entities, fact, facts, graph, wal_bytes, wal_ops
+from ingest_support import (
+    ARMSTRONG_ENTITIES,
+    ARMSTRONG_FACTS,
+    ARMSTRONG_TEXT,
+    chunk,
+    entities,
+    fact,
+    facts,
+    graph,
+    wal_bytes,
+    wal_ops,
+)
 
 from lcg import Engine
 from lcg.config import Settings
@@ -36,25 +47,9 @@ def llm(engine: Engine) -> Iterator[ScriptedLlmServer]:
 async def test_clean_output_becomes_entities_facts_and_an_episode(
     engine: Engine, llm: ScriptedLlmServer
 ) -> None:
-    llm.push(
-        entities(
-            {"name": "Neil Armstrong", "type": "Person", "summary": "Commander of Apollo 11."},
-            {"name": "Apollo 11", "type": "Mission", "summary": "First crewed Moon landing."},
-        ),
-        facts(
-            fact(
-                "Neil Armstrong",
-                "COMMANDED",
-                "Apollo 11",
-                "Neil Armstrong commanded Apollo 11.",
-                valid_at="1969-07-16T13:32:00Z",
-            )
-        ),
-    )
+    llm.push(ARMSTRONG_ENTITIES, ARMSTRONG_FACTS)
     result = await dispatch(
-        engine,
-        "knowledge_process_chunk",
-        chunk("Neil Armstrong commanded Apollo 11.", "c1", "1969-07-21T00:00:00Z"),
+        engine, "knowledge_process_chunk", chunk(ARMSTRONG_TEXT, "c1", "1969-07-21T00:00:00Z")
     )
     assert result["success"] is True
     assert (result["nodes_extracted"], result["edges_extracted"]) == (2, 1)

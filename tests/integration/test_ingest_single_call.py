@@ -9,7 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ingest_support import chunk, entities, fact, facts, graph, wal_bytes
+from ingest_support import (
+    ARMSTRONG_ENTITIES,
+    ARMSTRONG_FACTS,
+    ARMSTRONG_TEXT,
+    chunk,
+    entities,
+    fact,
+    facts,
+    graph,
+    wal_bytes,
+)
 
 from lcg import Engine, Settings, open_engine
 from lcg.errors import ExtractionError
@@ -45,27 +55,9 @@ def llm(engine: Engine) -> Iterator[ScriptedLlmServer]:
 async def test_a_short_episode_is_extracted_in_one_call(
     engine: Engine, llm: ScriptedLlmServer
 ) -> None:
-    llm.push(
-        both(
-            entities(
-                {"name": "Neil Armstrong", "type": "Person", "summary": "Commander."},
-                {"name": "Apollo 11", "type": "Mission", "summary": "First landing."},
-            ),
-            facts(
-                fact(
-                    "Neil Armstrong",
-                    "COMMANDED",
-                    "Apollo 11",
-                    "Neil Armstrong commanded Apollo 11.",
-                    valid_at="1969-07-16T13:32:00Z",
-                )
-            ),
-        )
-    )
+    llm.push(both(ARMSTRONG_ENTITIES, ARMSTRONG_FACTS))
     result = await dispatch(
-        engine,
-        "knowledge_process_chunk",
-        chunk("Neil Armstrong commanded Apollo 11.", "c1", "1969-07-21T00:00:00Z"),
+        engine, "knowledge_process_chunk", chunk(ARMSTRONG_TEXT, "c1", "1969-07-21T00:00:00Z")
     )
     [request] = llm.requests
     assert request["response_format"]["json_schema"]["name"] == "graph"

@@ -179,12 +179,14 @@ def _mentions(store: Store) -> list[tuple[str, str]]:
     return sorted((a, b) for a, b in rows)
 
 
-# A huge fixed UNWIND cost makes every write go key by key; none, one UNWIND for all.
-@pytest.mark.parametrize("unwind_ms", [1e6, 0.0], ids=["per-key", "unwind"])
-def test_keyed_writes_are_replace_or_create_and_idempotent_either_way(
-    store: Store, monkeypatch: pytest.MonkeyPatch, unwind_ms: float
-) -> None:
-    monkeypatch.setattr(store_module, "_UNWIND_BASE_MS", unwind_ms)
+@pytest.fixture(params=[1e6, 0.0], ids=["per-key", "unwind"])
+def lookup_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A huge fixed UNWIND cost makes every keyed statement go key by key; none, one UNWIND."""
+    monkeypatch.setattr(store_module, "_UNWIND_BASE_MS", request.param)
+
+
+@pytest.mark.usefixtures("lookup_path")
+def test_keyed_writes_are_replace_or_create_and_idempotent_either_way(store: Store) -> None:
     try:
         with store.transaction() as tx:
             graph.upsert_entities(tx, [_entity("a", "A"), _entity("b", "B"), _entity("c", "C")])
@@ -246,11 +248,8 @@ def test_point_limit_grows_with_the_table(store: Store) -> None:
         store.close()
 
 
-@pytest.mark.parametrize("unwind_ms", [1e6, 0.0], ids=["per-key", "unwind"])
-def test_facts_around_finds_each_fact_once_by_either_endpoint(
-    store: Store, monkeypatch: pytest.MonkeyPatch, unwind_ms: float
-) -> None:
-    monkeypatch.setattr(store_module, "_UNWIND_BASE_MS", unwind_ms)
+@pytest.mark.usefixtures("lookup_path")
+def test_facts_around_finds_each_fact_once_by_either_endpoint(store: Store) -> None:
     try:
         with store.transaction() as tx:
             graph.upsert_entities(tx, [_entity("a", "A"), _entity("b", "B"), _entity("c", "C")])
