@@ -254,3 +254,37 @@ async def test_a_slow_server_times_out_with_a_named_endpoint(
     with pytest.raises(ProviderTransportError, match="timed out") as info:
         await slow.complete(request())
     assert slow.endpoint in info.value.message
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("profile", ["llama-cpp-python", "llama-server-b3800"])
+async def test_a_500_that_names_response_format_falls_back_to_json_object(
+    profile: str, transport: str, tmp_path: Path
+) -> None:
+    # llama-cpp-python's server (and llama-server before #9527) answer json_schema with HTTP 500;
+    # the body, not the status, says it is the response_format that was refused.
+    if transport == "http":
+        scripted = ScriptedLlmServer(profile=profile)
+    else:
+        scripted = ScriptedLlmServer(profile=profile, uds_path=tmp_path / "llm.sock", tcp=False)
+    with scripted as server:
+        server.push(json.dumps(ANSWER))
+        events = ListSink()
+        response = await Instrumented(provider_for(server, transport), events).complete(request())
+    assert response.data == ANSWER
+    assert response.mode == "json_object"
+    assert [r["response_format"]["type"] for r in server.requests] == ["json_schema", "json_object"]
+    # json_object carries the schema too: both servers turn it into a grammar.
+    assert server.requests[1]["response_format"]["schema"] == SCHEMA
+    (parse,) = events.of_type("structured_output_parse")
+    assert parse["mode"] == "json_object"
+
+
+@pytest.mark.anyio
+async def test_a_500_that_does_not_name_the_format_is_not_a_rejection(
+    server: ScriptedLlmServer, transport: str
+) -> None:
+    server.push(ErrorReply(500, "CUDA error: out of memory while loading the schema cache"))
+    with pytest.raises(ProviderTransportError, match="HTTP 500"):
+        await provider_for(server, transport).complete(request())
+    assert server.count == 1

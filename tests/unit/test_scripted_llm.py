@@ -1,4 +1,5 @@
-"""The scripted chat-completions server: queue, responder, errors, rejection mode, UDS, latency."""
+"""The scripted chat-completions server: queue, responder, errors, rejection mode, UDS, latency,
+and the real local servers' response_format profiles."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from lcg.testing.llm_profiles import PROFILES
 from lcg.testing.scripted_llm import ErrorReply, RawReply, ScriptedLlmServer, TextReply
 
 
@@ -88,3 +90,59 @@ def test_stopped_server_refuses_connections() -> None:
     server.stop()
     with pytest.raises(httpx2.ConnectError):
         _chat(url)
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_each_profile_accepts_exactly_its_response_format_types(name: str) -> None:
+    profile = PROFILES[name]
+    with ScriptedLlmServer(lambda body: "{}", profile=name) as server:
+        statuses = {
+            kind: _chat(server.url, response_format={"type": kind}).status_code
+            for kind in ("text", "json_object", "json_schema")
+        }
+        plain = _chat(server.url).status_code
+    assert {k for k, status in statuses.items() if status == 200} == (
+        profile.accepts & set(statuses)
+    )
+    assert plain == 200  # no response_format at all is plain text everywhere
+
+
+def test_llama_cpp_python_answers_json_schema_with_a_500_validation_body() -> None:
+    with ScriptedLlmServer(["ok"], profile="llama-cpp-python") as server:
+        rejected = _chat(server.url, response_format={"type": "json_schema"})
+        accepted = _chat(server.url, response_format={"type": "json_object", "schema": {}})
+    assert rejected.status_code == 500
+    error = rejected.json()["error"]
+    assert error["type"] == "internal_server_error"
+    assert (error["param"], error["code"]) == (None, None)
+    assert "Input should be 'text' or 'json_object'" in error["message"]
+    assert "'response_format', 'type'" in error["message"]
+    assert accepted.json()["choices"][0]["message"]["content"] == "ok"  # no reply consumed
+
+
+def test_lm_studio_refuses_json_object_with_a_bare_string_error() -> None:
+    with ScriptedLlmServer(lambda body: "{}", profile="lm-studio") as server:
+        rejected = _chat(server.url, response_format={"type": "json_object"})
+    assert rejected.status_code == 400
+    assert rejected.json() == {"error": "'response_format.type' must be 'json_schema' or 'text'"}
+
+
+def test_old_llama_server_and_vllm_error_shapes() -> None:
+    with ScriptedLlmServer(lambda body: "{}", profile="llama-server-b3800") as server:
+        old = _chat(server.url, response_format={"type": "json_schema"})
+    with ScriptedLlmServer(lambda body: "{}", profile="vllm") as server:
+        bogus = _chat(server.url, response_format={"type": "bogus"})
+    assert old.status_code == 500
+    assert old.json()["error"] == {
+        "code": 500,
+        "message": 'response_format type must be one of "text" or "json_object", but got: json_schema',
+        "type": "server_error",
+    }
+    assert bogus.status_code == 400
+    assert bogus.json()["error"]["type"] == "BadRequestError"
+    assert bogus.json()["error"]["code"] == 400
+
+
+def test_unknown_profile_names_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="llama-cpp-python"):
+        ScriptedLlmServer(profile="nonesuch")

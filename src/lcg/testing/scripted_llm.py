@@ -4,7 +4,9 @@
 Anthropic-style `/v1/messages`, through `RawReply`) and `GET /v1/models` on 127.0.0.1 (an
 ephemeral port) and/or a Unix socket, from a FIFO queue of scripted replies or a callable
 `(request_json) -> reply`. Each handler runs in its own thread, so a simulated latency
-overlaps across concurrent calls. Standard library only (and lcg.testing.listener).
+overlaps across concurrent calls. `profile=` makes it answer `response_format` as a real local
+server does (llama-cpp-python, llama-server, Ollama, LM Studio, vLLM: `lcg.testing.llm_profiles`).
+Standard library only (and lcg.testing).
 
     with ScriptedLlmServer([TextReply('{"entities": []}')]) as server:
         client = OpenAICompatClient(server.url)   # http://127.0.0.1:PORT/v1
@@ -24,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lcg.testing.listener import JsonHandler, Listener
+from lcg.testing.llm_profiles import ServerProfile
+from lcg.testing.llm_profiles import profile as server_profile
 
 __all__ = [
     "ErrorReply",
@@ -104,7 +108,10 @@ class ScriptedLlmServer(Listener):
         tcp: listen on 127.0.0.1 on an ephemeral port.
         latency_s: delay added to every reply (on top of a reply's own `latency_s`).
         reject_response_formats: `response_format.type` values answered with HTTP 400, as
-            llama.cpp's python server does for `json_schema`; such requests consume no reply.
+            a generic server might; such requests consume no reply.
+        profile: the name of a real server whose `response_format` answers (status, body,
+            accepted types) to reproduce, e.g. "llama-cpp-python" (see `llm_profiles.PROFILES`);
+            its rejections consume no reply either.
         model: the id `/v1/models` lists and completions report.
 
     An empty queue answers 500 "scripted server: no reply queued".
@@ -118,6 +125,7 @@ class ScriptedLlmServer(Listener):
         tcp: bool = True,
         latency_s: float = 0.0,
         reject_response_formats: Iterable[str] = (),
+        profile: str | None = None,
         model: str = "scripted-model",
     ) -> None:
         super().__init__(tcp=tcp, uds_path=uds_path)
@@ -129,6 +137,7 @@ class ScriptedLlmServer(Listener):
             self._queue.extend(replies)
         self.latency_s = latency_s
         self.reject_response_formats = frozenset(reject_response_formats)
+        self.profile: ServerProfile | None = None if profile is None else server_profile(profile)
         self.model = model
         self.recorded: list[RecordedRequest] = []
         self._cond = threading.Condition()
@@ -184,6 +193,10 @@ class ScriptedLlmServer(Listener):
             self._cond.notify_all()
 
     def _reply_for(self, body: dict[str, Any]) -> Reply:
+        if self.profile is not None:
+            rejection = self.profile.reject(body)
+            if rejection is not None:
+                return RawReply(rejection.body, rejection.status)
         fmt = body.get("response_format")
         fmt_type = fmt.get("type") if isinstance(fmt, dict) else None
         if fmt_type in self.reject_response_formats:

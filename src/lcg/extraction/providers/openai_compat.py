@@ -1,10 +1,20 @@
 """OpenAI-compatible chat completions over HTTP or a Unix socket (llama.cpp, vLLM, Ollama, ...).
 
 Structured output is negotiated per endpoint: `response_format` json_schema first; when the
-server rejects it (HTTP 400/422/... mentioning response_format or the schema), json_object with
-the schema in the system prompt; when that is rejected too, plain text with the schema in the
-prompt. The mode that worked is remembered per endpoint for the process lifetime, so the next
-call goes straight to it. The reply text is parsed by `jsonrepair`.
+server rejects it, json_object (with the schema both as `response_format.schema`, which
+llama-cpp-python and llama-server enforce with a grammar, and in the system prompt); when that
+is rejected too, plain text with the schema in the prompt. The mode that worked is remembered
+per endpoint for the process lifetime, so the next call goes straight to it. The reply text is
+parsed by `jsonrepair`.
+
+A rejection is read from the body as well as the status: servers turn an unsupported
+`response_format` down with 400/404/415/422/501 and a message naming it, but llama-cpp-python's
+server answers HTTP 500 with a FastAPI validation body (`Input should be 'text' or
+'json_object'`, loc `response_format`), and llama.cpp's llama-server before build ~3800 answered
+500 `response_format type must be one of "text" or "json_object"`. A 5xx counts as a rejection
+only when its body names `response_format` or the type just sent; any other 5xx ("model
+crashed") is a failure, not a reason to retry in another mode. The servers' exact answers are
+reproduced by `lcg.testing.llm_profiles`.
 """
 
 from __future__ import annotations
@@ -96,7 +106,7 @@ class OpenAICompatProvider:
                 response = await self._post(client, self._body(request, mode))
                 if response.status_code < 400:
                     break
-                if index + 1 < len(MODES) and _rejects_format(response):
+                if index + 1 < len(MODES) and _rejects_format(response, mode):
                     index += 1
                     continue
                 raise self._status_error(response)
@@ -123,7 +133,7 @@ class OpenAICompatProvider:
         else:
             system = f"{system}\n\n{schema_instruction(request.schema)}"
             if mode == "json_object":
-                body["response_format"] = {"type": "json_object"}
+                body["response_format"] = {"type": "json_object", "schema": request.schema}
         body["messages"] = [
             {"role": "system", "content": system},
             {"role": "user", "content": request.user},
@@ -180,8 +190,12 @@ class OpenAICompatProvider:
         )
 
 
-def _rejects_format(response: httpx2.Response) -> bool:
-    if response.status_code not in _REJECT_STATUSES:
-        return False
+def _rejects_format(response: httpx2.Response, mode: str) -> bool:
+    """Whether the server turned down `mode`'s response_format (not failed for another reason)."""
     text = response.text.lower()
-    return any(hint in text for hint in _REJECT_HINTS)
+    if response.status_code in _REJECT_STATUSES:
+        return any(hint in text for hint in _REJECT_HINTS)
+    if response.status_code >= 500:
+        # Only a body that names the field or the type sent: "model crashed" stays a failure.
+        return "response_format" in text or mode in text
+    return False
