@@ -110,9 +110,7 @@ def _imports(path: Path) -> list[Import]:
 
 def _third_party(imports: list[Import]) -> list[Import]:
     local = {"lcg", "__future__"}
-    return [
-        i for i in imports if i.module not in sys.stdlib_module_names and i.module not in local
-    ]
+    return [i for i in imports if i.module not in sys.stdlib_module_names and i.module not in local]
 
 
 @functools.cache

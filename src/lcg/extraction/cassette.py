@@ -18,6 +18,20 @@ own key) come back in recorded order. A call with no recorded answer raises `Cas
 
 Calls that fail while recording go to `<cassette>.failures.jsonl` (rotated to `.1` past 20 MB).
 API keys never reach a cassette: only the rendered prompts and the reply are written.
+
+An episode ingested without a `reference_time` is dated "now", and that time is in its prompts,
+so the key of every call it makes depends on when it was recorded. The cassette therefore also
+records the defaulted time itself, one clock line per episode:
+
+    {"v": 1, "clock": "<sha256 of group, name and body>", "reference_time": "<RFC 3339>"}
+
+and on replay the same episode gets the recorded time back instead of a new "now"
+(`default_reference_time`). The replayed prompts are then the recorded ones byte for byte, and
+so is every timestamp the episode writes: the replayed graph is the recorded graph. (Keying the
+calls on prompts with the time blanked out would make replay hit, but would date the replayed
+episode at replay time, a different graph, and would let a cassette answer for a time it never
+saw.) Clock lines replay first-in, first-out per episode, as calls do; an episode with no clock
+line is dated now, as before.
 """
 
 from __future__ import annotations
@@ -29,12 +43,14 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from lcg.errors import ConfigError, ExtractionError
 from lcg.extraction.jsonrepair import parse_json_object
 from lcg.extraction.llm import LlmClient, LlmRequest, LlmResponse, LlmUsage
+from lcg.timeutil import from_wal, to_wal
 
 __all__ = [
     "CASSETTE_VERSION",
@@ -46,6 +62,7 @@ __all__ = [
     "CassetteReplayer",
     "DuplicateCassetteKeyError",
     "cassette_key",
+    "clock_key",
     "duplicate_keys",
     "failures_path",
     "load_cassette",
@@ -106,6 +123,12 @@ def _request_fields(request: LlmRequest) -> dict[str, Any]:
 def cassette_key(request: LlmRequest) -> str:
     """SHA-256 over the rendered request (stage, prompts, schema, budget); not the model."""
     canonical = json.dumps(_request_fields(request), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def clock_key(group_id: str, name: str, body: str) -> str:
+    """SHA-256 naming an episode (group, name, body) for its recorded default reference time."""
+    canonical = json.dumps([group_id, name, body], ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -192,26 +215,39 @@ class CassetteRecord:
         )
 
 
-def load_cassette(path: str | Path) -> list[CassetteRecord]:
-    """Every record of a cassette, validated line by line (blank lines are skipped).
-
-    Raises:
-        CassetteError: the file cannot be read, or a line (named) is not a valid record.
-    """
-    path = Path(path)
+def _load(path: Path) -> tuple[list[CassetteRecord], list[tuple[str, datetime]]]:
+    """The call records and the clock lines (key, reference time), in file order."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise CassetteError(path, f"cannot read: {exc.strerror or exc}") from exc
     records: list[CassetteRecord] = []
+    clock: list[tuple[str, datetime]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            records.append(CassetteRecord.from_json(json.loads(line)))
+            raw = json.loads(line)
+            if isinstance(raw, dict) and "clock" in raw:
+                when = from_wal(str(raw["reference_time"]))
+                if when is None:
+                    raise ValueError("a clock line needs a reference_time")
+                clock.append((str(raw["clock"]), when))
+            else:
+                records.append(CassetteRecord.from_json(raw))
         except (ValueError, KeyError, TypeError) as exc:
             raise CassetteError(path, f"invalid record: {exc!r}", line=number) from exc
-    return records
+    return records, clock
+
+
+def load_cassette(path: str | Path) -> list[CassetteRecord]:
+    """Every call record of a cassette, validated line by line (blank lines are skipped; clock
+    lines are validated but not returned).
+
+    Raises:
+        CassetteError: the file cannot be read, or a line (named) is not a valid record.
+    """
+    return _load(Path(path))[0]
 
 
 def duplicate_keys(records: Iterable[CassetteRecord]) -> dict[str, int]:
@@ -248,6 +284,12 @@ class CassetteRecorder:
         self._append(self.path, record.to_json())
         return response
 
+    def default_reference_time(self, key: str, now: datetime) -> datetime:
+        """Record `now` as the reference time the episode `key` defaulted to, and return it."""
+        entry = {"v": CASSETTE_VERSION, "clock": key, "reference_time": to_wal(now)}
+        self._append(self.path, entry)
+        return now
+
     def _append(self, path: Path, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self._lock:
@@ -282,8 +324,12 @@ class CassetteReplayer:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._queues: dict[str, deque[CassetteRecord]] = {}
-        for record in load_cassette(self.path):
+        self._clock: dict[str, deque[datetime]] = {}
+        records, clock = _load(self.path)
+        for record in records:
             self._queues.setdefault(record.key, deque()).append(record)
+        for key, when in clock:
+            self._clock.setdefault(key, deque()).append(when)
         self._lock = threading.Lock()
 
     @property
@@ -295,6 +341,12 @@ class CassetteReplayer:
         """Recorded answers not replayed yet."""
         with self._lock:
             return sum(len(q) for q in self._queues.values())
+
+    def default_reference_time(self, key: str, now: datetime) -> datetime:
+        """The reference time episode `key` defaulted to when recorded (`now` if none was)."""
+        with self._lock:
+            recorded = self._clock.get(key)
+            return recorded.popleft() if recorded else now
 
     async def complete(self, request: LlmRequest) -> LlmResponse:
         key = cassette_key(request)

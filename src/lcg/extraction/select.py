@@ -12,7 +12,8 @@ chosen provider in a recorder. Every client is wrapped as
 `Instrumented(RetryOnTruncation(provider))`, so telemetry and the truncation retry apply to all.
 
 Callers: `llm_client(engine)`; tests and benchmarks inject one with `set_llm_client`;
-`knowledge_status` shows `describe_llm(engine)`.
+`knowledge_status` shows `describe_llm(engine)`; an episode given no reference time is dated by
+`default_reference_time(engine, ...)`, which a cassette records and replays.
 """
 
 from __future__ import annotations
@@ -20,24 +21,27 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from lcg.config import Settings
 from lcg.errors import ConfigError
-from lcg.extraction.cassette import CassetteRecorder, CassetteReplayer
+from lcg.extraction.cassette import CassetteRecorder, CassetteReplayer, clock_key
 from lcg.extraction.llm import LlmClient
 from lcg.extraction.pricing import ModelPrice, load_price_table
 from lcg.extraction.providers.anthropic_models import parse_model_spec
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
 from lcg.extraction.wrappers import Instrumented, RetryOnTruncation
 from lcg.telemetry import EventSink
+from lcg.timeutil import now
 
 __all__ = [
     "UNCONFIGURED_MESSAGE",
     "LlmPlan",
     "build_llm_client",
+    "default_reference_time",
     "describe_llm",
     "llm_client",
     "plan_llm",
@@ -199,6 +203,24 @@ def set_llm_client(engine: _EngineLike, client: LlmClient, *, wrap: bool = False
     if wrap:
         client = wrap_client(client, engine.settings, engine.events)
     _resolved[engine] = _Resolved(client, None, injected=True)
+
+
+def default_reference_time(engine: _EngineLike, group_id: str, name: str, body: str) -> datetime:
+    """The reference time of an episode given none: now, or the recorded one when replaying.
+
+    A cassette being recorded notes the time (its prompts carry it); a cassette being replayed
+    hands the recorded time back, so the replayed prompts match (`lcg.extraction.cassette`).
+    """
+    current = now()
+    settings = engine.settings
+    if not (settings.record_llm or settings.replay_llm):
+        return current
+    client: object = _resolve(engine).client
+    while client is not None:
+        if isinstance(client, CassetteRecorder | CassetteReplayer):
+            return client.default_reference_time(clock_key(group_id, name, body), current)
+        client = getattr(client, "inner", None)
+    return current
 
 
 def describe_llm(engine: _EngineLike) -> dict[str, Any]:

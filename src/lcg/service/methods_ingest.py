@@ -2,7 +2,8 @@
 
 Both run `lcg.ingest.pipeline`; the results carry API.md's fields plus what lcg adds: the
 `extractor` that ran, the `cost` of its model calls, the facts the episode superseded, and
-the salvage counters.
+the salvage counters. An episode given no reference_time is dated now, or, when a cassette is
+replayed, at the time it was recorded with (`default_reference_time`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import time
 from typing import Any
 
 from lcg.engine import Engine
+from lcg.extraction.select import default_reference_time
 from lcg.ingest.pipeline import EpisodeInput, IngestOutcome, pipeline_for
 from lcg.service.ingest_params import AddEpisodeParams, ProcessChunkParams
 from lcg.service.registry import Context, register
-from lcg.timeutil import now
 
 __all__: list[str] = []
 
@@ -77,7 +78,8 @@ async def _process_chunk(engine: Engine, a: ProcessChunkParams, ctx: Context) ->
             group_id=a.group_id,
             name=a.chunk_id,
             body=a.chunk_text,
-            reference_time=a.reference_time or now(),
+            reference_time=a.reference_time
+            or default_reference_time(engine, a.group_id, a.chunk_id, a.chunk_text),
             source="text",
             source_type=source_type,
             source_description=f"{a.source_file}:{a.chunk_id}",
@@ -121,7 +123,8 @@ async def _add_episode(engine: Engine, a: AddEpisodeParams, ctx: Context) -> dic
             group_id=a.group_id,
             name=a.name,
             body=a.episode_body,
-            reference_time=a.reference_time or now(),
+            reference_time=a.reference_time
+            or default_reference_time(engine, a.group_id, a.name, a.episode_body),
             source=a.source,
             source_type=kind if kind in ("json", "message") else "text",
             source_description=a.source_description,
