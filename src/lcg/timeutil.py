@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DB_FORMAT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?$")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
@@ -19,12 +20,15 @@ def now() -> datetime:
 
 
 def parse_timestamp(value: str) -> datetime:
-    """Parse RFC 3339 (any offset) or the DB read format `YYYY-MM-DD HH:MM:SS` (UTC).
+    """Parse RFC 3339 (any offset), the DB read format `YYYY-MM-DD HH:MM:SS` (UTC), or a date
+    `YYYY-MM-DD` (its midnight, UTC: what a person means typing `since: 2025-05-01`).
 
     Raises:
-        ValueError: the string is neither.
+        ValueError: the string is none of these.
     """
     text = value.strip()
+    if _DATE_ONLY.match(text):
+        return datetime.fromisoformat(text).replace(tzinfo=UTC)
     if _DB_FORMAT.match(text):
         return datetime.fromisoformat(text).replace(tzinfo=UTC)
     if not _RFC3339.match(text):

@@ -54,12 +54,17 @@ def test_an_impossible_date_in_a_name_is_not_a_date(tmp_path: Path) -> None:
     assert d.time_origin == "mtime"
 
 
-def test_malformed_front_matter_is_left_as_text() -> None:
-    meta, body = split_front_matter("---\n: [unclosed\n---\nBody")
+def test_front_matter_that_is_not_valid_yaml_is_dropped_and_reported() -> None:
+    # Issue 14 item 4: broken front matter is metadata, not prose; it was ingested as body text.
+    meta, body, problem = split_front_matter("---\n: [unclosed\n---\nBody")
     assert meta == {}
-    assert body.startswith("---")
-    meta, body = split_front_matter("---\n- a list\n---\nBody")
-    assert meta == {} and body.startswith("---")
+    assert body == "Body"
+    assert problem is not None and "not valid YAML" in problem
+
+
+def test_a_block_that_is_yaml_but_not_a_mapping_is_not_front_matter() -> None:
+    meta, body, problem = split_front_matter("---\n- a list\n---\nBody")
+    assert meta == {} and body.startswith("---") and problem is None
 
 
 def test_jsonl_records_become_documents_with_their_own_keys_and_dates(tmp_path: Path) -> None:
@@ -97,3 +102,49 @@ def test_unreadable_files_are_reported_with_their_place(
     path.write_bytes(data)
     with pytest.raises(DocumentError, match=message):
         read(path)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("2025-13-45", "'2025-13-45'"),  # YAML's timestamp type raised ValueError out of the parser
+        ("next tuesday", "'next tuesday'"),
+        ("12/03/2025", "'12/03/2025'"),
+        ("2025", "2025"),
+    ],
+)
+def test_a_bad_front_matter_date_is_reported_and_the_file_falls_back(
+    tmp_path: Path, value: str, shown: str
+) -> None:
+    # Issue 14 item 4: one bad date crashed the run; unparseable ones were silently ignored.
+    path = write(
+        tmp_path / "note.md", f"---\ntitle: T\ndate: {value}\n---\nBody.", mtime=1_700_000_000
+    )
+    (d,) = read(path)
+    assert d.time_origin == "mtime"
+    assert d.reference_time == datetime.fromtimestamp(1_700_000_000, tz=UTC)
+    assert d.title == "T" and d.text == "Body."
+    (note,) = d.notes
+    assert f"date: {shown} is not a date" in note
+    assert "modification time" in note
+
+
+def test_a_bad_front_matter_date_falls_back_to_the_date_in_the_file_name(tmp_path: Path) -> None:
+    (d,) = read(write(tmp_path / "2025-03-14-x.md", "---\ndate: soon\n---\nBody."))
+    assert (d.time_origin, d.reference_time) == ("file_name", datetime(2025, 3, 14, tzinfo=UTC))
+    assert "the date in the file name" in d.notes[0]
+
+
+def test_broken_yaml_front_matter_is_not_ingested_as_text_and_is_reported(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path / "note.md", '---\ntitle: "unclosed\ndate: 2025-03-14\n---\nBody.')
+    (d,) = read(path)
+    assert d.text == "Body."
+    assert d.time_origin == "mtime"
+    assert len(d.notes) == 1 and "front matter is not valid YAML" in d.notes[0]
+
+
+def test_good_front_matter_has_no_notes(tmp_path: Path) -> None:
+    (d,) = read(write(tmp_path / "note.md", "---\ndate: 2025-03-14\n---\nBody."))
+    assert d.notes == ()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lcg.folder.walk import DEFAULT_GLOBS, find_sources
+from lcg.folder.walk import DEFAULT_GLOBS, find_sources, scan_sources
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:
@@ -69,3 +69,11 @@ def test_a_file_root_is_named_by_its_file_name_and_duplicates_are_dropped(
 def test_a_missing_root_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no such file"):
         find_sources([tmp_path / "nope"])
+
+
+def test_files_no_glob_takes_are_listed_as_skipped(tmp_path: Path) -> None:
+    # Issue 14 item 7: a folder of PDFs reported "0 files ingested" and nothing else.
+    root = tree(tmp_path, {"a.md": "x", "report.pdf": "%PDF", "sub/b.png": "", ".git/c.pdf": ""})
+    scan = scan_sources([root])
+    assert [s.source_file for s in scan.sources] == ["a.md"]
+    assert [s.source_file for s in scan.skipped] == ["report.pdf", "sub/b.png"]

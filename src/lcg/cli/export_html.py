@@ -14,8 +14,7 @@ from typing import Any
 import anyio
 import click
 
-from lcg.cli.remote import service_client
-from lcg.config import load_settings
+from lcg.cli.remote import existing_settings, service_client
 from lcg.engine import open_engine
 from lcg.htmlexport import DEFAULT_LIMIT, render_html
 from lcg.service.registry import dispatch
@@ -48,7 +47,7 @@ def _fetch(
             nodes = client.call("knowledge_get_nodes_by_group", params)["nodes"]
             edges = client.call("knowledge_get_edges_by_group", params)["edges"]
         return nodes, edges
-    engine = open_engine(load_settings(overrides={"home": home} if home else {}))
+    engine = open_engine(existing_settings(home))
 
     async def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         nodes = await dispatch(engine, "knowledge_get_nodes_by_group", params)

@@ -17,6 +17,7 @@ import anyio
 import anyio.to_thread
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from lcg.cli.remote import service_client
@@ -27,7 +28,7 @@ from lcg.extraction.select import UNCONFIGURED_MESSAGE, plan_llm
 from lcg.folder.preflight import PreflightError, check_embedder, check_extractor
 from lcg.folder.sync import IngestStats, SyncPlan, estimate, plan_sync, run_sync
 from lcg.folder.syncstate import SyncState
-from lcg.folder.walk import DEFAULT_GLOBS, find_sources
+from lcg.folder.walk import DEFAULT_GLOBS, SourceFile, scan_sources
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.service.registry import dispatch
 from lcg.service.rpc.client import RpcClient
@@ -70,23 +71,69 @@ class _ServiceCaller:
 
 
 def _summary_line(stats: IngestStats) -> str:
+    """The running totals, each label saying exactly what it counts.
+
+    `entity mentions` adds up what every chunk kept (a name in three chunks counts three);
+    `new entities` is what this run added to the graph, the number `lcg status` grows by.
+    """
     cost = f" · ${stats.cost_usd:.4f}" if stats.cost_usd is not None else ""
     return (
-        f"{stats.chunks_done}/{stats.chunks_total} chunks · {stats.entities} entities · "
-        f"{stats.facts} facts · {stats.llm_calls} LLM calls · "
-        f"{stats.input_tokens + stats.output_tokens} tokens{cost}"
+        f"{stats.chunks_done}/{stats.chunks_total} chunks · {stats.entities} entity mentions "
+        f"({stats.entities_created} new entities) · {stats.facts} facts inserted · "
+        f"{stats.llm_calls} LLM calls · {stats.input_tokens + stats.output_tokens} tokens{cost}"
     )
 
 
-def _print_plan(plan: SyncPlan, as_json: bool, single_call_max_chars: int) -> None:
-    info = estimate(plan, single_call_max_chars)
+def _extractor_for_run(
+    settings: Settings, home: str | None, socket_path: str | None
+) -> dict[str, Any]:
+    """Which extractor a run would use, without calling it: the running service's (it does the
+    extraction when it answers), else this environment's. Keys: where, kind, description,
+    warning (None, or why a run would stop)."""
+    client = service_client(home, socket_path)
+    if client is not None:
+        with client:
+            extractor = client.call("knowledge_status").get("extractor") or {}
+        where = "service"
+        kind = extractor.get("kind") or "llm"
+        configured = kind == "heuristic" or bool(extractor.get("configured"))
+        model = ":".join(str(p) for p in (extractor.get("provider"), extractor.get("model")) if p)
+    else:
+        where = "local"
+        kind = settings.extractor
+        plan = None if kind == "heuristic" else plan_llm(settings)
+        configured = kind == "heuristic" or plan is not None
+        model = f"{plan.provider}:{plan.model} (from {plan.source})" if plan else ""
+    if kind == "heuristic":
+        description = "heuristic extractor (offline, no model: no LLM calls)"
+    elif configured:
+        description = f"LLM extractor {model}"
+    else:
+        description = "LLM extractor, but none is configured"
+    warning = None if configured else f"a run would stop: {UNCONFIGURED_MESSAGE}"
+    where_text = "the running service's" if where == "service" else "this environment's"
+    return {
+        "where": where,
+        "kind": kind,
+        "description": f"{description} ({where_text})",
+        "warning": warning,
+    }
+
+
+def _print_plan(
+    plan: SyncPlan, extractor: dict[str, Any], as_json: bool, single_call_max_chars: int
+) -> None:
+    info = estimate(plan, single_call_max_chars, llm=extractor["kind"] != "heuristic")
     if as_json:
-        click.echo(json.dumps({"dry_run": True, **info}, indent=2))
+        click.echo(json.dumps({"dry_run": True, "extractor": extractor, **info}, indent=2))
         return
     click.echo(
         f"{info['files']} files: {info['to_ingest']} to ingest, {info['unchanged']} unchanged, "
         f"{info['unreadable']} unreadable, {info['to_prune']} to prune"
     )
+    click.echo(f"extractor: {extractor['description']}")
+    if extractor["warning"]:
+        click.echo(f"warning: {extractor['warning']}", err=True)
     click.echo(
         f"{info['chunks']} chunks → about {info['llm_calls']} LLM calls and "
         f"{info['input_tokens']} input tokens"
@@ -103,6 +150,30 @@ def _print_plan(plan: SyncPlan, as_json: bool, single_call_max_chars: int) -> No
         )
         for name in info["undated_files"]:
             click.echo(f"  {name}")
+    _print_notes(info["notes"])
+
+
+def _print_notes(notes: list[dict[str, str]]) -> None:
+    for note in notes:
+        click.echo(f"warning: {note['source_file']}: {note['note']}", err=True)
+
+
+_SKIPPED_SHOWN = 10
+
+
+def _print_skipped(skipped: list[SourceFile], globs: tuple[str, ...]) -> None:
+    """Which files were left out because no --glob takes them (on stderr)."""
+    if not skipped:
+        return
+    click.echo(
+        f"skipped {len(skipped)} files of a type lcg does not ingest (taken: "
+        f"{' '.join(globs)}; --glob adds more):",
+        err=True,
+    )
+    for source in skipped[:_SKIPPED_SHOWN]:
+        click.echo(f"  {source.source_file}", err=True)
+    if len(skipped) > _SKIPPED_SHOWN:
+        click.echo(f"  ... and {len(skipped) - _SKIPPED_SHOWN} more", err=True)
 
 
 def _print_summary(stats: IngestStats, seconds: float, as_json: bool) -> None:
@@ -118,6 +189,7 @@ def _print_summary(stats: IngestStats, seconds: float, as_json: bool) -> None:
         click.echo(f"{len(stats.undated_files)} files dated only by modification time:")
         for name in stats.undated_files:
             click.echo(f"  {name}")
+    _print_notes(stats.notes)
     for failure in stats.failures:
         click.echo(f"FAILED {failure['source_file']}: {failure['error']}", err=True)
 
@@ -125,7 +197,7 @@ def _print_summary(stats: IngestStats, seconds: float, as_json: bool) -> None:
 async def _preflight_local(settings: Settings, engine: Engine, quiet: bool) -> None:
     for line in (await check_extractor(settings), await check_embedder(engine.embedder)):
         if not quiet:
-            console.print(f"preflight: {line}")
+            console.print(f"preflight: {line}", markup=False, highlight=False)
 
 
 async def _preflight_remote(settings: Settings, status: dict[str, Any], quiet: bool) -> None:
@@ -142,7 +214,7 @@ async def _preflight_remote(settings: Settings, status: dict[str, Any], quiet: b
     else:
         raise PreflightError(f"the service's extractor is not configured: {UNCONFIGURED_MESSAGE}")
     if not quiet:
-        console.print(f"preflight: {line}")
+        console.print(f"preflight: {line}", markup=False, highlight=False)
 
 
 async def _run(
@@ -163,7 +235,7 @@ async def _run(
             progress.update(
                 task,
                 completed=stats.chunks_done,
-                description=f"{stats.files_done} files · " + _summary_line(stats),
+                description=escape(f"{stats.files_done} files · " + _summary_line(stats)),
             )
 
         return await run_sync(caller, plan, state, concurrency=concurrency, on_progress=show)
@@ -203,19 +275,33 @@ def ingest(
     max_chars: int | None,
     skip_preflight: bool,
 ) -> None:
-    """Ingest Markdown, text and JSON Lines files under PATHS; re-runs sync only what changed."""
+    """Ingest Markdown, text and JSON Lines files under PATHS; re-runs sync only what changed.
+
+    Files of other types under PATHS are listed as skipped; when PATHS hold nothing to ingest
+    at all (and nothing to prune), the command exits with status 1, the dry run included.
+    """
     home = ctx.obj.get("home")
     settings: Settings = load_settings(overrides={"home": home} if home else {})
+    taken = globs or DEFAULT_GLOBS
     try:
-        sources = find_sources(list(paths), globs or DEFAULT_GLOBS, excludes)
+        scan = scan_sources(list(paths), taken, excludes)
     except FileNotFoundError as exc:
         raise click.BadParameter(str(exc), param_hint="PATHS") from exc
     state = SyncState(settings.home, group_id)
     plan = plan_sync(
-        sources, state, max_chars or settings.chunk_text_advisory_max_chars, prune=prune
+        scan.sources, state, max_chars or settings.chunk_text_advisory_max_chars, prune=prune
     )
+    _print_skipped(scan.skipped, taken)
+    nothing = not plan.files and not plan.removed
     if dry_run:
-        _print_plan(plan, as_json, settings.extraction_single_call_max_chars)
+        extractor = _extractor_for_run(settings, home, socket_path)
+        _print_plan(plan, extractor, as_json, settings.extraction_single_call_max_chars)
+    if nothing:
+        shown = " ".join(str(p) for p in paths)
+        raise click.ClickException(
+            f"nothing to ingest under {shown}: no file matches {' '.join(taken)}"
+        )
+    if dry_run:
         return
 
     started = time.monotonic()

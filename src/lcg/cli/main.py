@@ -1,6 +1,9 @@
 """The `lcg` command line: a thin layer that builds settings, opens the engine and prints.
 
-Every `LcgError` is turned into a one-line message and the error's `exit_code` by `main`.
+Every `LcgError` is turned into a one-line message and the error's `exit_code` by `main`; error
+and user text is printed literally (never as Rich markup, which would eat `[fastembed]`).
+The group's options (`--home`) are accepted after any subcommand too (`lcg status --home X`).
+Commands that only read never create a workspace: where none exists they say so.
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ import json
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import anyio
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lcg.cli.endpoint_options import (
@@ -26,12 +30,13 @@ from lcg.cli.evaluate import eval_command
 from lcg.cli.export_html import export_html
 from lcg.cli.ingest import ingest
 from lcg.cli.portable import export_command, import_command
-from lcg.cli.remote import service_client
+from lcg.cli.remote import existing_settings, service_client
 from lcg.cli.serve import serve
 from lcg.cli.wal import wal
 from lcg.config import load_settings
-from lcg.engine import Engine, open_engine
-from lcg.errors import LcgError
+from lcg.engine import Engine, is_mutation, open_engine
+from lcg.errors import LcgError, StorageError
+from lcg.recovery import is_lock_conflict
 from lcg.service.registry import dispatch
 
 __all__ = ["cli", "main"]
@@ -40,11 +45,18 @@ T = TypeVar("T")
 console = Console(stderr=True)
 
 
-def _engine(ctx: click.Context) -> Engine:
-    overrides: dict[str, Any] = {}
-    if ctx.obj.get("home"):
-        overrides["home"] = ctx.obj["home"]
-    return open_engine(load_settings(overrides=overrides))
+class DatabaseInUseError(LcgError):
+    """`lcg mcp` found the database locked and no service to attach to; says what to do."""
+
+    wire_prefix: ClassVar[str] = ""
+
+
+def _engine(ctx: click.Context, *, create: bool = False) -> Engine:
+    """An engine on the workspace; unless `create`, one that must already exist."""
+    home = ctx.obj.get("home")
+    if create:
+        return open_engine(load_settings(overrides={"home": home} if home else {}))
+    return open_engine(existing_settings(home))
 
 
 def _run(engine: Engine, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -113,7 +125,7 @@ def cypher(ctx: click.Context, query: str, socket_path: str | None) -> None:
     """Run one Cypher statement (knowledge_query_cypher) and print the rows."""
     if _remote(ctx, socket_path, "knowledge_query_cypher", {"query": query}):
         return
-    engine = _engine(ctx)
+    engine = _engine(ctx, create=is_mutation(query))
     _print(_run(engine, lambda: dispatch(engine, "knowledge_query_cypher", {"query": query})))
 
 
@@ -148,7 +160,7 @@ def rebuild(ctx: click.Context, groups: tuple[str, ...], force_clear: bool, dry_
             console=console,
             transient=True,
         ) as bar:
-            task = bar.add_task(f"rebuild {', '.join(targets)}", total=None)
+            task = bar.add_task(escape(f"rebuild {', '.join(targets)}"), total=None)
 
             def progress(frame: dict[str, Any]) -> None:
                 bar.update(task, completed=frame.get("mutations_replayed_so_far", 0))
@@ -160,12 +172,13 @@ def rebuild(ctx: click.Context, groups: tuple[str, ...], force_clear: bool, dry_
 
     for result in _run(engine, run_all):
         console.print(
-            f"[bold]{result['group_id']}[/]: {result['mutations_replayed']} operations replayed "
-            f"({result.get('replay_mode')}), {result['failed_lines']} failed, "
-            f"{result['unparseable_lines']} unparseable, in {result.get('duration_seconds')} s"
+            f"[bold]{escape(result['group_id'])}[/]: {result['mutations_replayed']} operations "
+            f"replayed ({escape(str(result.get('replay_mode')))}), {result['failed_lines']} "
+            f"failed, {result['unparseable_lines']} unparseable, in "
+            f"{result.get('duration_seconds')} s"
         )
         if result.get("fidelity_warning"):
-            console.print(f"[yellow]warning:[/] {result['fidelity_warning']}")
+            console.print(f"[yellow]warning:[/] {escape(result['fidelity_warning'])}")
         _print(result)
 
 
@@ -219,13 +232,61 @@ cli.add_command(eval_command)
 def mcp_command(
     ctx: click.Context, scope: str, socket_path: str | None, allow_remote_close: bool
 ) -> None:
-    """Serve the knowledge tools over MCP on stdin/stdout (logs go to stderr)."""
+    """Serve the knowledge tools over MCP on stdin/stdout (logs go to stderr).
+
+    When the workspace's service answers on its socket (`lcg serve` owns the database), calls
+    are forwarded to it, as with --connect; otherwise the database is opened here.
+    """
     from lcg.cli.compat import serve_mcp  # imports the MCP SDK only for this command
 
-    overrides: dict[str, Any] = {"home": ctx.obj["home"]} if ctx.obj.get("home") else {}
+    home = ctx.obj.get("home")
+    overrides: dict[str, Any] = {"home": home} if home else {}
     overrides.update(extractor_overrides(ctx))
     overrides.update(embedder_overrides(ctx))
-    serve_mcp(scope, socket_path, allow_remote_close, overrides, prog="lcg mcp")
+    if socket_path is None:
+        client = service_client(home)  # the detection `lcg status` and `lcg ingest` use
+        if client is not None:
+            with client:
+                socket_path = str(client.socket_path)
+            click.echo(f"lcg mcp: attached to the running lcg service at {socket_path}", err=True)
+    try:
+        serve_mcp(scope, socket_path, allow_remote_close, overrides, prog="lcg mcp")
+    except StorageError as exc:
+        if socket_path is not None or not is_lock_conflict(exc):
+            raise
+        settings = load_settings(overrides={"home": home} if home else {})
+        raise DatabaseInUseError(
+            f"the database {settings.db_path} is in use by another process, and no lcg "
+            f"service answers on {settings.socket_path}. Either stop that process, or run "
+            f"`lcg serve` on this workspace (`lcg mcp` then attaches to it by itself; "
+            f"`lcg mcp --connect SOCKET` names another socket). ({exc.message})"
+        ) from exc
+
+
+def _set_home(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_root().obj["home"] = value
+
+
+def _accept_group_options(group: click.Group) -> None:
+    """Give every subcommand (nested ones too) the group's `--home`, so `lcg status --home X`
+    means `lcg --home X status`; the later one wins when both are given."""
+    for command in group.commands.values():
+        if not any("--home" in getattr(p, "opts", ()) for p in command.params):
+            command.params.append(
+                click.Option(
+                    ["--home"],
+                    type=click.Path(file_okay=False),
+                    expose_value=False,
+                    callback=_set_home,
+                    help="State directory (same as `lcg --home`).",
+                )
+            )
+        if isinstance(command, click.Group):
+            _accept_group_options(command)
+
+
+_accept_group_options(cli)
 
 
 def main() -> None:
@@ -238,5 +299,7 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except LcgError as exc:
-        console.print(f"[red]error:[/] {exc.wire_message()}")
+        console.print(
+            f"[red]error:[/] {escape(exc.wire_message())}", highlight=False, soft_wrap=True
+        )
         sys.exit(exc.exit_code)

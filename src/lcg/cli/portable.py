@@ -45,5 +45,7 @@ def export_command(
 def import_command(ctx: click.Context, path: str, socket_path: str | None) -> None:
     """Import a portable JSONL file through the WAL; rows already present are skipped."""
     params = {"path": str(Path(path).resolve())}
-    result = call_method(ctx, socket_path, "knowledge_import_graph", params, label="import")
+    result = call_method(
+        ctx, socket_path, "knowledge_import_graph", params, label="import", create=True
+    )
     click.echo(json.dumps(result, indent=2, ensure_ascii=False))

@@ -1,19 +1,22 @@
-"""Finding a running service for CLI commands that would otherwise open the database.
+"""Finding the workspace a CLI command works on: a running service, or the files themselves.
 
 Kuzu allows one process per database (notes/PLATFORM.md §0.5): while `lcg serve` owns the
 workspace, `lcg status` and `lcg cypher` must go through its socket instead of opening the files.
+Commands that only read open the files through `existing_settings`, which refuses a workspace
+that does not exist instead of letting the engine create an empty one.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from lcg.config import load_settings
+from lcg.config import Settings, load_settings
+from lcg.errors import LcgError
 from lcg.service.rpc.client import RpcClient, RpcError
 
-__all__ = ["service_client", "socket_path_for"]
+__all__ = ["NoWorkspaceError", "existing_settings", "service_client", "socket_path_for"]
 
 # How long a command waits for a service that is still opening its database.
 _SETTLE_SECONDS = 60.0
@@ -50,3 +53,25 @@ def service_client(home: str | None, socket_path: str | None = None) -> RpcClien
     except (OSError, RpcError, ValueError):
         client.close()
         return None
+
+
+class NoWorkspaceError(LcgError):
+    """A read-only command was pointed at a directory that holds no workspace."""
+
+    wire_prefix: ClassVar[str] = ""
+
+
+def existing_settings(home: str | None) -> Settings:
+    """The settings of a workspace that exists (a database or a WAL is there).
+
+    Raises:
+        NoWorkspaceError: there is none; nothing was created.
+    """
+    settings = load_settings(overrides={"home": home} if home else {})
+    if settings.db_path.exists() or settings.wal_dir.is_dir():
+        return settings
+    raise NoWorkspaceError(
+        f"no lcg workspace at {settings.home} (no database, no WAL), and this command does not "
+        "create one. Name the workspace with --home DIR or LCG_HOME (`lcg demo` makes "
+        "`.lcg-demo`), or create one there with `lcg ingest` or `lcg serve`."
+    )

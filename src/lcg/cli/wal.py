@@ -15,9 +15,10 @@ from typing import Any
 import anyio
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lcg.cli.remote import service_client
+from lcg.cli.remote import existing_settings, service_client
 from lcg.config import load_settings
 from lcg.engine import open_engine
 from lcg.recovery import open_or_degraded
@@ -43,7 +44,7 @@ def _bar(label: str | None) -> Iterator[Frame | None]:
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task(label, total=None)
+        task = bar.add_task(escape(label), total=None)
 
         def frame(f: dict[str, Any]) -> None:
             if "total" in f:  # import: rows done of rows
@@ -53,7 +54,7 @@ def _bar(label: str | None) -> Iterator[Frame | None]:
                     task, completed=f.get("files_processed_so_far", 0), total=f["files_total"]
                 )
             if f.get("message"):
-                bar.update(task, description=f"{label}: {f['message']}")
+                bar.update(task, description=escape(f"{label}: {f['message']}"))
 
         yield frame
 
@@ -66,14 +67,19 @@ def call_method(
     *,
     label: str | None = None,
     degraded_ok: bool = False,
+    create: bool = False,
 ) -> dict[str, Any]:
-    """Call `method` on the running service, or on an engine opened for this command."""
+    """Call `method` on the running service, or on an engine opened for this command (on an
+    existing workspace unless `create`)."""
     home = ctx.obj.get("home") if ctx.obj else None
     client = service_client(home, socket_path)
     if client is not None:
         with client, _bar(label) as frame:
             return client.call(method, params, progress=frame)
-    settings = load_settings(overrides={"home": home} if home else {})
+    if create:
+        settings = load_settings(overrides={"home": home} if home else {})
+    else:
+        settings = existing_settings(home)
     engine = open_or_degraded(settings) if degraded_ok else open_engine(settings)
     try:
         with _bar(label) as frame:

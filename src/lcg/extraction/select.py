@@ -49,10 +49,11 @@ __all__ = [
     "wrap_client",
 ]
 
+# Every way out, the offline one included: the same text wherever "no provider" is reported.
 UNCONFIGURED_MESSAGE = (
     "no extraction provider is configured: set ANTHROPIC_API_KEY or LCG_EXTRACTION_URL, "
-    "start with --extractor-http URL or --extractor-uds PATH, or replay a cassette with "
-    "LCG_REPLAY_LLM"
+    "start with --extractor-http URL or --extractor-uds PATH, replay a cassette with "
+    "LCG_REPLAY_LLM, or extract offline without a model with LCG_EXTRACTOR=heuristic"
 )
 
 

@@ -5,6 +5,12 @@ has a text field. The reference time comes from YAML front matter (`date`, `crea
 `published`, first found), else a `YYYY-MM-DD` date in the file name, else the file's
 modification time — the last is flagged (`time_origin == "mtime"`), because a reformatting pass
 rewrites it and it is a poor anchor for a temporal graph.
+
+Nothing in front matter stops a run. A date value that is not a date (`2025-13-45`,
+`next tuesday`, `12/03/2025`) is skipped for the next source of a time, and a front-matter block
+that is not valid YAML is dropped from the text (it is metadata, not prose) and read as empty;
+either way the document carries a note (`Document.notes`) naming the value and the fallback,
+which `lcg ingest` prints per file.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from yaml.constructor import SafeConstructor
 
 __all__ = [
     "FRONT_MATTER_DATE_KEYS",
@@ -55,6 +62,7 @@ class Document:
     text: str  # body without front matter
     reference_time: datetime
     time_origin: TimeOrigin
+    notes: tuple[str, ...] = ()  # what was wrong in the metadata and what was used instead
 
 
 def content_hash(data: bytes) -> str:
@@ -62,18 +70,45 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
-    """YAML front matter (empty when absent or not a mapping) and the text after it."""
+class _FrontMatterLoader(yaml.SafeLoader):
+    """SafeLoader whose impossible timestamps (`2025-13-45`) stay strings instead of raising
+    ValueError out of the parser, so they are reported like any other bad date."""
+
+
+def _timestamp_or_text(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    try:
+        return SafeConstructor.construct_yaml_timestamp(loader, node)  # type: ignore[arg-type]
+    except ValueError:
+        return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_FrontMatterLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
+    """YAML front matter, the text after it, and what was wrong with the front matter (or None).
+
+    No block, or a block that is YAML but not a mapping (a list, a line of prose between rules):
+    not front matter, `({}, text, None)`. A block that is not valid YAML is still front matter
+    (it is not prose either): it is dropped from the text, read as empty, and the problem said.
+    """
     match = _FRONT_MATTER.match(text)
     if match is None:
-        return {}, text
+        return {}, text, None
     try:
-        meta = yaml.safe_load(match.group(1))
-    except yaml.YAMLError:
-        return {}, text
+        meta = yaml.load(match.group(1), Loader=_FrontMatterLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(exc).split())
+        return (
+            {},
+            text[match.end() :],
+            f"front matter is not valid YAML, so it was skipped: {problem}",
+        )
+    if meta is None:
+        return {}, text[match.end() :], None
     if not isinstance(meta, dict):
-        return {}, text
-    return meta, text[match.end() :]
+        return {}, text, None
+    return meta, text[match.end() :], None
 
 
 def _as_datetime(value: Any) -> datetime | None:
@@ -114,15 +149,40 @@ def _title(meta: dict[str, Any], body: str, fallback: str) -> str:
     return match.group(1).strip() if match else fallback
 
 
-def _dated(meta: dict[str, Any], name: str, path: Path) -> tuple[datetime, TimeOrigin]:
+_ORIGIN_WORDS: dict[str, str] = {
+    "front_matter": "front matter",
+    "file_name": "the date in the file name",
+    "mtime": "modification time",
+}
+
+
+def _undated(name: str, path: Path) -> tuple[datetime, TimeOrigin]:
+    """The time of a file without a usable front-matter date: its name's date, else its mtime."""
+    named = _date_in_name(name)
+    return (named, "file_name") if named is not None else (_mtime(path), "mtime")
+
+
+def _dated(
+    meta: dict[str, Any], name: str, path: Path
+) -> tuple[datetime, TimeOrigin, tuple[str, ...]]:
+    """The reference time, where it came from, and a note per front-matter date not used."""
+    bad: list[str] = []
+    found: tuple[datetime, TimeOrigin] | None = None
     for key in FRONT_MATTER_DATE_KEYS:
-        when = _as_datetime(meta.get(key))
+        value = meta.get(key)
+        when = _as_datetime(value)
         if when is not None:
-            return when, "front_matter"
-    when = _date_in_name(name)
-    if when is not None:
-        return when, "file_name"
-    return _mtime(path), "mtime"
+            found = (when, "front_matter")
+            break
+        if value is not None and value != "":
+            bad.append(f"{key}: {value!r}")
+    when, origin = found if found is not None else _undated(name, path)
+    notes = tuple(
+        f"front matter {item} is not a date (use YYYY-MM-DD or RFC 3339); dated by "
+        f"{_ORIGIN_WORDS[origin]} instead: {when.isoformat()}"
+        for item in bad
+    )
+    return when, origin, notes
 
 
 def read_documents(path: Path, source_file: str, data: bytes) -> list[Document]:
@@ -137,14 +197,17 @@ def read_documents(path: Path, source_file: str, data: bytes) -> list[Document]:
         raise DocumentError(f"{source_file}: not UTF-8 text ({exc.reason})") from exc
     if path.suffix.lower() == ".jsonl":
         return _jsonl_documents(path, source_file, text)
-    meta, body = split_front_matter(text)
-    when, origin = _dated(meta, path.name, path)
-    return [Document(source_file, "", _title(meta, body, path.stem), body, when, origin)]
+    meta, body, problem = split_front_matter(text)
+    when, origin, notes = _dated(meta, path.name, path)
+    if problem is not None:
+        notes = (problem, *notes)
+    title = _title(meta, body, path.stem)
+    return [Document(source_file, "", title, body, when, origin, notes)]
 
 
 def _jsonl_documents(path: Path, source_file: str, text: str) -> list[Document]:
     docs: list[Document] = []
-    file_time, file_origin = _dated({}, path.name, path)
+    file_time, file_origin, _ = _dated({}, path.name, path)
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue

@@ -62,6 +62,11 @@ class FilePlan:
     error: str = ""
 
     @property
+    def notes(self) -> list[str]:
+        """What was wrong with the file's metadata and what was used instead."""
+        return [note for d in self.documents for note in d.notes]
+
+    @property
     def undated(self) -> bool:
         """Dated only by its modification time (a poor anchor for a temporal graph)."""
         return any(d.time_origin == "mtime" for d in self.documents)
@@ -105,16 +110,17 @@ def plan_sync(
     return SyncPlan(state.group_id, files, removed)
 
 
-def estimate(plan: SyncPlan, single_call_max_chars: int) -> dict[str, Any]:
+def estimate(plan: SyncPlan, single_call_max_chars: int, *, llm: bool = True) -> dict[str, Any]:
     """What a run of `plan` would cost in LLM calls and input tokens (rough, for --dry-run).
 
     A chunk of up to `single_call_max_chars` characters takes one call, a longer one two
-    (entities, then facts), and every call sends the chunk's text.
+    (entities, then facts), and every call sends the chunk's text. With `llm=False` (the
+    heuristic extractor) nothing is sent: zero calls, zero tokens.
     """
     todo = plan.of("new", "changed")
     texts = [c.text for f in todo for c, _ in f.chunks]
     chunks = len(texts)
-    calls = [calls_for(t, single_call_max_chars) for t in texts]
+    calls = [calls_for(t, single_call_max_chars) if llm else 0 for t in texts]
     text_tokens = sum(n * math.ceil(len(t.encode()) / 4) for n, t in zip(calls, texts, strict=True))
     return {
         "files": len(plan.files),
@@ -126,7 +132,12 @@ def estimate(plan: SyncPlan, single_call_max_chars: int) -> dict[str, Any]:
         "llm_calls": sum(calls),
         "input_tokens": text_tokens + sum(calls) * _PROMPT_OVERHEAD_TOKENS,
         "undated_files": [f.source.source_file for f in todo if f.undated],
+        "notes": _notes(todo),
     }
+
+
+def _notes(files: Sequence[FilePlan]) -> list[dict[str, str]]:
+    return [{"source_file": f.source.source_file, "note": n} for f in files for n in f.notes]
 
 
 @dataclass
@@ -141,8 +152,9 @@ class IngestStats:
     chunks_total: int = 0
     chunks_done: int = 0
     episodes: int = 0
-    entities: int = 0
-    facts: int = 0
+    entities: int = 0  # entities each chunk kept (`nodes_extracted`): a name seen twice counts 2
+    entities_created: int = 0  # entities new to the graph (`entities_created`)
+    facts: int = 0  # facts inserted (`edges_extracted`)
     llm_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -150,11 +162,13 @@ class IngestStats:
     episodes_deleted: int = 0
     failures: list[dict[str, str]] = field(default_factory=list)
     undated_files: list[str] = field(default_factory=list)
+    notes: list[dict[str, str]] = field(default_factory=list)
 
     def add_result(self, result: dict[str, Any]) -> None:
         self.chunks_done += 1
         self.episodes += 1
         self.entities += int(result.get("nodes_extracted") or 0)
+        self.entities_created += int(result.get("entities_created") or 0)
         self.facts += int(result.get("edges_extracted") or 0)
         cost = result.get("cost")
         if isinstance(cost, dict):
@@ -191,6 +205,7 @@ async def run_sync(
         files_skipped=len(plan.of("unchanged")),
         chunks_total=sum(len(f.chunks) for f in todo),
         undated_files=[f.source.source_file for f in todo if f.undated],
+        notes=_notes(todo),
     )
     for f in plan.of("failed"):
         stats.files_failed += 1

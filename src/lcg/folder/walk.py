@@ -4,7 +4,9 @@ A root may be a directory or one file. Under a directory, files matching any of 
 taken, except those excluded by `.gitignore` / `.lcgignore` files (each applying below its own
 directory, git's rules) or by `--exclude` patterns; hidden directories (`.git`, `.lcg`, ...) are
 never entered. `source_file` is the path relative to the root given, with forward slashes, so
-the same folder ingested from another machine names its sources identically.
+the same folder ingested from another machine names its sources identically. Files under a
+directory that match no glob (a PDF, an image) are not taken but are listed (`Scan.skipped`), so
+the command can say what it left out and why.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pathspec
 
-__all__ = ["DEFAULT_GLOBS", "SourceFile", "find_sources"]
+__all__ = ["DEFAULT_GLOBS", "Scan", "SourceFile", "find_sources", "scan_sources"]
 
 DEFAULT_GLOBS = ("**/*.md", "**/*.markdown", "**/*.txt", "**/*.jsonl")
 _IGNORE_FILES = (".gitignore", ".lcgignore")
@@ -26,6 +28,14 @@ _IGNORE_FILES = (".gitignore", ".lcgignore")
 class SourceFile:
     path: Path
     source_file: str
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What a walk found: the files to ingest, and the files it passed over (no glob matched)."""
+
+    sources: list[SourceFile]
+    skipped: list[SourceFile]
 
 
 def _spec_at(directory: Path) -> pathspec.GitIgnoreSpec | None:
@@ -53,7 +63,8 @@ def _ignored(
 
 def _walk(
     root: Path, globs: pathspec.GitIgnoreSpec, excludes: pathspec.GitIgnoreSpec
-) -> Iterator[Path]:
+) -> Iterator[tuple[Path, bool]]:
+    """Every file not ignored nor excluded, with whether a glob takes it."""
     specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
     for directory, dirnames, filenames in os.walk(root):
         here = Path(directory)
@@ -69,10 +80,8 @@ def _walk(
         )
         for name in sorted(filenames):
             path = here / name
-            if globs.match_file(path.relative_to(root).as_posix()) and not _ignored(
-                root, path, False, excludes, specs
-            ):
-                yield path
+            if not _ignored(root, path, False, excludes, specs):
+                yield path, globs.match_file(path.relative_to(root).as_posix())
 
 
 def find_sources(
@@ -83,23 +92,39 @@ def find_sources(
     Raises:
         FileNotFoundError: a root does not exist.
     """
+    return scan_sources(roots, globs, excludes).sources
+
+
+def scan_sources(
+    roots: Sequence[Path], globs: Sequence[str] = DEFAULT_GLOBS, excludes: Sequence[str] = ()
+) -> Scan:
+    """`find_sources`, plus the files under the roots that no glob takes.
+
+    A root that is a file is always taken (it was named).
+
+    Raises:
+        FileNotFoundError: a root does not exist.
+    """
     # Globs use git's wildmatch rules too: `**/*.md` matches at any depth, the top included.
     glob_spec = pathspec.GitIgnoreSpec.from_lines(globs)
     exclude_spec = pathspec.GitIgnoreSpec.from_lines(excludes)
     found: list[SourceFile] = []
+    skipped: list[SourceFile] = []
     seen: set[str] = set()
     for root in roots:
         if not root.exists():
             raise FileNotFoundError(f"no such file or directory: {root}")
         if root.is_file():
-            candidates: Iterator[Path] = iter([root])
+            candidates: Iterator[tuple[Path, bool]] = iter([(root, True)])
             base = root.parent
         else:
             candidates = _walk(root, glob_spec, exclude_spec)
             base = root
-        for path in candidates:
+        for path, taken in candidates:
             source_file = path.relative_to(base).as_posix()
-            if source_file not in seen:
+            if not taken:
+                skipped.append(SourceFile(path, source_file))
+            elif source_file not in seen:
                 seen.add(source_file)
                 found.append(SourceFile(path, source_file))
-    return found
+    return Scan(found, skipped)

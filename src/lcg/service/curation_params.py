@@ -5,12 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field
 
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.pointers import Endpoint
-from lcg.service.params import GroupsOptional, Params, WriteGroup, _required_text, _string_list
-from lcg.timeutil import parse_timestamp
+from lcg.service.params import (
+    GroupsOptional,
+    Params,
+    WriteGroup,
+    _required_text,
+    _string_list,
+    timestamp,
+)
 
 __all__ = [
     "ApplyCorrectionsParams",
@@ -80,18 +86,8 @@ class CrossGroupEdgeParams(Params):
     target: EndpointParam = Field(default=None, validate_default=True)
     group_id: WriteGroup = DEFAULT_GROUP_ID
     fact: str = ""
-    valid_at: datetime | None = None
+    valid_at: Annotated[datetime, timestamp("valid_at")] | None = None
     relation_type: str | None = None
-
-    @field_validator("valid_at", mode="before")
-    @classmethod
-    def _parse_valid_at(cls, value: Any) -> datetime:
-        if not isinstance(value, str):
-            raise ValueError("valid_at must be a string")
-        try:
-            return parse_timestamp(value)
-        except ValueError as exc:
-            raise ValueError(f"valid_at: {exc}") from None
 
 
 class RebindParams(Params):

@@ -19,7 +19,7 @@ from lcg.recovery_admin import STRATEGIES
 from lcg.timeutil import parse_timestamp
 from lcg.wal.layout import encode_group
 
-__all__ = ["Params", "parse_params"]
+__all__ = ["Params", "parse_params", "timestamp"]
 
 
 class Params(BaseModel):
@@ -57,6 +57,23 @@ def parse_params(model: type[Params], raw: Any) -> Params:
 
 
 # -- reusable field types -------------------------------------------------------------------------
+
+
+def timestamp(name: str) -> Any:
+    """The one validator of every timestamp accepted over the wire: RFC 3339, the DB read
+    format, or a bare date (its midnight, UTC); the error message is API.md's."""
+
+    def check(value: Any) -> datetime:
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be a string")
+        try:
+            return parse_timestamp(value)
+        except ValueError:
+            raise ValueError(
+                f"{name} '{value}' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp"
+            ) from None
+
+    return BeforeValidator(check)
 
 
 def _required_text(name: str) -> Any:
@@ -168,20 +185,8 @@ class AssertRelationshipParams(Params):
     group_id: WriteGroup = DEFAULT_GROUP_ID
     fact: str | None = None
     attributes: Attributes = Field(default_factory=dict)
-    valid_at: datetime | None = None
+    valid_at: Annotated[datetime, timestamp("valid_at")] | None = None
     relation_type: str | None = None
-
-    @field_validator("valid_at", mode="before")
-    @classmethod
-    def _parse_valid_at(cls, value: Any) -> datetime:
-        if not isinstance(value, str):
-            raise ValueError("valid_at must be a string")
-        try:
-            return parse_timestamp(value)
-        except ValueError:
-            raise ValueError(
-                f"valid_at '{value}' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp"
-            ) from None
 
 
 class GetEpisodesParams(Params):

@@ -16,9 +16,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, field_validator
 
 from lcg.search.strategy import STRATEGIES, Strategy
-from lcg.service.params import GroupsOptional, Params
+from lcg.service.params import GroupsOptional, Params, timestamp
 from lcg.temporal import TimeFilter
-from lcg.timeutil import parse_timestamp
 
 __all__ = ["FindEntitiesParams", "FindRelationshipsParams", "SearchPassagesParams"]
 
@@ -50,20 +49,6 @@ def _uuid(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError("center_node_uuid must be a non-empty string")
     return value
-
-
-def _timestamp(name: str) -> Any:
-    def check(value: Any) -> datetime:
-        if not isinstance(value, str):
-            raise ValueError(f"{name} must be a string")
-        try:
-            return parse_timestamp(value)
-        except ValueError:
-            raise ValueError(
-                f"{name} '{value}' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp"
-            ) from None
-
-    return BeforeValidator(check)
 
 
 Count = Annotated[int, BeforeValidator(_count)]
@@ -99,8 +84,8 @@ class FindRelationshipsParams(_Search):
     center_node_uuid: CenterUuid | None = None
     relation_types: Annotated[list[str], _strings("relation_types")] | None = None
     predicates: Annotated[list[str], _strings("predicates")] | None = None
-    as_of: Annotated[datetime, _timestamp("as_of")] | None = None
-    known_at: Annotated[datetime, _timestamp("known_at")] | None = None
+    as_of: Annotated[datetime, timestamp("as_of")] | None = None
+    known_at: Annotated[datetime, timestamp("known_at")] | None = None
     include_invalidated: bool = False
 
     def time_filter(self) -> TimeFilter:

@@ -24,9 +24,9 @@ from lcg.service.params import (
     NeighborsParams,
     Params,
     ReadGroup,
+    timestamp,
 )
 from lcg.temporal import TimeFilter
-from lcg.timeutil import parse_timestamp
 
 __all__ = [
     "MAX_HOPS",
@@ -43,26 +43,13 @@ MIN_TOKEN_BUDGET = 256
 MAX_HOPS = 3
 
 
-def _timestamp(name: str) -> Any:
-    def check(value: Any) -> datetime:
-        if not isinstance(value, str):
-            raise ValueError(f"{name} must be a string")
-        try:
-            return parse_timestamp(value)
-        except ValueError:
-            raise ValueError(
-                f"{name} '{value}' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp"
-            ) from None
-
-    return BeforeValidator(check)
-
-
 def _timestamp_schema(description: str) -> Any:
     """Advertised as a plain string: the DB read format is accepted too, not only date-time."""
     return WithJsonSchema(
         {
             "type": "string",
-            "description": f"{description} (RFC 3339, or 'YYYY-MM-DD HH:MM:SS' UTC).",
+            "description": f"{description} (RFC 3339, 'YYYY-MM-DD HH:MM:SS' UTC, or a date "
+            "YYYY-MM-DD: its midnight UTC).",
         }
     )
 
@@ -105,19 +92,17 @@ CollapsingGroups = Annotated[GroupsOptional, AfterValidator(_collapse)]
 
 AsOf = Annotated[
     datetime,
-    _timestamp("as_of"),
+    timestamp("as_of"),
     _timestamp_schema("Valid time: only facts true in the world at this instant"),
 ]
 KnownAt = Annotated[
     datetime,
-    _timestamp("known_at"),
+    timestamp("known_at"),
     _timestamp_schema("System time: read the graph as it was at this instant"),
 ]
-Since = Annotated[
-    datetime, _timestamp("since"), _timestamp_schema("Start of the window, inclusive")
-]
+Since = Annotated[datetime, timestamp("since"), _timestamp_schema("Start of the window, inclusive")]
 Until = Annotated[
-    datetime, _timestamp("until"), _timestamp_schema("End of the window, exclusive (default: now)")
+    datetime, timestamp("until"), _timestamp_schema("End of the window, exclusive (default: now)")
 ]
 
 
