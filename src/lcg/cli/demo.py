@@ -5,6 +5,10 @@ ingestion pipeline (`knowledge_process_chunk`): the configured LLM when one is c
 (LCG_EXTRACTOR=llm with a provider), else the offline heuristic extractor — no API key, no
 server. Then it prints what the graph holds, three searches, what changed in the 1960s
 (`knowledge_get_changes`), and deletes the database to show the WAL rebuilding it identically.
+
+The embedder is chosen once for both engines (a fallback warning is printed once), text from
+the articles is printed literally (no Rich markup), and the closing hint names `lcg` the way
+this shell can run it (`.venv/bin/lcg` when the venv is not activated).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,10 +24,12 @@ from typing import Any
 
 import anyio
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from lcg.config import Settings, load_settings
+from lcg.embedding.select import select_embedder
 from lcg.engine import Engine, open_engine
 from lcg.extraction.select import describe_llm, plan_llm
 from lcg.service.registry import REGISTRY, dispatch
@@ -90,7 +97,7 @@ async def _ingest(engine: Engine, articles: list[dict[str, Any]], console: Conso
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("", total=len(articles))
         for i, article in enumerate(articles):
-            progress.update(task, description=article["title"][:40])
+            progress.update(task, description=escape(article["title"][:40]))
             await dispatch(
                 engine,
                 "knowledge_process_chunk",
@@ -129,9 +136,9 @@ async def _queries(engine: Engine, console: Console) -> None:
         if method == "knowledge_search_passages":
             params["min_score"] = 0.0
         result = await dispatch(engine, method, params)
-        console.print(f"\n[bold]{method}[/] {query!r} — top {what}:")
+        console.print(f"\n[bold]{method}[/] {escape(repr(query))} — top {what}:")
         for item in _first_list(result)[:3]:
-            console.print(f"  • {_label(item)}", no_wrap=True, overflow="ellipsis")
+            console.print(f"  • {escape(_label(item))}", no_wrap=True, overflow="ellipsis")
     if "knowledge_get_changes" in REGISTRY:
         changes = await dispatch(
             engine,
@@ -146,7 +153,7 @@ async def _queries(engine: Engine, console: Console) -> None:
         console.print("\n[bold]knowledge_get_changes[/] what became true or ended during 1969:")
         for entry in changes["changes"]:
             console.print(
-                f"  {entry['at'][:10]} {entry['kind']:<8} {_label(entry['fact'])}",
+                escape(f"  {entry['at'][:10]} {entry['kind']:<8} {_label(entry['fact'])}"),
                 no_wrap=True,
                 overflow="ellipsis",
             )
@@ -167,6 +174,29 @@ def _same(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
     return sorted(map(json.dumps, a[key])) == sorted(map(json.dumps, b[key]))
 
 
+def _relative(path: Path) -> str:
+    """`path` as a user would type it here: relative to the working directory when inside it."""
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def lcg_command() -> str:
+    """How this shell can run lcg again: `lcg` when that name resolves to the running script,
+    else the script's own path (`.venv/bin/lcg` after `make demo` without an activated venv),
+    else `python -m lcg.cli` with this interpreter."""
+    script = Path(sys.argv[0])
+    found = shutil.which("lcg")
+    if script.name == "lcg":
+        if found is not None and Path(found).resolve() == script.resolve():
+            return "lcg"
+        return _relative(script)
+    if found is not None:
+        return "lcg"
+    return f"{_relative(Path(sys.executable))} -m lcg.cli"
+
+
 def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> None:
     """Reset `directory`, ingest the first `articles` Apollo articles there, show the graph."""
     if directory.exists():
@@ -175,11 +205,14 @@ def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> 
     if settings.extractor == "llm" and plan_llm(settings) is None:
         # Nothing configured: the demo still runs, offline, and says so.
         settings = _settings(directory, extractor="heuristic")
-    engine = open_engine(settings)
+    # Chosen once for both engines below: a second choice would load (and warn) again.
+    embedder = select_embedder(settings)
+    engine = open_engine(settings, embedder=embedder)
     try:
         console.print(
-            f"[bold]lcg demo[/] — workspace {directory}/: Kuzu + JSONL WAL, "
-            f"{engine.embedder.identity.model} embeddings, {_extractor_line(engine)}"
+            f"[bold]lcg demo[/] — workspace {escape(str(directory))}/: Kuzu + JSONL WAL, "
+            f"{escape(engine.embedder.identity.model)} embeddings, "
+            f"{escape(_extractor_line(engine))}"
         )
         took = anyio.run(_ingest, engine, _articles(articles), console)
         nodes, edges, episodes = anyio.run(_snapshot, engine)
@@ -198,7 +231,7 @@ def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> 
     console.print("\n[bold]The WAL is the source of truth:[/] deleting the database, reopening ...")
     delete_database_files(settings.db_path)
     started = time.perf_counter()
-    engine = open_engine(settings)
+    engine = open_engine(settings, embedder=embedder)
     try:
         reopened = time.perf_counter() - started
         nodes2, edges2, episodes2 = anyio.run(_snapshot, engine)
@@ -216,7 +249,12 @@ def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> 
     )
     if not same:
         raise SystemExit(1)
+    lcg = lcg_command()
     console.print(
-        f"\nTry: lcg --home {directory} status   |   LCG_HOME={directory} lcg mcp   "
-        f"(Apollo texts: Simple English Wikipedia, CC BY-SA 4.0; see examples/apollo/README.md)"
+        escape(
+            f"\nTry: {lcg} --home {directory} status   |   LCG_HOME={directory} {lcg} mcp   "
+            f"(Apollo texts: Simple English Wikipedia, CC BY-SA 4.0; see "
+            f"examples/apollo/README.md)"
+        ),
+        highlight=False,
     )

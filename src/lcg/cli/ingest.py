@@ -166,7 +166,8 @@ def _print_skipped(skipped: list[SourceFile], globs: tuple[str, ...]) -> None:
     if not skipped:
         return
     click.echo(
-        f"skipped {len(skipped)} files of a type lcg does not ingest (taken: "
+        f"skipped {len(skipped)} file{'s' if len(skipped) != 1 else ''} of a type lcg does not "
+        f"ingest (taken: "
         f"{' '.join(globs)}; --glob adds more):",
         err=True,
     )

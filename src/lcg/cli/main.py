@@ -259,7 +259,7 @@ def mcp_command(
             f"the database {settings.db_path} is in use by another process, and no lcg "
             f"service answers on {settings.socket_path}. Either stop that process, or run "
             f"`lcg serve` on this workspace (`lcg mcp` then attaches to it by itself; "
-            f"`lcg mcp --connect SOCKET` names another socket). ({exc.message})"
+            f"`lcg mcp --connect SOCKET` names another socket). ({exc.message.splitlines()[0]})"
         ) from exc
 
 

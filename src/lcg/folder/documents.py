@@ -85,6 +85,14 @@ def _timestamp_or_text(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
 _FrontMatterLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: what, and where in the file (the block starts on line 2)."""
+    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 2})" if mark is not None else ""
+    return f"{' '.join(str(what).split())}{where}"
+
+
 def split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
     """YAML front matter, the text after it, and what was wrong with the front matter (or None).
 
@@ -98,7 +106,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
     try:
         meta = yaml.load(match.group(1), Loader=_FrontMatterLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
-        problem = " ".join(str(exc).split())
+        problem = _yaml_problem(exc)
         return (
             {},
             text[match.end() :],
