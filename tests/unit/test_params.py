@@ -327,3 +327,30 @@ def test_every_registered_method_has_a_params_model() -> None:
     assert REGISTRY
     for method in REGISTRY.values():
         assert issubclass(method.params, p.Params), method.name
+
+
+def test_a_bare_date_is_its_midnight_utc_wherever_a_timestamp_is_accepted() -> None:
+    # Issue 14 item 7: `since: "2025-05-01"` was refused by knowledge_get_changes. All four
+    # param modules share one validator (lcg.service.params.timestamp), so all accept it.
+    from lcg.service.curation_params import CrossGroupEdgeParams
+    from lcg.service.ingest_params import ProcessChunkParams
+    from lcg.service.search_params import FindRelationshipsParams
+    from lcg.service.temporal_params import ChangesParams, EdgesByGroupParams
+
+    midnight = datetime(2025, 5, 1, tzinfo=UTC)
+    assert parsed(ChangesParams, {"since": "2025-05-01"}).since == midnight
+    assert parsed(EdgesByGroupParams, {"as_of": "2025-05-01"}).as_of == midnight
+    assert parsed(FindRelationshipsParams, {"query": "q", "known_at": "2025-05-01"}).known_at == (
+        midnight
+    )
+    edge = {"source_name": "a", "target_name": "b", "predicate": "P", "valid_at": "2025-05-01"}
+    assert parsed(p.AssertRelationshipParams, edge).valid_at == midnight
+    cross = {"source": {"uuid": "u1"}, "target": {"uuid": "u2"}, "valid_at": "2025-05-01"}
+    assert parsed(CrossGroupEdgeParams, cross).valid_at == midnight
+    chunk = {"chunk_text": "t", "chunk_id": "c", "source_file": "f", "reference_time": "2025-05-01"}
+    assert parsed(ProcessChunkParams, chunk).reference_time == midnight
+    # Still refused, with API.md's message: an impossible date, a US-style date.
+    for bad in ("2025-02-30", "05/01/2025"):
+        assert refused(ChangesParams, {"since": bad}).message == (
+            f"since '{bad}' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp"
+        )
