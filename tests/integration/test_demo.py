@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import logging
+import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
-from lcg.cli.demo import run_demo
+from lcg.cli.demo import lcg_command, run_demo
 
 
 def test_demo_ingests_articles_offline_queries_them_and_rebuilds_identically(
@@ -21,3 +25,36 @@ def test_demo_ingests_articles_offline_queries_them_and_rebuilds_identically(
     assert "knowledge_get_changes" in text
     assert "3 episodes from the WAL" in text and "identical" in text
     assert (tmp_path / "demo" / "wal" / "apollo").is_dir()
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(m) for m in ("fastembed", "sentence_transformers")),
+    reason="a local embedding model package is installed: auto does not fall back to hash",
+)
+def test_the_embedder_fallback_warning_is_printed_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 14 item 7: the demo opened two engines, each choosing (and warning about) the embedder.
+    with caplog.at_level(logging.WARNING, logger="lcg.embedding.select"):
+        run_demo(tmp_path / "demo", Console(file=io.StringIO(), width=200), articles=1)
+    warnings = [r for r in caplog.records if "no local embedding model" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_the_closing_hint_names_lcg_as_this_shell_can_run_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 14 item 7: `lcg --home .lcg-demo status` fails when the venv is not activated.
+    script = tmp_path / ".venv" / "bin" / "lcg"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(sys, "argv", [".venv/bin/lcg", "demo"])
+    assert lcg_command() == ".venv/bin/lcg"
+    out = io.StringIO()
+    run_demo(Path(".lcg-demo"), Console(file=out, width=300), articles=1)
+    assert "Try: .venv/bin/lcg --home .lcg-demo status" in out.getvalue()
+    monkeypatch.setenv("PATH", str(script.parent))  # activated: `lcg` is that script
+    assert lcg_command() == "lcg"
