@@ -371,9 +371,10 @@ CASES = [
         "assert_relationship/valid_at-words", AR, {**REL, "valid_at": "yesterday"}, field="valid_at"
     ),
     bad(
-        "assert_relationship/valid_at-date-only",
+        # A real bare date is accepted (its midnight UTC, issue 14); an impossible one is not.
+        "assert_relationship/valid_at-impossible-date-only",
         AR,
-        {**REL, "valid_at": "1969-07-16"},
+        {**REL, "valid_at": "1969-02-30"},
         field="valid_at",
     ),
     bad(
