@@ -20,15 +20,12 @@ def now() -> datetime:
 
 
 def parse_timestamp(value: str) -> datetime:
-    """Parse RFC 3339 (any offset), the DB read format `YYYY-MM-DD HH:MM:SS` (UTC), or a date
-    `YYYY-MM-DD` (its midnight, UTC: what a person means typing `since: 2025-05-01`).
+    """Parse RFC 3339 (any offset) or the DB read format `YYYY-MM-DD HH:MM:SS` (UTC).
 
     Raises:
-        ValueError: the string is none of these.
+        ValueError: the string is neither.
     """
     text = value.strip()
-    if _DATE_ONLY.match(text):
-        return datetime.fromisoformat(text).replace(tzinfo=UTC)
     if _DB_FORMAT.match(text):
         return datetime.fromisoformat(text).replace(tzinfo=UTC)
     if not _RFC3339.match(text):
@@ -39,6 +36,20 @@ def parse_timestamp(value: str) -> datetime:
         text = text.replace(frac.group(0), "." + frac.group(1)[:6])
     parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return parsed.astimezone(UTC)
+
+
+def parse_wire_timestamp(value: str) -> datetime:
+    """A timestamp as a client sends one: `parse_timestamp`'s forms, or a bare date `YYYY-MM-DD`
+    meaning its midnight UTC (what a person means typing `since: 2025-05-01`). Stored formats
+    (the WAL's) stay strict: they go through `parse_timestamp`/`from_wal`.
+
+    Raises:
+        ValueError: the string is none of these, or names an impossible date.
+    """
+    text = value.strip()
+    if _DATE_ONLY.match(text):
+        return datetime.fromisoformat(text).replace(tzinfo=UTC)
+    return parse_timestamp(text)
 
 
 def to_wal(value: datetime | None) -> str | None:

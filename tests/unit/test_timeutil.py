@@ -11,6 +11,7 @@ from lcg.timeutil import (
     from_wal,
     now,
     parse_timestamp,
+    parse_wire_timestamp,
     to_db,
     to_iso_z,
     to_read_format,
@@ -51,8 +52,7 @@ def test_parse_timestamp_accepts_rfc3339_and_the_db_read_format(
     [
         "",
         "yesterday",
-        "1969-02-30",  # a date-only value must be a real date
-        "20/07/1969",
+        "1969-07-20",
         "1969-07-20T20:17:40",  # RFC 3339 needs a zone
         "1969-07-20T20:17Z",
         "1969-13-20T20:17:40Z",
@@ -68,12 +68,6 @@ def test_parse_timestamp_accepts_rfc3339_and_the_db_read_format(
 def test_parse_timestamp_rejects_everything_else(text: str) -> None:
     with pytest.raises(ValueError):
         parse_timestamp(text)
-
-
-def test_parse_timestamp_reads_a_bare_date_as_its_midnight_utc() -> None:
-    # Issue 14 item 7: `since: "2025-05-01"` is how a person types a time.
-    assert parse_timestamp("1969-07-20") == datetime(1969, 7, 20, tzinfo=UTC)
-    assert parse_timestamp(" 2025-05-01 ") == datetime(2025, 5, 1, tzinfo=UTC)
 
 
 def test_to_wal_writes_six_fraction_digits_and_a_literal_utc_offset() -> None:
@@ -138,3 +132,13 @@ def test_now_is_aware_utc() -> None:
     value = now()
     assert value.tzinfo is UTC
     assert before <= value <= datetime.now(UTC)
+
+
+def test_a_wire_timestamp_may_be_a_bare_date_meaning_its_midnight_utc() -> None:
+    # Issue 14 item 7: `since: "2025-05-01"` is how a person types a time.
+    assert parse_wire_timestamp("1969-07-20") == datetime(1969, 7, 20, tzinfo=UTC)
+    assert parse_wire_timestamp(" 2025-05-01 ") == datetime(2025, 5, 1, tzinfo=UTC)
+    assert parse_wire_timestamp("1969-07-20T20:17:40Z") == MOON
+    for bad in ("1969-02-30", "20/07/1969", "yesterday"):
+        with pytest.raises(ValueError):
+            parse_wire_timestamp(bad)

@@ -14,7 +14,7 @@ from pydantic import BeforeValidator, Field
 
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.service.params import Params, WriteGroup
-from lcg.timeutil import parse_timestamp
+from lcg.timeutil import parse_wire_timestamp
 
 __all__ = ["AddEpisodeParams", "ProcessChunkParams"]
 
@@ -43,7 +43,7 @@ def _reference_time(value: Any) -> datetime | None:
     if not isinstance(value, str):
         raise ValueError(f"reference_time is not valid ISO 8601: {value!r}")
     try:
-        return parse_timestamp(value)
+        return parse_wire_timestamp(value)
     except ValueError:
         raise ValueError(f"reference_time is not valid ISO 8601: {value}") from None
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from lcg.errors import InvalidRequestError
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.recovery_admin import STRATEGIES
-from lcg.timeutil import parse_timestamp
+from lcg.timeutil import parse_wire_timestamp
 from lcg.wal.layout import encode_group
 
 __all__ = ["Params", "parse_params", "timestamp"]
@@ -67,7 +67,7 @@ def timestamp(name: str) -> Any:
         if not isinstance(value, str):
             raise ValueError(f"{name} must be a string")
         try:
-            return parse_timestamp(value)
+            return parse_wire_timestamp(value)
         except ValueError:
             raise ValueError(
                 f"{name} '{value}' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp"
