@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
@@ -56,7 +57,9 @@ def _pct(value: float | None) -> str:
 
 
 def _table(report: dict[str, Any]) -> Table:
-    table = Table(title=f"lcg eval: {report['articles']} articles, reference {report['reference']}")
+    table = Table(
+        title=escape(f"lcg eval: {report['articles']} articles, reference {report['reference']}")
+    )
     for column in (
         "backend",
         "ent F1",
@@ -74,7 +77,7 @@ def _table(report: dict[str, Any]) -> Table:
         judged = b["judged"]
         out = b["structured_output"]
         table.add_row(
-            name,
+            escape(name),
             _pct(b["strict"]["entities"]["f1"]),
             _pct(b["strict"]["facts"]["f1"]),
             _pct(judged["entities"]["f1"]) if judged else "-",
@@ -218,7 +221,7 @@ def eval_command(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
         ) as progress:
             for b in backends:
-                task = progress.add_task(b.name, total=len(articles))
+                task = progress.add_task(escape(b.name), total=len(articles))
                 runs[b.name] = await extract_all(
                     b.name,
                     clients[b.name],
@@ -235,11 +238,14 @@ def eval_command(
     report = anyio.run(run)
     console.print(_table(report))
     for warning in report["warnings"]:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     for pair in report["pairwise"]:
         console.print(
-            f"{pair['left']} vs {pair['right']}: {pair['wins']} wins, {pair['losses']} losses, "
-            f"{pair['ties']} ties ({pair['inconsistent']} order-inconsistent)"
+            escape(
+                f"{pair['left']} vs {pair['right']}: {pair['wins']} wins, {pair['losses']} "
+                f"losses, {pair['ties']} ties ({pair['inconsistent']} order-inconsistent)"
+            ),
+            highlight=False,
         )
     if output is not None:
         output.write_text(json.dumps(report, indent=2), encoding="utf-8")
