@@ -75,11 +75,11 @@ class _FrontMatterLoader(yaml.SafeLoader):
     ValueError out of the parser, so they are reported like any other bad date."""
 
 
-def _timestamp_or_text(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+def _timestamp_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
     try:
-        return SafeConstructor.construct_yaml_timestamp(loader, node)  # type: ignore[arg-type]
+        return SafeConstructor.construct_yaml_timestamp(loader, node)
     except ValueError:
-        return loader.construct_scalar(node)  # type: ignore[arg-type]
+        return loader.construct_scalar(node)
 
 
 _FrontMatterLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
