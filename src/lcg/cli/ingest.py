@@ -254,7 +254,11 @@ async def _run(
 @click.option("--exclude", "excludes", multiple=True, help="gitignore-style pattern to skip.")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1, 64))
 @click.option("--prune", is_flag=True, help="Delete the episodes of files that no longer exist.")
-@click.option("--dry-run", is_flag=True, help="Print the plan and estimates; call nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the plan, the extractor a run would use and estimates; call no model.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan or summary as JSON.")
 @click.option("--socket", "socket_path", default=None, help="Service socket to use.")
 @click.option("--max-chars", type=click.IntRange(300), default=None, help="Chunk size limit.")
