@@ -140,6 +140,9 @@ class ScriptedLlmServer(Listener):
         self.profile: ServerProfile | None = None if profile is None else server_profile(profile)
         self.model = model
         self.recorded: list[RecordedRequest] = []
+        # Seconds each POST spent in the server, from its headers being parsed to its reply being
+        # written (body read, responder, simulated latency, JSON both ways): the model's side.
+        self.service_s: list[float] = []
         self._cond = threading.Condition()
 
     # -- scripting and assertions ------------------------------------------------------------
@@ -165,6 +168,12 @@ class ScriptedLlmServer(Listener):
     def count(self) -> int:
         """How many POST requests arrived."""
         return len(self.requests)
+
+    @property
+    def service_total_s(self) -> float:
+        """Seconds spent serving POST requests so far (the sum of `service_s`)."""
+        with self._cond:
+            return sum(self.service_s)
 
     def wait_for(self, count: int, timeout: float = 5.0) -> bool:
         """Block until `count` POST requests have arrived (True) or `timeout` passes (False)."""
@@ -255,6 +264,14 @@ def _make_handler(owner: ScriptedLlmServer) -> type[JsonHandler]:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:
+            started = time.perf_counter()
+            try:
+                self._post()
+            finally:
+                with owner._cond:
+                    owner.service_s.append(time.perf_counter() - started)
+
+        def _post(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             try:
