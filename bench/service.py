@@ -7,7 +7,9 @@ between each consecutive pair), then runs `--clients` threads, each with its own
 each sending `--requests` requests one after the other: 80% reads, split evenly between
 `knowledge_list_entities` (num_results 20), `knowledge_get_nodes_by_group` and
 `knowledge_get_entity_neighbors` (a random seeded entity), and 20% `knowledge_assert_entity`
-(new names). Reports throughput, per-method latency percentiles, errors and the server's RSS.
+(new names). Reports throughput (all replies), per-method latency percentiles (successful replies
+only), errors (failed calls and error replies, each counted once and never as a latency sample)
+and the server's RSS.
 """
 
 from __future__ import annotations
@@ -161,9 +163,11 @@ def main() -> None:
                 except (OSError, ValueError, RuntimeError) as exc:
                     bad.append(f"{method}: {exc}")
                     continue
-                mine[method].append((time.perf_counter() - started) * 1000)
-                if "error" in answer:
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                if "error" in answer:  # an error, not a latency sample: counted once
                     bad.append(f"{method}: {answer['error']}")
+                else:
+                    mine[method].append(elapsed_ms)
             conn.close()
             with lock:
                 for m, values in mine.items():
