@@ -1,6 +1,6 @@
 """Benchmark the browser UI on a 2,000-entity graph in headless Chromium; prints one JSON object.
 
-    python bench/ui.py [--entities 2000] [--facts 4000] [--runs 3]
+    python bench/ui.py [--entities 2000] [--facts 4000] [--runs 5]
 
 Builds a fresh workspace (entities typed among five labels, facts with preferential attachment so
 there are hubs, one in twenty superseded), serves it with the HTTP API (uvicorn on loopback, the
@@ -124,7 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--entities", type=int, default=2000)
     parser.add_argument("--facts", type=int, default=4000)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory(prefix="lcg-bench-ui-") as tmp:
