@@ -11,7 +11,9 @@ What is kept:
   superseded); facts that started later are left out. Without it, every fact, current and
   superseded. A fact is superseded when its `invalid_at` is at or before the instant shown;
 - nodes: ranked by degree over the kept facts (then by name), the first `limit` kept, so a
-  capped view keeps the hubs; facts only among kept nodes.
+  capped view keeps the hubs; facts only among kept nodes. A name that entities of more than one
+  group share is shown with its group ("Mercury (alpha)"), so same-named entities of different
+  groups can be told apart; every node carries its group (shown in its details).
 
 The page's own files (graph.js, style.css, export.html, export.js) live with the browser UI in
 `lcg/service/ui/`; they are read as package data, not imported.
@@ -106,10 +108,18 @@ def select_graph(
     ranked = sorted(by_id.values(), key=lambda n: (-degree[n["uuid"]], n["name"], n["uuid"]))
     keep = ranked[:limit]
     kept_ids = {n["uuid"] for n in keep}
+    groups_of: dict[str, set[str]] = {}
+    for n in keep:
+        groups_of.setdefault(n["name"].casefold(), set()).add(n.get("group_id", ""))
+
+    def shown(n: dict[str, Any]) -> str:
+        shared = len(groups_of[n["name"].casefold()]) > 1
+        return f"{n['name']} ({n.get('group_id', '')})" if shared else str(n["name"])
+
     out_nodes = [
         {
             "id": n["uuid"],
-            "name": n["name"],
+            "name": shown(n),
             "type": _entity_type(n.get("labels", [])),
             "group": n.get("group_id", ""),
             "labels": n.get("labels", []),

@@ -8,7 +8,9 @@ tmp dir (copied to /work/helpers/screens/ when that exists).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +27,10 @@ from ui_support import (
     running_http,
 )
 
-from lcg import Engine, Settings, open_engine
+from lcg import Engine, Entity, Episode, EpisodeCommit, Fact, Settings, open_engine
 from lcg.cli.main import cli
 from lcg.service.http import HttpService
+from lcg.service.registry import dispatch
 
 TIMEOUT_MS = 15_000
 
@@ -324,3 +327,124 @@ def test_a_token_protected_server_asks_for_the_token_once(
         expect(tab.locator("#graph")).to_have_attribute("data-nodes", "5")
         expect(tab.locator("#conn-state")).to_contain_text("token")
         context.close()
+
+
+def test_the_legend_reads_as_a_key_not_as_nodes(page: Page) -> None:
+    legend = page.locator("#legend")
+    expect(legend).to_contain_text("Colour = type:")
+    # The scripted history: Alice and Bob are Persons, Acme and Globex Companies, Apollo a Project.
+    expect(legend.locator(".legend-item[data-type='Person']")).to_have_text("2 Person")
+    expect(legend.locator(".legend-item[data-type='Company']")).to_have_text("2 Company")
+    expect(legend.locator(".legend-item").last).to_have_text("superseded fact")
+
+
+def test_the_timeline_axis_keeps_its_end_dates_inside(page: Page) -> None:
+    page.goto(page.url.split("#")[0] + "#timeline/e-alice")
+    ticks = page.locator(".tl-axis span")
+    expect(ticks).to_have_count(5)
+    box = page.locator(".tl-axis").bounding_box()
+    first, last = ticks.first.bounding_box(), ticks.last.bounding_box()
+    assert box is not None and first is not None and last is not None
+    assert first["x"] >= box["x"] - 0.5
+    assert last["x"] + last["width"] <= box["x"] + box["width"] + 0.5
+    assert ticks.last.evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+    assert len(ticks.last.inner_text()) == 10  # a whole YYYY-MM-DD
+
+
+def test_the_status_page_uses_one_timestamp_format(page: Page) -> None:
+    page.goto(page.url.split("#")[0] + "#status")
+    card = page.locator("#status .card", has_text="first / last episode ingested")
+    # knowledge_status gives these in two wire formats (DB read format and ISO-Z): shown as one.
+    expect(card).to_contain_text("2021-01-05 00:00:00 UTC / 2023-06-02 00:00:00 UTC")
+
+
+DENSE = 150  # entities: enough that the old "label every node up to 150" drew a smear
+
+
+async def _dense_graph(engine: Engine) -> None:
+    stamp = datetime(2024, 1, 1, tzinfo=UTC)
+    names = [f"Entity with a longish name {i}" for i in range(DENSE)]
+    entities = [
+        Entity(uuid=f"d-{i:03d}", group_id="dense", name=n, labels=("Entity", "Thing"),
+               created_at=stamp)
+        for i, n in enumerate(names)
+    ]  # fmt: skip
+    facts = [
+        Fact(uuid=f"df-{i:03d}", group_id="dense", source_uuid=entities[i].uuid,
+             target_uuid=entities[(i * 7 + 1) % DENSE if i % 3 else 0].uuid, name="LINKS",
+             fact=f"{names[i]} links on", created_at=stamp)
+        for i in range(DENSE)
+    ]  # fmt: skip
+    episode = Episode(uuid="dense-ep", group_id="dense", name="dense", content="dense graph")
+    await engine.commit_episode(EpisodeCommit("dense", episode, entities, facts))
+
+
+def test_dense_labels_never_overlap_and_hover_shows_a_hidden_one(
+    browser: Any, settings: Settings, engine: Engine, tmp_path: Path
+) -> None:
+    in_thread(anyio.run, _dense_graph, engine)
+    with running_http(settings, engine) as service:
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        context.set_default_timeout(TIMEOUT_MS)
+        tab = context.new_page()
+        tab.goto(service.url + "/")
+        canvas = tab.locator("#graph")
+        expect(canvas).to_have_attribute("data-nodes", str(DENSE))
+        tab.evaluate("() => { const v = lcgApp.view(); v.alpha = 0; v.refit(); }")
+        tab.wait_for_timeout(300)
+        boxes = json.loads(canvas.get_attribute("data-label-boxes") or "[]")
+        labels = int(canvas.get_attribute("data-labels") or "0")
+        assert 0 < labels < DENSE and len(boxes) == labels
+        for i, (x1, y1, w1, h1) in enumerate(boxes):
+            for x2, y2, w2, h2 in boxes[i + 1 :]:
+                apart = x1 + w1 <= x2 or x2 + w2 <= x1 or y1 + h1 <= y2 or y2 + h2 <= y1
+                assert apart, ((x1, y1, w1, h1), (x2, y2, w2, h2))
+        _keep(tab, tmp_path, "dense-labels")
+        # Hovering an unlabelled node labels it (it takes priority over the hubs' labels).
+        hidden = tab.evaluate(
+            """() => {
+              const v = lcgApp.view();
+              const n = v.nodes.find(p => !v.shownLabels.has(p.id));
+              const r = v.canvas.getBoundingClientRect();
+              return [n.name, r.left + v.tx + n.x * v.scale, r.top + v.ty + n.y * v.scale];
+            }"""
+        )
+        before = canvas.get_attribute("data-label-boxes")
+        tab.mouse.move(hidden[1], hidden[2])
+        expect(canvas).not_to_have_attribute("data-label-boxes", before or "")
+        assert tab.evaluate("() => lcgApp.view().hover") is not None
+        context.close()
+
+
+def test_an_export_of_all_groups_tells_same_named_entities_apart(
+    browser: Any, settings: Settings, tmp_path: Path
+) -> None:
+    async def two_groups(engine: Engine) -> None:
+        for group in ("alpha", "beta"):
+            for name in ("Mercury", "Venus"):
+                await dispatch(engine, "knowledge_assert_entity", {"name": name, "group_id": group})
+
+    engine = open_engine(settings)
+    try:
+        in_thread(anyio.run, two_groups, engine)
+    finally:
+        engine.close()
+    out = tmp_path / "groups.html"
+    args = ["--home", str(settings.home), "export-html", "-o", str(out)]
+    result = in_thread(CliRunner().invoke, cli, args)
+    assert result.exit_code == 0, result.output
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    tab = context.new_page()
+    tab.goto(out.as_uri())
+    expect(tab.locator("#caption")).to_contain_text("groups: alpha, beta")
+    tab.fill("#find-input", "mercury (beta)")
+    tab.press("#find-input", "Enter")
+    expect(tab.locator("#details h2")).to_have_text("Mercury (beta)")
+    expect(tab.locator("#details .group")).to_have_text("group beta")
+    context.close()
+
+
+def _keep(tab: Page, tmp_path: Path, name: str) -> None:
+    shot = tmp_path / f"ui-{name}.png"
+    tab.screenshot(path=str(shot))
+    keep_screenshot(shot)

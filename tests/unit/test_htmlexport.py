@@ -100,3 +100,22 @@ def test_the_page_embeds_the_data_without_urls_or_early_script_ends() -> None:
     # The page loads nothing: its policy forbids every fetch, and it links no file.
     assert "default-src 'none'" in page
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
+
+
+def test_same_named_entities_of_different_groups_show_their_group() -> None:
+    mercury = [{**entity(f"m-{g}", "Mercury"), "group_id": g} for g in ("alpha", "beta")]
+    venus = {**entity("v", "Venus"), "group_id": "alpha"}
+    # "mercury" in beta differs only by case: still the same name to a reader.
+    lower = {**entity("m-gamma", "mercury"), "group_id": "gamma"}
+    nodes, _ = select_graph([*mercury, venus, lower], [], limit=10)
+    names = {n["id"]: n["name"] for n in nodes}
+    assert names == {
+        "m-alpha": "Mercury (alpha)",
+        "m-beta": "Mercury (beta)",
+        "m-gamma": "mercury (gamma)",
+        "v": "Venus",
+    }
+    assert {n["id"]: n["group"] for n in nodes}["m-beta"] == "beta"
+    # Within one group names are unique already: nothing is added.
+    single, _ = select_graph(NODES, EDGES, limit=10)
+    assert all(n["name"] == n["id"].upper() for n in single)

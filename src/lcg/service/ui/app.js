@@ -168,17 +168,27 @@
     renderLegend(superseded);
   }
 
+  /* A key, not a node: "Colour = type", then "● 12 Person", "● 27 untyped" (counts shown). */
   function renderLegend(superseded) {
     var box = clear($('legend'));
+    box.appendChild(el('span', { class: 'legend-title', text: 'Colour = type:' }));
     view.types().slice(0, 10).forEach(function (t) {
+      var untyped = t.type === 'Entity';
+      var item = el('span', { class: 'legend-item', 'data-type': t.type,
+        title: t.count + (t.count === 1 ? ' entity' : ' entities') +
+          (untyped ? ' with no type label' : ' labelled ' + t.type) });
       var sw = el('span', { class: 'swatch' });
       sw.style.background = t.color;
-      box.appendChild(sw);
-      box.appendChild(document.createTextNode(t.type + ' ' + t.count));
+      item.appendChild(sw);
+      item.appendChild(el('b', { text: String(t.count) }));
+      item.appendChild(document.createTextNode(' ' + (untyped ? 'untyped' : t.type)));
+      box.appendChild(item);
     });
     if (superseded) {
-      box.appendChild(el('span', { class: 'dash' }));
-      box.appendChild(document.createTextNode('superseded'));
+      var key = el('span', { class: 'legend-item', title: superseded + ' superseded facts' });
+      key.appendChild(el('span', { class: 'dash' }));
+      key.appendChild(document.createTextNode('superseded fact'));
+      box.appendChild(key);
     }
   }
 
@@ -402,7 +412,9 @@
     var pos = function (t) { return Math.max(0, Math.min(100, (t - lo) / span * 100)); };
     var axis = el('div', { class: 'tl-axis' });
     for (var i = 0; i <= 4; i++) {
-      var tick = el('span', { text: G.formatTime(lo + span * i / 4).slice(0, 10) });
+      // The end ticks align inwards (first left, last right) so no date is clipped at an edge.
+      var tick = el('span', { class: i === 0 ? 'tl-first' : i === 4 ? 'tl-last' : '',
+        text: G.formatTime(lo + span * i / 4).slice(0, 10) });
       tick.style.left = (i * 25) + '%';
       axis.appendChild(tick);
     }
@@ -528,6 +540,11 @@
 
   // -- status ------------------------------------------------------------------------------------
 
+  /* One timestamp format on the status page, whatever format the wire used: 'YYYY-MM-DD HH:MM:SS UTC'. */
+  function utcText(ms) {
+    return ms == null ? '–' : new Date(ms).toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
+  }
+
   function loadStatusView() {
     var box = $('status');
     return api.call('knowledge_status', {}).then(function (raw) {
@@ -538,7 +555,7 @@
         return el('div', { class: 'card' }, [el('div', { class: 'n', text: c[1] == null ? '–' : String(c[1]) }), el('div', { class: 'k', text: c[0] })]);
       }).concat([
         el('div', { class: 'card' }, [el('div', { class: 'k', text: 'first / last episode ingested' }),
-          el('div', { text: (s.firstIndexed || '–') + ' / ' + (s.lastIndexed || '–') })]),
+          el('div', { id: 'episode-times', text: utcText(s.firstIndexed) + ' / ' + utcText(s.lastIndexed) })]),
         el('div', { class: 'card' }, [el('div', { class: 'k', text: 'database' }), el('code', { text: s.databasePath })])
       ])));
       box.appendChild(el('h2', { text: 'Models' }));

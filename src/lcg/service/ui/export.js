@@ -23,16 +23,32 @@
     ' · exported ' + data.generatedAt + ' UTC';
   $('graph-stats').textContent = data.nodes.length + ' of ' + data.totalNodes + ' entities · ' +
     data.edges.length + ' facts' + (superseded ? ' (' + superseded + ' superseded)' : '');
+  var groups = Array.from(new Set(data.nodes.map(function (n) { return n.group; }))).sort();
+  if (groups.length > 1) {
+    // Names shared across groups carry their group ("Mercury (alpha)"): say so once.
+    $('caption').textContent += ' · groups: ' + groups.join(', ');
+  }
+  // A key, not a node: "Colour = type", then "● 12 Person", "● 27 untyped".
   var legend = $('legend');
+  legend.appendChild(el('span', 'legend-title', 'Colour = type:'));
   view.types().slice(0, 10).forEach(function (t) {
+    var untyped = t.type === 'Entity';
+    var item = el('span', 'legend-item');
+    item.setAttribute('data-type', t.type);
+    item.title = t.count + (t.count === 1 ? ' entity' : ' entities') +
+      (untyped ? ' with no type label' : ' labelled ' + t.type);
     var sw = el('span', 'swatch');
     sw.style.background = t.color;
-    legend.appendChild(sw);
-    legend.appendChild(document.createTextNode(t.type + ' ' + t.count));
+    item.appendChild(sw);
+    item.appendChild(el('b', null, String(t.count)));
+    item.appendChild(document.createTextNode(' ' + (untyped ? 'untyped' : t.type)));
+    legend.appendChild(item);
   });
   if (superseded) {
-    legend.appendChild(el('span', 'dash'));
-    legend.appendChild(document.createTextNode('superseded'));
+    var key = el('span', 'legend-item');
+    key.appendChild(el('span', 'dash'));
+    key.appendChild(document.createTextNode('superseded fact'));
+    legend.appendChild(key);
   }
 
   function details(node) {
@@ -40,6 +56,7 @@
     while (box.firstChild) box.removeChild(box.firstChild);
     if (!node) return;
     box.appendChild(el('h2', null, node.name));
+    if (node.group) box.appendChild(el('p', 'hint group', 'group ' + node.group));
     (node.labels || []).forEach(function (l) { box.appendChild(el('span', 'chip', l)); });
     if (node.summary) box.appendChild(el('p', null, node.summary));
     box.appendChild(el('h3', null, 'Facts'));

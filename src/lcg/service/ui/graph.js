@@ -12,6 +12,13 @@
  * meaningful before any tick has run. The first frame that draws nodes sets the performance
  * mark `lcg-first-frame`; the canvas carries data-nodes / data-edges / data-superseded counts
  * of what the last frame drew.
+ *
+ * Labels: only what fits. Candidates in priority order (the selected, highlighted and hovered
+ * nodes, then by degree: the best-connected ones when zoomed out, every node once zoomed in)
+ * are placed in screen space, each only where it overlaps no label already placed; edge labels
+ * then take what room is left. A dense centre shows a few readable names, hovering or zooming
+ * shows more. data-labels counts the node labels drawn and data-label-boxes holds their boxes
+ * ([x, y, w, h] in CSS pixels, for tests).
  */
 (function (global) {
   'use strict';
@@ -20,6 +27,7 @@
   var PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#b07aa1', '#76b7b2', '#edc948',
     '#9c755f', '#ff9da7', '#8cd17d', '#86bcb6', '#d37295', '#a0cbe8', '#fabfd2', '#79706e'];
   var SUPERSEDED = '#d62728';
+  var LABEL_CELL = 6; // px: the grid that records where labels already are
   var firstFrameMarked = false;
 
   // Types get palette colours in the order they are first seen (setData sees the best-connected
@@ -106,7 +114,10 @@
     this.alpha = 0;
     this.scale = 1; this.tx = 0; this.ty = 0;
     this.autoFit = true;
-    this.hover = null;
+    this.hover = null; // the id of the node under the pointer
+    this.ranked = []; // nodes by degree, best-connected first: the label candidates
+    this.labelWidths = new Map(); // name -> width in px at the label font (measured once)
+    this.shownLabels = new Set(); // ids of the nodes the last frame labelled
     this.frameRequested = false;
     this.dpr = global.devicePixelRatio || 1;
     this.bindEvents();
@@ -176,6 +187,7 @@
     this.byId = byId;
     if (this.selected && !byId.has(this.selected)) this.selected = null;
     this.labelled = this.pickLabelled();
+    this.ranked = kept.slice().sort(function (a, b) { return b.degree - a.degree; });
     this.reheat(old.size ? 0.5 : 1);
     this.draw(); // the first frame, before any layout tick
   };
@@ -327,14 +339,21 @@
       ctx.fill();
     });
     ctx.setLineDash([]);
+    var room = new LabelRoom(this.width, this.height);
+    var nodeLabels = this.placeNodeLabels(room);
     if (showEdgeLabels) {
       ctx.font = (10 / scale) + 'px sans-serif';
       ctx.textAlign = 'center';
       this.edges.forEach(function (l) {
+        var text = l.data.label || '';
+        if (!text) return;
         var c = self.controlPoint(l);
         var x = (l.s.x + 2 * c[0] + l.t.x) / 4, y = (l.s.y + 2 * c[1] + l.t.y) / 4;
+        var w = self.textWidth(text, 10);
+        var sx = x * scale + self.tx, sy = y * scale + self.ty - 3;
+        if (!room.take(sx - w / 2, sy - 9, w, 11)) return;
         ctx.fillStyle = l.superseded ? SUPERSEDED : '#56606a';
-        ctx.fillText(l.data.label || '', x, y - 3 / scale);
+        ctx.fillText(text, x, y - 3 / scale);
       });
     }
     var byColour = new Map();
@@ -364,13 +383,18 @@
     ctx.font = (12 / scale) + 'px sans-serif';
     ctx.textAlign = 'left';
     ctx.fillStyle = '#1d2329';
-    this.nodes.forEach(function (p) {
-      if (scale > 1.2 || self.labelled.has(p.id) || self.selected === p.id ||
-          self.highlighted.has(p.id)) {
-        ctx.fillText(p.name, p.x + self.radius(p) + 2 / scale, p.y + 4 / scale);
-      }
+    ctx.strokeStyle = 'rgba(255,255,255,0.85)';
+    ctx.lineWidth = 3 / scale;
+    ctx.lineJoin = 'round';
+    nodeLabels.forEach(function (p) {
+      var x = p.x + self.radius(p) + 2 / scale, y = p.y + 4 / scale;
+      ctx.strokeText(p.name, x, y); // a halo: readable over edges
+      ctx.fillText(p.name, x, y);
     });
     var ds = this.canvas.dataset;
+    this.shownLabels = new Set(nodeLabels.map(function (p) { return p.id; }));
+    ds.labels = String(nodeLabels.length);
+    ds.labelBoxes = JSON.stringify(room.nodeBoxes);
     ds.nodes = String(this.nodes.length);
     ds.edges = String(this.edges.length);
     ds.superseded = String(superseded);
@@ -378,6 +402,67 @@
       firstFrameMarked = true;
       performance.mark('lcg-first-frame');
     }
+  };
+
+  /* Which node labels this frame draws: candidates in priority order, each kept only where it
+   * overlaps no label placed before it (screen space). Off-screen nodes are skipped. */
+  GraphView.prototype.placeNodeLabels = function (room) {
+    var self = this, scale = this.scale, placed = [], seen = new Set();
+    var forced = [];
+    if (this.selected) forced.push(this.byId.get(this.selected));
+    if (this.hover) forced.push(this.byId.get(this.hover));
+    this.highlighted.forEach(function (id) { forced.push(self.byId.get(id)); });
+    var zoomed = scale > 1.2;
+    function consider(p) {
+      if (!p || seen.has(p.id)) return;
+      seen.add(p.id);
+      var w = self.textWidth(p.name, 12);
+      var sx = p.x * scale + self.tx + self.radius(p) * scale + 2;
+      var sy = p.y * scale + self.ty + 4;
+      if (sx > self.width || sx + w < 0 || sy < 0 || sy - 12 > self.height) return;
+      if (room.take(sx, sy - 11, w, 14, true)) placed.push(p);
+    }
+    forced.forEach(consider);
+    this.ranked.forEach(function (p) { if (zoomed || self.labelled.has(p.id)) consider(p); });
+    return placed;
+  };
+
+  /* Width in CSS px of `text` at `px` sans-serif (cached: measuring is the costly part). */
+  GraphView.prototype.textWidth = function (text, px) {
+    var key = px + '|' + text, w = this.labelWidths.get(key);
+    if (w === undefined) {
+      var ctx = this.ctx;
+      ctx.save();
+      ctx.setTransform(1, 0, 0, 1, 0, 0);
+      ctx.font = px + 'px sans-serif';
+      w = ctx.measureText(text).width;
+      ctx.restore();
+      this.labelWidths.set(key, w);
+    }
+    return w;
+  };
+
+  /* The screen's free room for labels: a coarse occupancy grid of LABEL_CELL px cells. */
+  function LabelRoom(width, height) {
+    this.cols = Math.ceil(width / LABEL_CELL) + 1;
+    this.rows = Math.ceil(height / LABEL_CELL) + 1;
+    this.used = new Uint8Array(this.cols * this.rows);
+    this.nodeBoxes = [];
+  }
+
+  /* Claims the box (x, y, w, h) if none of it is taken; returns whether it was. */
+  LabelRoom.prototype.take = function (x, y, w, h, isNode) {
+    var c0 = Math.max(0, Math.floor(x / LABEL_CELL)), c1 = Math.min(this.cols - 1, Math.floor((x + w) / LABEL_CELL));
+    var r0 = Math.max(0, Math.floor(y / LABEL_CELL)), r1 = Math.min(this.rows - 1, Math.floor((y + h) / LABEL_CELL));
+    var r, c;
+    for (r = r0; r <= r1; r++) {
+      for (c = c0; c <= c1; c++) if (this.used[r * this.cols + c]) return false;
+    }
+    for (r = r0; r <= r1; r++) {
+      for (c = c0; c <= c1; c++) this.used[r * this.cols + c] = 1;
+    }
+    if (isNode) this.nodeBoxes.push([Math.round(x), Math.round(y), Math.round(w), Math.round(h)]);
+    return true;
   };
 
   /* Adds the arrowhead of edge `l` (curve control point `c`) to the current path. */
@@ -438,7 +523,7 @@
     }
     if (hit.kind === 'node') {
       line(hit.item.name, 'tip-title');
-      line(hit.item.type || 'Entity');
+      line((hit.item.type || 'Entity') + (hit.item.group ? ' · group ' + hit.item.group : ''));
     } else {
       var e = hit.item.data;
       line(hit.item.s.name + ' → ' + (e.label || '') + ' → ' + hit.item.t.name, 'tip-title');
@@ -478,6 +563,8 @@
       }
       if (ev.target !== canvas) return;
       var p = self.toWorld(ev), node = self.nodeAt(p[0], p[1]);
+      var hovered = node ? node.id : null;
+      if (hovered !== self.hover) { self.hover = hovered; self.requestFrame(); }
       var hit = node ? { kind: 'node', item: node } : null;
       if (!hit) { var edge = self.edgeAt(p[0], p[1]); if (edge) hit = { kind: 'edge', item: edge }; }
       canvas.style.cursor = hit ? 'pointer' : 'default';
@@ -493,7 +580,10 @@
       }
       drag = null;
     });
-    canvas.addEventListener('mouseleave', function () { if (self.tooltip) self.tooltip.hidden = true; });
+    canvas.addEventListener('mouseleave', function () {
+      if (self.tooltip) self.tooltip.hidden = true;
+      if (self.hover) { self.hover = null; self.requestFrame(); }
+    });
     canvas.addEventListener('dblclick', function (ev) {
       var w = self.toWorld(ev), node = self.nodeAt(w[0], w[1]);
       if (node) self.emit('expand', node.data);

@@ -171,8 +171,9 @@
       counts: [
         ['entities', s.entity_count], ['facts', s.relationship_count], ['episodes', s.episode_count]
       ],
-      lastIndexed: s.last_index_time || null,
-      firstIndexed: s.index_created_at || null,
+      // Two wire formats (DB read format and ISO-Z, API.md): both become epoch ms here.
+      lastIndexed: parseTime(s.last_index_time),
+      firstIndexed: parseTime(s.index_created_at),
       databasePath: s.database_path || '',
       groups: Object.keys(groups).sort().map(function (g) {
         var w = groups[g];
