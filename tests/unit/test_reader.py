@@ -34,7 +34,9 @@ def test_files_are_read_in_order_of_their_first_seq_not_their_name(tmp_path: Pat
 
 def test_records_carry_their_seq_ts_op_and_data(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_bytes(line(7))
-    assert list(iter_records(tmp_path)) == [WalRecord(7, TS, "episode.delete", {"uuid": "u7"})]
+    assert list(iter_records(tmp_path)) == [
+        WalRecord(7, TS, "episode.delete", {"uuid": "u7"}, more=0, at=0)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -178,3 +180,97 @@ def test_a_batch_interrupted_by_another_is_dropped_whole(tmp_path: Path) -> None
 def test_a_negative_or_non_integer_more_makes_the_line_unparseable() -> None:
     assert parse_line(b'{"seq":1,"ts":"","op":"group.purge","data":{},"more":-1}') is None
     assert parse_line(b'{"seq":1,"ts":"","op":"group.purge","data":{},"more":"2"}') is None
+
+
+def _episode_batch(first: int, size: int) -> list[bytes]:
+    ops = [Op("episode.delete", {"uuid": f"u{first + i}"}) for i in range(size)]
+    return encode_batch(first, TS, ops)
+
+
+@pytest.mark.parametrize("broken", [0, 1, 4, 7])
+def test_a_batch_with_an_unreadable_line_is_not_yielded_at_all(tmp_path: Path, broken: int) -> None:
+    """Issue 15 item 3: the readable lines after (or before) a corrupt one are no batch."""
+    lines = _episode_batch(1, 8)
+    lines[broken] = b'{"seq":' + b"#" * 20 + b"\n"
+    (tmp_path / "a.jsonl").write_bytes(line(0) + b"".join(lines) + line(9))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 9]
+    assert stats.unparseable == 1
+    assert stats.corrupt_batch_lines == 7
+    assert [(x.file, x.first_seq, x.last_seq, x.lines_dropped) for x in stats.lost] == [
+        ("a.jsonl", 1, 8, 7)
+    ]
+
+
+def test_a_corrupt_first_line_of_a_file_loses_the_batch_it_began(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(line(0))
+    lines = _episode_batch(1, 3)
+    (tmp_path / "b.jsonl").write_bytes(b"garbage\n" + lines[1] + lines[2] + line(4))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 4]
+    assert [(x.file, x.first_seq, x.last_seq) for x in stats.lost] == [("b.jsonl", 1, 3)]
+
+
+def test_a_batch_whose_more_was_damaged_into_another_number_is_not_yielded(
+    tmp_path: Path,
+) -> None:
+    lines = _episode_batch(0, 8)
+    lines[1] = lines[1].replace(b'"more":6', b'"more":5')
+    (tmp_path / "a.jsonl").write_bytes(b"".join(lines) + line(8))
+    seqs, _ = read(tmp_path)
+    assert seqs == [8]
+
+
+def test_unreadable_lines_holding_no_seq_cost_nothing(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(line(0) + b"junk\n" + b"".join(_episode_batch(1, 3)))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 1, 2, 3]
+    assert stats.lost == []
+
+
+def _legacy(raw: bytes) -> bytes:
+    """A line as written before lines carried `at` (their place in the batch)."""
+    return raw.replace(b',"at":0}', b"}").replace(b',"at":', b',"_":')
+
+
+def test_a_batch_of_its_own_among_unreadable_lines_is_reported(tmp_path: Path) -> None:
+    """A line says it begins its batch (`at` 0): it is applied; the unreadable seq is a loss."""
+    (tmp_path / "a.jsonl").write_bytes(line(0) + b"junk\n" + line(2) + line(3))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 2, 3]
+    assert [(x.first_seq, x.last_seq, x.lines_dropped) for x in stats.lost] == [(1, 1, 0)]
+
+
+def test_an_older_line_after_a_gap_of_unreadable_lines_is_not_trusted(tmp_path: Path) -> None:
+    """Without `at`, its batch may have begun among the unreadable lines: passed over, reported."""
+    content = b"".join(_legacy(x) for x in (line(0), b"junk\n", line(2), line(3)))
+    (tmp_path / "a.jsonl").write_bytes(content)
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 3]
+    assert [(x.first_seq, x.last_seq, x.lines_dropped) for x in stats.lost] == [(1, 2, 1)]
+
+
+def test_an_older_batch_with_a_corrupt_head_is_not_yielded(tmp_path: Path) -> None:
+    lines = [_legacy(x) for x in _episode_batch(1, 8)]
+    assert all(b'"at"' not in x for x in lines)
+    lines[0] = b"garbage\n"
+    (tmp_path / "a.jsonl").write_bytes(_legacy(line(0)) + b"".join(lines) + _legacy(line(9)))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 9]
+    assert [(x.first_seq, x.last_seq, x.lines_dropped) for x in stats.lost] == [(1, 8, 7)]
+
+
+def test_unreadable_lines_ending_a_file_are_a_loss_of_unknown_end(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(line(0) + b"junk\n")
+    (tmp_path / "b.jsonl").write_bytes(line(2))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 2]
+    assert [(x.file, x.first_seq, x.last_seq) for x in stats.lost] == [("a.jsonl", 1, None)]
+
+
+def test_losses_outside_the_range_read_are_not_reported(tmp_path: Path) -> None:
+    lines = _episode_batch(1, 3)
+    (tmp_path / "a.jsonl").write_bytes(line(0) + b"junk\n" + lines[1] + lines[2] + line(4))
+    seqs, stats = read(tmp_path, from_seq=4)
+    assert seqs == [4]
+    assert stats.lost == []

@@ -15,6 +15,7 @@ from lcg.wal.records import (
     data_to_entity,
     data_to_episode,
     data_to_fact,
+    encode_batch,
     encode_line,
     entity_op,
     episode_op,
@@ -164,8 +165,17 @@ def test_an_episode_op_leaves_out_the_default_source() -> None:
 
 def test_encoded_lines_are_compact_utf8_json_ending_in_a_newline() -> None:
     raw = encode_line(3, "ts", Op("episode.delete", {"uuid": "é"}))
-    assert raw == '{"seq":3,"ts":"ts","op":"episode.delete","data":{"uuid":"é"}}\n'.encode()
-    assert list(json.loads(raw)) == ["seq", "ts", "op", "data"]
+    assert raw == '{"seq":3,"ts":"ts","op":"episode.delete","data":{"uuid":"é"},"at":0}\n'.encode()
+    assert list(json.loads(raw)) == ["seq", "ts", "op", "data", "at"]
+
+
+def test_each_line_of_a_batch_says_its_place_and_how_many_follow() -> None:
+    lines = [json.loads(x) for x in encode_batch(5, "ts", [Op("group.purge", {})] * 3)]
+    assert [(x["seq"], x.get("more", 0), x["at"]) for x in lines] == [
+        (5, 2, 0),
+        (6, 1, 1),
+        (7, 0, 2),
+    ]
 
 
 def test_the_operation_set_is_closed() -> None:

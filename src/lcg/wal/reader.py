@@ -4,6 +4,14 @@ Reading never modifies files, and yields only whole batches. A line that is not 
 not a `{seq, ts, op, data}` record, is counted (`unparseable`) and passed over; a final line
 with no newline is a torn write that was never acknowledged and is counted as `torn_tail`, as are
 the lines of a batch whose last line never arrived (`incomplete_batch_lines`).
+
+A batch with an unreadable line is never yielded, not even its readable lines: each line says
+where its batch ends (`seq + more`), so once a batch is known to have lost a line every other
+line ending at the same seq is passed over too. A batch whose first readable line follows an
+unreadable one is whole only if its seq is the very next one (the unreadable lines held no seq);
+otherwise its head may be among them and it is passed over. Each batch passed over this way is
+recorded in `ReadStats.lost` with its file and seq range (`corrupt_batch_lines` counts its
+readable lines).
 """
 
 from __future__ import annotations
@@ -17,7 +25,30 @@ import orjson
 from lcg.wal.layout import ordered_files
 from lcg.wal.records import WalRecord
 
-__all__ = ["ReadStats", "iter_records", "parse_line"]
+__all__ = ["LostBatch", "ReadStats", "iter_records", "parse_line"]
+
+
+@dataclass(eq=False)
+class LostBatch:
+    """A batch not yielded because at least one of its lines could not be read.
+
+    `first_seq` is None when the unreadable lines came first in the stream (where the batch
+    began is unknown); `last_seq` is None when the stream or file ended before any line of the
+    batch could be read.
+    """
+
+    file: str
+    first_seq: int | None
+    last_seq: int | None
+    lines_dropped: int = 0  # readable lines of the batch that were passed over with it
+
+    def to_wire(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "first_seq": self.first_seq,
+            "last_seq": self.last_seq,
+            "readable_lines_dropped": self.lines_dropped,
+        }
 
 
 @dataclass
@@ -29,7 +60,9 @@ class ReadStats:
     unparseable: int = 0
     torn_tail: int = 0
     incomplete_batch_lines: int = 0
+    corrupt_batch_lines: int = 0
     unparseable_samples: list[str] = field(default_factory=list)
+    lost: list[LostBatch] = field(default_factory=list)
 
 
 def parse_line(line: bytes) -> WalRecord | None:
@@ -48,7 +81,97 @@ def parse_line(line: bytes) -> WalRecord | None:
     more = value.get("more", 0)
     if not isinstance(more, int) or isinstance(more, bool) or more < 0:
         return None
-    return WalRecord(seq=seq, ts=ts if isinstance(ts, str) else "", op=op, data=data, more=more)
+    at = value.get("at")
+    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= seq):
+        return None
+    stamp = ts if isinstance(ts, str) else ""
+    return WalRecord(seq=seq, ts=stamp, op=op, data=data, more=more, at=at)
+
+
+class _Stream:
+    """The state of one read across the stream's files (see the module docstring)."""
+
+    def __init__(self, stats: ReadStats) -> None:
+        self.stats = stats
+        self.batch: list[WalRecord] = []  # a multi-line batch, held back until its last line
+        self.next_seq: int | None = None  # the seq after the last readable line's batch
+        self.bad_run = False  # the previous non-blank line of this file was unreadable
+        self.expected: int | None = None  # `next_seq` when the current bad run began
+        self.open_loss: LostBatch | None = None  # unreadable lines whose batch is not known yet
+        self.poisoned: dict[int, LostBatch] = {}  # batch end seq -> its loss
+
+    def _drop(self, loss: LostBatch) -> None:
+        if not any(seen is loss for seen in self.stats.lost):
+            self.stats.lost.append(loss)
+
+    def unreadable(self, path: Path) -> None:
+        if self.bad_run:
+            return
+        self.bad_run, self.expected = True, self.next_seq
+        if self.batch:  # the batch in progress lost a line: none of it is applied
+            end = self.batch[-1].seq + self.batch[-1].more
+            loss = LostBatch(path.name, self.batch[0].seq, end, len(self.batch))
+            self.poisoned[end] = loss
+            self._drop(loss)
+            self.stats.corrupt_batch_lines += len(self.batch)
+            self.batch = []
+        else:
+            self.open_loss = LostBatch(path.name, self.next_seq, None)
+
+    def readable(self, path: Path, record: WalRecord) -> list[WalRecord]:
+        """The whole batch `record` completes, if any."""
+        end = record.seq + record.more
+        if self.batch and not (
+            record.seq == self.batch[-1].seq + 1
+            and record.more == self.batch[-1].more - 1
+            and (record.at is None or record.at == len(self.batch))
+        ):
+            self.stats.incomplete_batch_lines += len(self.batch)  # its last line never came
+            # Any later line ending where it ends (a `more` damaged into another valid number)
+            # belongs to it: not a batch either.
+            head, tail = self.batch[0], self.batch[-1]
+            self.poisoned.setdefault(
+                tail.seq + tail.more, LostBatch(path.name, head.seq, tail.seq + tail.more)
+            )
+            self.batch = []
+        bad_run, self.bad_run = self.bad_run, False
+        loss, self.open_loss = self.open_loss, None
+        if not self.batch and end not in self.poisoned:
+            first: int | None
+            if record.at is not None:  # the line says where its batch began
+                head_lost, first = record.at > 0, record.seq - record.at
+            else:  # an older line: after unreadable ones, only seq continuity vouches for it
+                expected = self.expected if self.expected is not None else 0
+                head_lost, first = bad_run and record.seq != expected, self.expected
+            if head_lost:
+                loss = loss or LostBatch(path.name, first, end)
+                loss.first_seq, loss.last_seq = first, end
+                self.poisoned[end] = loss
+                self._drop(loss)
+            elif loss is not None and bad_run and record.seq != self.expected:
+                loss.last_seq = record.seq - 1  # whole batches of their own were unreadable
+                self._drop(loss)
+        self.next_seq = end + 1
+        loss = self.poisoned.get(end)
+        if loss is not None:
+            self._drop(loss)
+            loss.lines_dropped += 1
+            self.stats.corrupt_batch_lines += 1
+            return []
+        if record.more or self.batch:
+            self.batch.append(record)
+            if record.more:
+                return []
+        whole, self.batch = (self.batch or [record]), []
+        return whole
+
+    def end_file(self) -> None:
+        self.stats.incomplete_batch_lines += len(self.batch)  # a batch never spans two files
+        self.batch = []
+        if self.open_loss is not None:  # unreadable lines ended the file: their batch is lost
+            self._drop(self.open_loss)
+            self.open_loss = None
+        self.bad_run = False
 
 
 def iter_records(
@@ -57,11 +180,14 @@ def iter_records(
     to_seq: int | None = None,
     stats: ReadStats | None = None,
 ) -> Iterator[WalRecord]:
-    """Yield the stream's records with `from_seq <= seq <= to_seq`, file by file in seq order."""
+    """Yield the stream's records with `from_seq <= seq <= to_seq`, file by file in seq order.
+
+    `stats.lost` holds only the losses that may overlap `[from_seq, to_seq]`.
+    """
     stats = stats if stats is not None else ReadStats()
     files = ordered_files(directory)
     stats.files_total = len(files)
-    batch: list[WalRecord] = []  # a multi-line batch, held back until its last line
+    state = _Stream(stats)
     for path in files:
         stats.files_processed += 1
         data = path.read_bytes()
@@ -72,25 +198,21 @@ def iter_records(
                 continue
             record = parse_line(raw)
             if record is None:
-                if index == last:  # no trailing newline: a torn write
+                if index == last:  # no trailing newline: a torn write, never acknowledged
                     stats.torn_tail += 1
-                else:
-                    stats.unparseable += 1
-                    if len(stats.unparseable_samples) < 5:
-                        stats.unparseable_samples.append(f"{path.name}:{index + 1}")
-                continue
-            if batch and not (
-                record.seq == batch[-1].seq + 1 and record.more == batch[-1].more - 1
-            ):
-                stats.incomplete_batch_lines += len(batch)  # its last line never came
-                batch = []
-            if record.more or batch:
-                batch.append(record)
-                if record.more:
                     continue
-            whole, batch = (batch or [record]), []
-            for rec in whole:
+                stats.unparseable += 1
+                if len(stats.unparseable_samples) < 5:
+                    stats.unparseable_samples.append(f"{path.name}:{index + 1}")
+                state.unreadable(path)
+                continue
+            for rec in state.readable(path, record):
                 if rec.seq >= from_seq and (to_seq is None or rec.seq <= to_seq):
                     yield rec
-        stats.incomplete_batch_lines += len(batch)  # a batch never spans two files
-        batch = []
+        state.end_file()
+    stats.lost = [
+        loss
+        for loss in stats.lost
+        if (loss.last_seq is None or loss.last_seq >= from_seq)
+        and (loss.first_seq is None or to_seq is None or loss.first_seq <= to_seq)
+    ]

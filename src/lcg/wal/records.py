@@ -1,8 +1,10 @@
 """The WAL's closed set of semantic operations and their (de)serialisation.
 
-A line is `{"seq": n, "ts": "...", "op": "<name>", "data": {...}}`, plus `"more": k` on the
-lines of a multi-line batch that k more lines of the same batch follow — so a batch whose write
-was cut short by a crash is recognised and dropped whole, never applied by halves. Operations carry every uuid
+A line is `{"seq": n, "ts": "...", "op": "<name>", "data": {...}, "at": i}`, plus `"more": k` on
+the lines of a multi-line batch that k more lines of the same batch follow — so a batch whose write
+was cut short by a crash is recognised and dropped whole, never applied by halves. `at` is the
+line's place in its batch (0 for the first), so a batch whose head is unreadable is recognised too;
+lines written before it existed lack it (the reader then judges from seq continuity). Operations carry every uuid
 and timestamp, so replay is deterministic; they never carry vectors (embeddings are derived data)
 nor the group id (the stream a line sits in is its group). Absent keys mean null/empty, which
 keeps a fact near 400 bytes.
@@ -73,20 +75,22 @@ class WalRecord:
     op: str
     data: dict[str, Any]
     more: int = 0  # lines of the same batch that follow this one
+    at: int | None = None  # lines of the same batch before this one (None: an older line)
 
 
-def encode_line(seq: int, ts: str, op: Op, more: int = 0) -> bytes:
+def encode_line(seq: int, ts: str, op: Op, more: int = 0, at: int = 0) -> bytes:
     """A WAL line, newline-terminated, compact UTF-8 JSON."""
     payload: dict[str, Any] = {"seq": seq, "ts": ts, "op": op.name, "data": op.data}
     if more:
         payload["more"] = more
+    payload["at"] = at
     return orjson.dumps(payload) + b"\n"
 
 
 def encode_batch(first_seq: int, ts: str, ops: list[Op]) -> list[bytes]:
     """The lines of one batch: consecutive seqs, one ts, `more` counting down to the last line."""
     last = len(ops) - 1
-    return [encode_line(first_seq + i, ts, op, last - i) for i, op in enumerate(ops)]
+    return [encode_line(first_seq + i, ts, op, last - i, i) for i, op in enumerate(ops)]
 
 
 def _put(data: dict[str, Any], key: str, value: Any) -> None:
