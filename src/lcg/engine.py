@@ -63,7 +63,7 @@ from lcg.models import (
 from lcg.names import NameIndex
 from lcg.ontology import ontology_status, record_ingested_ontology
 from lcg.pointers import counts_by_state, rebind_locked, unbind_plan
-from lcg.replay import ReplayReport, position_key, replay_group, write_position
+from lcg.replay import ReplayReport, loss_key, position_key, replay_group, write_position
 from lcg.search.index import SearchIndex
 from lcg.storage import crossgroup, graph, history
 from lcg.storage.store import Conn, Store, delete_database_files
@@ -72,6 +72,7 @@ from lcg.temporal import TimeFilter
 from lcg.timeutil import from_wal, now, to_iso_z, to_read_format, to_wal
 from lcg.vectors import embed_plan, plan_for_ops, text_hash
 from lcg.wal.layout import encode_group, group_dir, ordered_files
+from lcg.wal.lock import LOCK_FILE
 from lcg.wal.reader import ReadStats, iter_records
 from lcg.wal.records import OPS, Op, entity_op, episode_op, fact_op
 from lcg.wal.writer import Wal
@@ -215,6 +216,11 @@ class _RebuildPlan:
     generation: str | None
 
 
+# The kinds of `wal_problems` entries in knowledge_status (kept in Meta `wal_loss:<group>`).
+_LOST = "batch_not_applied"  # a batch with an unreadable line, passed over by a replay
+_AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no longer holds
+
+
 class Engine:
     """The context graph: one workspace's store, WAL and embedder."""
 
@@ -292,6 +298,7 @@ class Engine:
                     bytes_dropped=torn.bytes_dropped,
                     lines=torn.lines,
                 )
+            self._check_database_ahead()
             found = [(g, self._catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
             reports: list[ReplayReport] = []
@@ -312,6 +319,7 @@ class Engine:
         self._jobs.join()
         with self._write_lock:
             self._wal.close()
+            self._wal.unlock()
             if self._store is not None:
                 self._store.close()
                 self._store = None
@@ -363,6 +371,98 @@ class Engine:
             return None
         value = json.loads(raw)
         return value.get("applied_seq"), value.get("generation")
+
+    def _database_ahead(self, conn: Conn, group_id: str) -> tuple[int, int | None] | None:
+        """(applied_seq, max_seq) when the database has applied seqs its WAL stream no longer
+        holds (same generation): a fidelity problem, as a rebuild would lose them."""
+        position = self._position(conn, group_id)
+        if position is None or position[0] is None:
+            return None
+        if position[1] != self._wal.generation(group_id):
+            return None
+        max_seq = self._wal.bounds(group_id).max_seq
+        if max_seq is not None and position[0] <= max_seq:
+            return None
+        return position[0], max_seq
+
+    def _check_database_ahead(self, groups: Sequence[str] | None = None) -> None:
+        """(Write lock held.) Report every group whose database is ahead of its WAL, record it
+        for `knowledge_status`, and move the group's stream past every seq ever applied, so no
+        seq is handed out twice."""
+        for group_id in self._wal.groups() if groups is None else groups:
+            with self.store.writer() as conn:
+                ahead = self._database_ahead(conn, group_id)
+                known = self._losses(conn, group_id)
+            floor = max((x["last_seq"] for x in known if x.get("kind") == _AHEAD), default=None)
+            if ahead is not None:
+                applied, max_seq = ahead
+                first = 0 if max_seq is None else max_seq + 1
+                logger.error(
+                    "group %r: the database has applied WAL seq %d but the WAL ends at %s; "
+                    "seqs %d..%d exist only in the database and a rebuild from the WAL would "
+                    "lose them; new writes continue at seq %d",
+                    group_id,
+                    applied,
+                    max_seq,
+                    first,
+                    applied,
+                    applied + 1,
+                )
+                self.events.emit(
+                    "wal_behind_database",
+                    group_id=group_id,
+                    applied_seq=applied,
+                    max_seq=max_seq,
+                    next_seq=applied + 1,
+                )
+                entry = {"kind": _AHEAD, "file": None, "first_seq": first, "last_seq": applied}
+                if entry not in known:
+                    with self.store.transaction() as tx:
+                        graph.set_meta(tx, loss_key(group_id), json.dumps([*known, entry]))
+                floor = applied if floor is None else max(floor, applied)
+            if floor is not None:
+                self._wal.stream(group_id).skip_to(floor + 1)
+
+    def _losses(self, conn: Conn, group_id: str) -> list[dict[str, Any]]:
+        raw = graph.get_meta(conn, loss_key(group_id))
+        value = json.loads(raw) if raw else []
+        return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+    def _record_losses(self, report: ReplayReport, *, full: bool) -> None:
+        """Keep the batches a replay could not apply (write lock held), for `knowledge_status`.
+
+        A replay of the whole stream replaces the group's record of them; a tail replay adds
+        to it. Seqs the database held beyond its WAL stay recorded (they bound the next seq).
+        """
+        for loss in report.lost:
+            logger.error(
+                "group %r: WAL batch seq %s..%s in %s has an unreadable line and was not "
+                "applied (%d readable lines dropped)",
+                report.group_id,
+                loss.first_seq,
+                loss.last_seq,
+                loss.file,
+                loss.lines_dropped,
+            )
+            self.events.emit("wal_batch_lost", group_id=report.group_id, **loss.to_wire())
+        if not report.lost and not full:
+            return
+        with self.store.writer() as conn:
+            known = self._losses(conn, report.group_id)
+        if full:
+            known = [x for x in known if x.get("kind") == _AHEAD]
+        fresh = [{"kind": _LOST, **loss.to_wire()} for loss in report.lost]
+        merged = known + [x for x in fresh if x not in known]
+        with self.store.transaction() as tx:
+            graph.set_meta(tx, loss_key(report.group_id), json.dumps(merged) if merged else None)
+
+    def _wal_problems(self, conn: Conn) -> list[dict[str, Any]]:
+        """The `wal_problems` of `knowledge_status` (an lcg extension): WAL lines lost, by group."""
+        return [
+            {"group_id": group_id, **loss}
+            for group_id in self._wal.groups()
+            for loss in self._losses(conn, group_id)
+        ]
 
     def _group_has_data(self, conn: Conn, group_id: str) -> bool:
         return any(graph.group_counts(conn, group_id).values())
@@ -435,6 +535,7 @@ class Engine:
                 batch_size=self.settings.replay_batch_size,
             )
         self._stamp_replayed(group_id, full=plan[0] == "bulk")
+        self._record_losses(report, full=plan[0] == "bulk")
         self._search.invalidate([group_id])
         self._emit_replay(report)
         return report
@@ -981,7 +1082,14 @@ class Engine:
                 try:
                     delete_database_files(store.path)
                     if not preserve_wal and self._wal.root.exists():
-                        shutil.rmtree(self._wal.root)
+                        # Everything but the lock file, which this process still holds.
+                        for child in self._wal.root.iterdir():
+                            if child.name == LOCK_FILE:
+                                continue
+                            if child.is_dir() and not child.is_symlink():
+                                shutil.rmtree(child)
+                            else:
+                                child.unlink()
                 except OSError as exc:
                     raise InvalidRequestError(f"failed to delete DB or WAL files: {exc}") from exc
                 try:
@@ -1302,6 +1410,7 @@ class Engine:
                     "initializing": False,
                     "wal": wal,
                     "wal_groups": {g: self._wal_state(conn, g) for g in self._wal.groups()},
+                    "wal_problems": self._wal_problems(conn),
                     "indices_built": self.indices_built,
                     "name_index_trusted": self._names.trusted,
                     "name_index_fallback_scans": 0,
@@ -1528,6 +1637,8 @@ class Engine:
                 progress=progress,
             )
             self._stamp_replayed(group_id, full=from_seq == 0)
+            self._record_losses(report, full=from_seq == 0)
+            self._check_database_ahead([group_id])  # its stream was dropped: floor it again
             max_seq = self._wal.bounds(group_id).max_seq
             if (
                 to_seq is not None
@@ -1583,6 +1694,8 @@ class Engine:
         report.unparseable_lines = stats.unparseable
         report.torn_tail_lines = stats.torn_tail
         report.incomplete_batch_lines = stats.incomplete_batch_lines
+        report.corrupt_batch_lines = stats.corrupt_batch_lines
+        report.lost = stats.lost
         report.wal_files_processed = stats.files_processed
         result = report.to_wire(
             self.settings.replay_failure_samples, self.settings.replay_fidelity_threshold
@@ -1678,8 +1791,13 @@ def open_engine(
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     # The embedder first (API.md §4.7: probe, then open the database): a bad one opens nothing.
     cached = build_embedder(settings, embedder)
-    store = Store(settings.db_path, buffer_pool_mb=settings.kuzu_buffer_pool_mb)
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
+    wal.lock()  # before the database: a second writer of this WAL touches nothing
+    try:
+        store = Store(settings.db_path, buffer_pool_mb=settings.kuzu_buffer_pool_mb)
+    except BaseException:
+        wal.unlock()
+        raise
     engine = Engine(settings, store, wal, cached, events)
     try:
         engine.startup()

@@ -60,7 +60,13 @@ def degraded_engine(
 ) -> Engine:
     """An engine with no database open: status and health work, every other call is refused."""
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
-    engine = Engine(settings, None, wal, build_embedder(settings, embedder), events)
+    wal.lock()  # a degraded engine still writes the WAL (it recovers from it)
+    try:
+        built = build_embedder(settings, embedder)
+    except BaseException:
+        wal.unlock()
+        raise
+    engine = Engine(settings, None, wal, built, events)
     engine.degraded_reason = reason
     return engine
 

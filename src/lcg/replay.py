@@ -29,16 +29,21 @@ from lcg.storage import bulk, graph
 from lcg.storage.store import Store
 from lcg.vectors import embed_plan, plan_for_ops, plan_for_rows
 from lcg.wal.fold import fold
-from lcg.wal.reader import ReadStats, iter_records
+from lcg.wal.reader import LostBatch, ReadStats, iter_records
 from lcg.wal.records import OPS, Op, WalRecord
 
-__all__ = ["ReplayReport", "position_key", "replay_group", "write_position"]
+__all__ = ["ReplayReport", "loss_key", "position_key", "replay_group", "write_position"]
 
 Progress = Callable[[dict[str, Any]], None]
 
 
 def position_key(group_id: str) -> str:
     return f"wal_position:{group_id}"
+
+
+def loss_key(group_id: str) -> str:
+    """The meta key of the batches of a group's stream that replay could not apply."""
+    return f"wal_loss:{group_id}"
 
 
 def write_position(
@@ -75,12 +80,14 @@ class ReplayReport:
     noop_lines: int = 0
     torn_tail_lines: int = 0
     incomplete_batch_lines: int = 0
+    corrupt_batch_lines: int = 0  # readable lines of batches with an unreadable line
     rolled_back_lines: int = 0
     last_committed_seq: int | None = None
     transactions_committed: int = 0
     transactions_rolled_back: int = 0
     seconds: float = 0.0
     failures: Counter[tuple[str, str]] = field(default_factory=Counter)
+    lost: list[LostBatch] = field(default_factory=list)
 
     @property
     def total_lines(self) -> int:
@@ -90,6 +97,7 @@ class ReplayReport:
             + self.unrecognised_lines
             + self.unparseable_lines
             + self.incomplete_batch_lines
+            + self.corrupt_batch_lines
         )
 
     def to_wire(self, sample_cap: int, fidelity_threshold: float) -> dict[str, Any]:
@@ -105,6 +113,7 @@ class ReplayReport:
             + self.unrecognised_lines
             + self.unparseable_lines
             + self.incomplete_batch_lines
+            + self.corrupt_batch_lines
         )
         total = self.total_lines
         warning = None
@@ -132,6 +141,7 @@ class ReplayReport:
                 + self.failed_lines
                 + self.unparseable_lines
                 + self.incomplete_batch_lines
+                + self.corrupt_batch_lines
             ),
             "failed_samples": samples,
             "failed_sample_categories_dropped": max(0, len(ranked) - sample_cap),
@@ -144,6 +154,8 @@ class ReplayReport:
             "noop_lines": self.noop_lines,
             "torn_tail_lines": self.torn_tail_lines,
             "incomplete_batch_lines": self.incomplete_batch_lines,
+            "corrupt_batch_lines": self.corrupt_batch_lines,
+            "lost_batches": [loss.to_wire() for loss in self.lost],
             "duration_seconds": round(self.seconds, 3),
         }
 
@@ -213,6 +225,8 @@ def replay_group(
     report.unparseable_lines = stats.unparseable
     report.torn_tail_lines = stats.torn_tail
     report.incomplete_batch_lines = stats.incomplete_batch_lines
+    report.corrupt_batch_lines = stats.corrupt_batch_lines
+    report.lost = stats.lost
     report.wal_files_processed = stats.files_processed
     report.wal_files_total = stats.files_total
     report.seconds = time.perf_counter() - started

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from graph_invariants import assert_no_dangling_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rebuild_jobs import rebuild_and_wait
@@ -646,6 +647,7 @@ def check_replays(reports: list[dict[str, Any]], how: str) -> None:
         assert r["replay_mode"] == "bulk", (how, r)
         assert r["failed_lines"] == r["unparseable_lines"] == r["unrecognised_lines"] == 0, (how, r)
         assert r["transactions_rolled_back"] == 0, (how, r)
+        assert r["corrupt_batch_lines"] == 0 and r["lost_batches"] == [], (how, r)
 
 
 async def explicit_rebuild(engine: Engine) -> None:
@@ -667,16 +669,19 @@ async def scenario(config: Settings, ops: list[object], cut: int, probes: tuple[
         # Variant 1: an explicit full rebuild of every group on the live engine gives the same
         # graph, and the engine goes on writing correctly after it.
         before = snapshot(engine)
+        assert_no_dangling_rows(engine, "live, before knowledge_rebuild_from_wal")
         before_names = await resolved_names(engine, before)
         check_text_index(engine, before, probes, "live, before knowledge_rebuild_from_wal")
         await explicit_rebuild(engine)
         rebuilt = snapshot(engine)
+        assert_no_dangling_rows(engine, "knowledge_rebuild_from_wal")
         assert_same(before, rebuilt, "knowledge_rebuild_from_wal")
         assert await resolved_names(engine, rebuilt) == before_names
         check_text_index(engine, rebuilt, probes, "knowledge_rebuild_from_wal")
         for op in ops[cut:]:
             await driver.run(op)
         live = snapshot(engine)
+        assert_no_dangling_rows(engine, "live")
         live_names = await resolved_names(engine, live)
         check_text_index(engine, live, probes, "live")
     finally:
@@ -689,6 +694,8 @@ async def scenario(config: Settings, ops: list[object], cut: int, probes: tuple[
     try:
         check_replays(events.of_type("wal_replay_complete"), "startup catch-up")
         reopened = snapshot(engine)
+        assert_no_dangling_rows(engine, "reopen")
+        assert (await dispatch(engine, "knowledge_status", {}))["wal_problems"] == []
         assert_same(live, reopened, "reopen")
         assert await resolved_names(engine, reopened) == live_names
         check_text_index(engine, reopened, probes, "reopen")

@@ -1,7 +1,9 @@
 """Appending to the WAL: per-group streams with their own seq, rotation and durability.
 
 Guarantees, for one group's stream:
-- seq is strictly increasing across files and sessions; a new writer starts at max(seq) + 1;
+- seq is strictly increasing across files and sessions; a new writer starts at max(seq) + 1, or
+  further on when its owner knows of higher seqs the files lost (`GroupStream.skip_to`);
+- one process writes a WAL root at a time (`Wal.lock`, `lcg.wal.lock`);
 - one `append(ops)` is one batch: its lines are written with one `write`, flushed and fsynced
   once (group commit) and never span two files; when `append` returns, the batch is durable;
 - a failed append leaves the file as it was (a partial write is truncated away) and raises;
@@ -22,6 +24,7 @@ from typing import BinaryIO
 
 from lcg.errors import ConflictError, WalError
 from lcg.timeutil import to_wal
+from lcg.wal import lock
 from lcg.wal.layout import (
     Bounds,
     ensure_generation,
@@ -166,6 +169,11 @@ class GroupStream:
         self._last_append = (first, start, len(ops), len(blob))
         return first, self.next_seq - 1
 
+    def skip_to(self, seq: int) -> None:
+        """Never hand out a seq below `seq`: the database has applied seqs the WAL has lost,
+        and a seq once acknowledged names that write forever."""
+        self.next_seq = max(self.next_seq, seq)
+
     def truncate_from(self, first_seq: int) -> None:
         """Undo the most recent append (whose first seq is `first_seq`): a rolled-back commit.
 
@@ -203,6 +211,22 @@ class Wal:
         self.max_bytes = max_bytes
         self.max_events = max_events
         self._streams: dict[str, GroupStream] = {}
+        self._lock: Path | None = None
+
+    def lock(self) -> None:
+        """Become the one writing process of this WAL root (idempotent; see `lcg.wal.lock`).
+
+        Raises:
+            WalLockedError: another process writes to it.
+        """
+        if self._lock is None:
+            self._lock = lock.acquire(self.root)
+
+    def unlock(self) -> None:
+        """Give the WAL root up (the streams must be closed first)."""
+        if self._lock is not None:
+            lock.release(self._lock)
+            self._lock = None
 
     def directory(self, group_id: str) -> Path:
         return group_dir(self.root, group_id)
