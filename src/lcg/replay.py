@@ -4,8 +4,9 @@ Two modes, one result:
 - **bulk** (a whole stream into an empty group): fold every operation into final rows, embed
   them in batches, then load them with `COPY` in one transaction that also records the position;
 - **incremental** (a tail, a bounded range, or a stream with raw Cypher): apply operations in
-  transactions of `batch_size`, each advancing the position; a batch that fails is retried one
-  operation per transaction so one bad line costs only itself.
+  transactions of about `batch_size` that end where a WAL batch ends, each advancing the
+  position; a transaction that fails is retried one WAL batch per transaction, so one bad line
+  costs only its own batch and no WAL batch is ever applied in part.
 
 Nothing is dropped silently: unparseable lines, unknown operations, failed operations and no-ops
 are counted, and failures are sampled by (operation, error).
@@ -303,18 +304,19 @@ def _incremental(
         except (StorageError, ValueError) as exc:
             report.transactions_rolled_back += 1
             report.rolled_back_lines += len(pending)
-            if len(pending) == 1:
-                report.failed_lines += 1
-                report.failures[(_template(pending[0].op, pending[0].data), str(exc))] += 1
+            batches = _wal_batches(pending)
+            if len(batches) == 1:
+                report.failed_lines += len(pending)
+                report.failures[(_batch_template(pending), str(exc))] += 1
             else:
-                for rec in pending:  # isolate the failing line(s)
+                for batch in batches:  # isolate the failing WAL batch(es), never part of one
                     try:
-                        _apply_batch(store, group_id, embedder, [rec], generation)
-                        _committed(report, [rec])
+                        _apply_batch(store, group_id, embedder, batch, generation)
+                        _committed(report, batch)
                     except (StorageError, ValueError) as one_exc:
                         report.transactions_rolled_back += 1
-                        report.failed_lines += 1
-                        report.failures[(_template(rec.op, rec.data), str(one_exc))] += 1
+                        report.failed_lines += len(batch)
+                        report.failures[(_batch_template(batch), str(one_exc))] += 1
         pending.clear()
         if report.mutations_replayed - reported[0] >= 1000:
             reported[0] = report.mutations_replayed
@@ -324,15 +326,33 @@ def _incremental(
         if rec.op not in OPS:
             report.unrecognised_lines += 1
             continue
-        if rec.op == "cypher.exec":  # raw statements run on their own
+        boundary = not pending or pending[-1].more == 0
+        if rec.op == "cypher.exec" and boundary and rec.more == 0:  # a raw statement alone
             flush()
             pending.append(rec)
             flush()
             continue
         pending.append(rec)
-        if len(pending) >= batch_size:
+        if len(pending) >= batch_size and rec.more == 0:  # a transaction ends with a WAL batch
             flush()
     flush()
+
+
+def _wal_batches(records: Sequence[WalRecord]) -> list[list[WalRecord]]:
+    """`records` cut at the ends of their WAL batches (a line with no `more`)."""
+    out: list[list[WalRecord]] = [[]]
+    for rec in records:
+        out[-1].append(rec)
+        if rec.more == 0:
+            out.append([])
+    return [b for b in out if b]
+
+
+def _batch_template(batch: Sequence[WalRecord]) -> str:
+    """The failure category of a WAL batch: its one line's template, or its operations."""
+    if len(batch) == 1:
+        return _template(batch[0].op, batch[0].data)
+    return "batch of " + ", ".join(sorted({r.op for r in batch}))
 
 
 def _committed(report: ReplayReport, batch: Sequence[WalRecord]) -> None:

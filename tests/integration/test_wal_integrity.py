@@ -22,10 +22,11 @@ from lcg.recovery import degraded_engine
 from lcg.service.registry import dispatch
 from lcg.storage.store import delete_database_files
 from lcg.telemetry import ListSink
-from lcg.timeutil import now
+from lcg.timeutil import now, to_wal
 from lcg.wal.layout import group_dir, ordered_files
 from lcg.wal.lock import LOCK_FILE, WalLockedError
 from lcg.wal.reader import parse_line
+from lcg.wal.records import Op, encode_batch, entity_op
 
 pytestmark = pytest.mark.anyio
 
@@ -269,5 +270,38 @@ async def test_engines_of_one_process_share_the_lock_and_clear_all_keeps_it(
         await dispatch(engine, "knowledge_clear_all", {"confirm": True, "preserve_wal": False})
         assert [p.name for p in settings.wal_dir.iterdir()] == [LOCK_FILE]
         assert _open_elsewhere(tmp_path / "other", settings.wal_dir).startswith("LOCKED")
+    finally:
+        engine.close()
+
+
+async def test_a_replayed_batch_with_a_failing_line_is_not_applied_in_part(
+    settings: Settings,
+) -> None:
+    """Replay isolates a failing transaction by WAL batch, not by line: a batch whose one
+    operation fails leaves none of its lines in the graph (the same defect class as item 3)."""
+    engine = open_engine(settings)
+    try:
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Ada", "group_id": GROUP})
+    finally:
+        engine.close()
+    stamp = now()
+    ops = [
+        entity_op(Entity(PEOPLE[0], GROUP, "Grace", created_at=stamp)),
+        Op("mentions.add", {"episode": EPISODE, "entities": [1, 2]}),  # fails: not uuids
+        entity_op(Entity(PEOPLE[1], GROUP, "Linus", created_at=stamp)),
+    ]
+    path = ordered_files(group_dir(settings.wal_dir, GROUP))[-1]
+    with path.open("ab") as fh:
+        fh.write(b"".join(encode_batch(1, to_wal(stamp) or "", ops)))
+        fh.write(b"".join(encode_batch(4, to_wal(stamp) or "", [ops[0]])))
+
+    sink = ListSink()
+    engine = open_engine(settings, events=sink)
+    try:
+        nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {"group_ids": [GROUP]})
+        assert sorted(n["name"] for n in nodes["nodes"]) == ["Ada", "Grace"]  # Grace: seq 4
+        (replay,) = sink.of_type("wal_replay_complete")
+        assert (replay["failed_lines"], replay["mutations_replayed"]) == (3, 1)
+        assert replay["last_committed_seq"] == 4
     finally:
         engine.close()

@@ -274,3 +274,9 @@ def test_losses_outside_the_range_read_are_not_reported(tmp_path: Path) -> None:
     seqs, stats = read(tmp_path, from_seq=4)
     assert seqs == [4]
     assert stats.lost == []
+
+
+def test_a_batch_straddling_to_seq_is_left_out_whole(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(line(0) + b"".join(_episode_batch(1, 3)) + line(4))
+    assert read(tmp_path, to_seq=2)[0] == [0]
+    assert read(tmp_path, to_seq=3)[0] == [0, 1, 2, 3]

@@ -180,7 +180,8 @@ def iter_records(
     to_seq: int | None = None,
     stats: ReadStats | None = None,
 ) -> Iterator[WalRecord]:
-    """Yield the stream's records with `from_seq <= seq <= to_seq`, file by file in seq order.
+    """Yield the stream's records with `from_seq <= seq <= to_seq`, file by file in seq order;
+    a batch that ends after `to_seq` is left out whole.
 
     `stats.lost` holds only the losses that may overlap `[from_seq, to_seq]`.
     """
@@ -206,8 +207,11 @@ def iter_records(
                     stats.unparseable_samples.append(f"{path.name}:{index + 1}")
                 state.unreadable(path)
                 continue
-            for rec in state.readable(path, record):
-                if rec.seq >= from_seq and (to_seq is None or rec.seq <= to_seq):
+            whole = state.readable(path, record)
+            if whole and to_seq is not None and whole[-1].seq > to_seq:
+                continue  # a batch ending past `to_seq`: the state in its middle never existed
+            for rec in whole:
+                if rec.seq >= from_seq:
                     yield rec
         state.end_file()
     stats.lost = [
