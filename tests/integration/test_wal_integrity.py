@@ -305,3 +305,15 @@ async def test_a_replayed_batch_with_a_failing_line_is_not_applied_in_part(
         assert replay["last_committed_seq"] == 4
     finally:
         engine.close()
+
+    # The whole stream again, folded and bulk-loaded: the same rule.
+    delete_database_files(settings.db_path)
+    sink = ListSink()
+    engine = open_engine(settings, events=sink)
+    try:
+        nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {"group_ids": [GROUP]})
+        assert sorted(n["name"] for n in nodes["nodes"]) == ["Ada", "Grace"]
+        (replay,) = sink.of_type("wal_replay_complete")
+        assert (replay["replay_mode"], replay["failed_lines"]) == ("bulk", 3)
+    finally:
+        engine.close()

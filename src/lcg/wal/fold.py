@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from lcg.models import Entity, Episode, Fact
 from lcg.timeutil import from_wal
@@ -60,49 +61,79 @@ class FoldedGroup:
 
 
 def fold(group_id: str, records: Iterable[WalRecord]) -> FoldedGroup:
-    """Fold records (in seq order) into final rows. Malformed records are counted, not raised."""
+    """Fold records (in seq order) into final rows. Malformed records are counted, not raised;
+    a WAL batch with a malformed record is left out whole (every line counts as failed)."""
     out = FoldedGroup(group_id)
+    batch: list[WalRecord] = []
     for rec in records:
         out.last_seq = rec.seq
-        try:
-            _fold_one(out, rec)
-        except (ValueError, TypeError, KeyError) as exc:
-            out.failures.append(FoldFailure(rec.seq, rec.op, str(exc)))
+        batch.append(rec)
+        if rec.more == 0:
+            _fold_batch(out, batch)
+            batch = []
+    if batch:
+        _fold_batch(out, batch)
     return out
 
 
-def _fold_one(out: FoldedGroup, rec: WalRecord) -> None:
-    data, gid = rec.data, out.group_id
+def _fold_batch(out: FoldedGroup, batch: list[WalRecord]) -> None:
+    """Parse every line of the batch first, so none of it is folded if one line is malformed."""
+    parsed: list[object] = []
+    for rec in batch:
+        try:
+            parsed.append(_parse(rec, out.group_id))
+        except (ValueError, TypeError, KeyError) as exc:
+            for other in batch:
+                error = (
+                    str(exc) if other is rec else f"its batch has a malformed line (seq {rec.seq})"
+                )
+                out.failures.append(FoldFailure(other.seq, other.op, error))
+            return
+    for rec, value in zip(batch, parsed, strict=True):
+        _fold_one(out, rec, value)
+
+
+def _parse(rec: WalRecord, gid: str) -> object:
+    """What `_fold_one` needs of the record; raises ValueError, TypeError or KeyError."""
+    data = rec.data
     if rec.op == "entity.upsert":
-        e = data_to_entity(data, gid)
-        out.entities[e.uuid] = e
+        return data_to_entity(data, gid)
+    if rec.op == "fact.upsert":
+        return data_to_fact(data, gid)
+    if rec.op == "episode.add":
+        return data_to_episode(data, gid)
+    if rec.op == "fact.invalidate":
+        return (data["uuid"], from_wal(data.get("invalid_at")), from_wal(data.get("expired_at")))
+    if rec.op == "episode.delete":
+        return data["uuid"]
+    if rec.op == "mentions.add":
+        ep, ents = data["episode"], data["entities"]
+        if not isinstance(ents, list) or not all(isinstance(u, str) for u in ents):
+            raise ValueError("mentions.add: entities must be a list of strings")
+        return (ep, ents)
+    return None
+
+
+def _fold_one(out: FoldedGroup, rec: WalRecord, value: Any) -> None:
+    if rec.op == "entity.upsert":
+        out.entities[value.uuid] = value
     elif rec.op == "fact.upsert":
-        f = data_to_fact(data, gid)
-        out.facts[f.uuid] = f
+        out.facts[value.uuid] = value
     elif rec.op == "episode.add":
-        ep = data_to_episode(data, gid)
-        out.episodes[ep.uuid] = ep
+        out.episodes[value.uuid] = value
     elif rec.op == "fact.invalidate":
-        uuid = data["uuid"]
+        uuid, invalid_at, expired_at = value
         current = out.facts.get(uuid)
         if current is None:
             out.noops += 1
         else:
-            out.facts[uuid] = replace(
-                current,
-                invalid_at=from_wal(data.get("invalid_at")),
-                expired_at=from_wal(data.get("expired_at")),
-            )
+            out.facts[uuid] = replace(current, invalid_at=invalid_at, expired_at=expired_at)
     elif rec.op == "episode.delete":
-        uuid = data["uuid"]
-        if out.episodes.pop(uuid, None) is None:
+        if out.episodes.pop(value, None) is None:
             out.noops += 1
-        out.mentions.pop(uuid, None)
+        out.mentions.pop(value, None)
     elif rec.op == "mentions.add":
-        ep = data["episode"]
-        ents = data["entities"]
-        if not isinstance(ents, list) or not all(isinstance(u, str) for u in ents):
-            raise ValueError("mentions.add: entities must be a list of strings")
+        ep, ents = value
         if ep in out.episodes:
             linked = out.mentions.setdefault(ep, [])
             linked.extend(u for u in ents if u in out.entities and u not in linked)
