@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_DB_FORMAT = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?$")
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_DB_FORMAT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?")
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def now() -> datetime:
@@ -26,9 +26,9 @@ def parse_timestamp(value: str) -> datetime:
         ValueError: the string is neither.
     """
     text = value.strip()
-    if _DB_FORMAT.match(text):
+    if _DB_FORMAT.fullmatch(text):
         return datetime.fromisoformat(text).replace(tzinfo=UTC)
-    if not _RFC3339.match(text):
+    if not _RFC3339.fullmatch(text):
         raise ValueError(f"not an RFC 3339 timestamp: {value!r}")
     text = text.replace("z", "Z").replace("t", "T")
     frac = re.search(r"\.(\d+)", text)
@@ -47,7 +47,7 @@ def parse_wire_timestamp(value: str) -> datetime:
         ValueError: the string is none of these, or names an impossible date.
     """
     text = value.strip()
-    if _DATE_ONLY.match(text):
+    if _DATE_ONLY.fullmatch(text):
         return datetime.fromisoformat(text).replace(tzinfo=UTC)
     return parse_timestamp(text)
 

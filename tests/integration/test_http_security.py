@@ -34,6 +34,39 @@ def test_loopback_detection_and_the_host_allow_list() -> None:
     assert host_allowed("10.0.0.7:80", allowed_hosts("10.0.0.7"))
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        "127.0.0.1:8471@evil.example",  # userinfo-like: the old check read the part before ':'
+        "127.0.0.1@evil.example",
+        "localhost:8471/evil",
+        "localhost:8471 evil.example",
+        "localhost:port",
+        "localhost:99999",
+        "[::1]evil.example",
+        "[::1]:8471@evil.example",
+        "user@localhost",
+        "localhost:8471:1",
+    ],
+)
+def test_a_host_header_that_is_not_strictly_host_and_port_is_refused(header: str) -> None:
+    hosts = allowed_hosts("127.0.0.1", ["*"])  # even with every name allowed
+    assert not host_allowed(header, hosts)
+    assert not host_allowed(header, allowed_hosts("127.0.0.1"))
+
+
+def test_a_userinfo_host_header_gets_400_from_the_server(
+    settings: Settings, engine: Engine
+) -> None:
+    with running_http(settings, engine) as service:
+        for host in (f"127.0.0.1:{service.port}@evil.example", "127.0.0.1@evil.example"):
+            status, _, body = request(service, "GET", "/api/health", host=host)
+            assert status == 400, host
+            assert_error_shape(body)
+        status, _, _ = request(service, "GET", "/api/health", host=f"127.0.0.1:{service.port}")
+        assert status == 200
+
+
 def test_a_non_loopback_bind_without_a_token_is_refused(settings: Settings, engine: Engine) -> None:
     with pytest.raises(ConfigError, match="LCG_API_TOKEN"):
         HttpService(settings, EngineBackend(engine), host="0.0.0.0", port=0)
@@ -212,3 +245,36 @@ def test_pages_may_load_nothing_from_elsewhere(settings: Settings, engine: Engin
         for name in ("graph.js", "app.js", "api.js", "shapes.js", "style.css"):
             status, _, text = request(service, "GET", f"/ui/{name}")
             assert status == 200 and "http://" not in text and "https://" not in text, name
+
+
+def _wal_files(settings: Settings) -> list[Path]:
+    return sorted(p for p in settings.wal_dir.rglob("*.jsonl") if p.is_file())
+
+
+def test_a_full_wipe_needs_admin_over_http_and_keeps_the_wal(
+    settings: Settings, engine: Engine
+) -> None:
+    # The default scopes (read,write) once let `knowledge_clear_all {"confirm": true}` delete
+    # every entity, fact, episode and WAL file.
+    with running_http(settings, engine, scopes="read,write") as service:
+        status, _, body = request(service, "GET", "/api/health")
+        assert status == 200
+        assert "knowledge_clear_all" not in body["methods"]
+        assert "knowledge_assert_entity" in body["methods"]
+        status, _, body = request(
+            service, "POST", "/api/knowledge_assert_entity", {"name": "Apollo 11"}
+        )
+        assert status == 200, body
+        wal_before = _wal_files(settings)
+        assert wal_before
+        status, _, body = request(service, "POST", "/api/knowledge_clear_all", {"confirm": True})
+        assert status == 404, body
+        assert_error_shape(body)
+        status, _, body = request(service, "POST", "/api/knowledge_status", {})
+        assert body["entity_count"] == 1
+    with running_http(settings, engine, scopes="read,write,admin") as service:
+        status, _, body = request(service, "POST", "/api/knowledge_clear_all", {"confirm": True})
+        assert status == 200, body
+        status, _, body = request(service, "POST", "/api/knowledge_status", {})
+        assert body["entity_count"] == 0
+    assert _wal_files(settings) == wal_before  # preserve_wal defaults to keeping the WAL

@@ -16,7 +16,7 @@ from mcp import Client, MCPError
 from lcg import Engine
 from lcg.service import params as p
 from lcg.service.mcp import LocalBackend, build_server, parse_scopes, tool_table
-from lcg.service.registry import REGISTRY, Context, Method
+from lcg.service.registry import REGISTRY, Context, Method, dispatch
 
 pytestmark = pytest.mark.anyio
 
@@ -76,11 +76,12 @@ REFERENCE: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def client_for(engine: Engine, scope: str = "all") -> Client:
+def client_for(engine: Engine, scope: str = "all", *, reference: bool = True) -> Client:
+    """An in-memory client; `reference` groups the tools as the reference does (this file checks
+    the reference's tool surface), else as lcg's own `lcg mcp` does."""
     scopes = parse_scopes(scope)
-    return Client(
-        build_server(LocalBackend(engine), tool_table(scopes), scopes=scopes), mode="legacy"
-    )
+    tools = tool_table(scopes, reference_scopes=reference)
+    return Client(build_server(LocalBackend(engine), tools, scopes=scopes), mode="legacy")
 
 
 def test_every_registered_tool_has_the_reference_scope() -> None:
@@ -109,6 +110,70 @@ async def test_tools_list_shows_exactly_the_tools_of_the_active_scopes(
         assert tuple(tool.input_schema.get("required", ())) == REFERENCE[tool.name][1], tool.name
         assert set(tool.input_schema.get("required", ())) <= set(tool.input_schema["properties"])
         assert tool.description
+
+
+@pytest.mark.parametrize("scope", ["read,write", "write", "all", "admin"])
+async def test_lcg_own_grouping_puts_destructive_tools_behind_admin(
+    engine: Engine, scope: str
+) -> None:
+    scopes = parse_scopes(scope)
+    async with client_for(engine, scope, reference=False) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+    destructive = {m.name for m in REGISTRY.values() if m.destructive}
+    assert {"knowledge_clear_all", "knowledge_delete_by_group"} <= destructive
+    if "admin" in scopes:
+        assert destructive <= set(names)
+    else:
+        assert not destructive & set(names), names
+    # Everything else is exposed as the reference exposes it.
+    expected = [
+        m.name
+        for m in REGISTRY.values()
+        if (("admin" if m.destructive else m.scope) in scopes) and m.scope is not None
+    ]
+    if "admin" in scopes and "knowledge_close" not in expected:
+        expected.append("knowledge_close")
+    assert names == expected
+
+
+async def test_a_hidden_destructive_tool_cannot_be_called(engine: Engine) -> None:
+    await dispatch(engine, "knowledge_assert_entity", {"name": "Apollo 11"})
+    async with client_for(engine, "read,write", reference=False) as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("knowledge_clear_all", {"confirm": True})
+    assert info.value.code == -32601
+    assert (await engine.entity_by_name("liminis", "Apollo 11")) is not None
+
+
+def test_near_duplicate_reads_say_when_to_use_which() -> None:
+    # An agent sees three ways to get entities and three to get facts: each description names
+    # the alternatives, so the choice is made from the descriptions alone.
+    families = [
+        ("knowledge_find_entities", "knowledge_list_entities", "knowledge_get_nodes_by_group"),
+        (
+            "knowledge_find_relationships",
+            "knowledge_list_relationships",
+            "knowledge_get_edges_by_group",
+        ),
+    ]
+    for family in families:
+        for name in family:
+            others = [o for o in family if o != name]
+            description = REGISTRY[name].description
+            assert all(o in description for o in others), (name, description)
+    for name in ("knowledge_clear_all", "knowledge_delete_by_group"):
+        assert REGISTRY[name].description.startswith("Destructive:"), name
+
+
+def test_deprecated_tools_say_so_and_name_an_existing_replacement() -> None:
+    deprecated = [m for m in REGISTRY.values() if m.replaced_by is not None]
+    assert [m.name for m in deprecated] == ["knowledge_backfill_relation_types"]
+    for method in deprecated:
+        assert method.replaced_by in REGISTRY
+        assert method.description.startswith(f"Deprecated (use {method.replaced_by} instead):")
+    for method in REGISTRY.values():
+        if "deprecated" in method.description.lower():
+            assert method.replaced_by is not None, method.name
 
 
 async def test_schemas_are_tidy_for_an_llm_reader(engine: Engine) -> None:

@@ -83,3 +83,35 @@ def test_requests_piped_with_an_immediate_eof_are_still_answered(tmp_path: Path)
     assert set(answers) == {1, 2}
     assert answers[2]["result"]["isError"] is False
     assert answers[2]["result"]["structuredContent"]["entity_count"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "listed"),
+    [
+        (["-m", "lcg.cli", "mcp", "--scope", "read,write"], False),
+        (["-m", "lcg.cli", "mcp", "--scope", "read,write", "--reference-scopes"], True),
+        (["-m", "lcg.cli.compat", "--mcp-stdio", "--scope", "read,write"], True),
+    ],
+)
+async def test_lcg_mcp_keeps_the_wipe_behind_admin_unless_asked_for_the_reference_scopes(
+    tmp_path: Path, args: list[str], listed: bool
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=args,
+        env={
+            "LCG_HOME": str(tmp_path / ".lcg"),
+            "LCG_KUZU_BUFFER_POOL_MB": "256",
+            "PATH": os.environ.get("PATH", ""),
+        },
+        cwd=tmp_path,
+    )
+    with anyio.fail_after(30), (tmp_path / "stderr.txt").open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            names = [t.name for t in (await session.list_tools()).tools]
+    assert "knowledge_assert_entity" in names
+    assert ("knowledge_clear_all" in names) is listed

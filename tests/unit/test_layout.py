@@ -116,6 +116,23 @@ def test_names_that_are_not_an_encoding_decode_to_none(name: str) -> None:
     assert decode_group(name) is None
 
 
+@pytest.mark.parametrize("group_id", ["fuzz\n", "liminis\n", "a\nb"])
+def test_a_newline_is_never_part_of_a_directory_name(group_id: str) -> None:
+    # `^...$` matched "fuzz\n" (the `$` matches before a final newline): the group got a
+    # directory with a newline in its name. It is not plain, so it is percent-encoded.
+    encoded = encode_group(group_id)
+    assert "\n" not in encoded
+    assert encoded == group_id.replace("\n", "%0A")
+    assert decode_group(encoded) == group_id
+
+
+def test_a_directory_name_ending_in_a_newline_is_not_a_group(tmp_path: Path) -> None:
+    (tmp_path / "fuzz\n").mkdir()
+    (tmp_path / "liminis").mkdir()
+    assert decode_group("fuzz\n") is None
+    assert list_groups(tmp_path) == ["liminis"]
+
+
 def test_group_dir_places_the_encoded_name_under_the_root(tmp_path: Path) -> None:
     assert group_dir(tmp_path, "team/ops") == tmp_path / "team%2Fops"
 

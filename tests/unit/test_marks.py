@@ -186,3 +186,13 @@ def test_a_new_generation_makes_every_mark_unreachable(tmp_path: Path) -> None:
 def test_list_of_a_group_without_a_store_is_empty(tmp_path: Path) -> None:
     assert marks.list_marks(tmp_path / "missing") == []
     assert marks.list_marks(tmp_path) == []
+
+
+def test_a_record_name_with_a_trailing_newline_is_not_a_record(tmp_path: Path) -> None:
+    # `^...$` matched "g1.delete.json\n": a stray file deleted the mark as a tombstone would.
+    group = tmp_path / "liminis"
+    group.mkdir()
+    mark = marks.create_mark(group, "keep", 3, "gen-1", now_ms=1)
+    stray = group / ".checkpoints" / "keep" / "g1.delete.json\n"
+    stray.write_text(json.dumps({"name": "keep", "deleted_at_ms": 2}))
+    assert marks.read_active(group, "keep") == mark

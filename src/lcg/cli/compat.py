@@ -140,8 +140,14 @@ def serve_mcp(
     allow_remote_close: bool,
     overrides: dict[str, Any] | None = None,
     prog: str = PROG,
+    *,
+    reference_scopes: bool = True,
 ) -> None:
     """Run MCP on stdio: attached when `socket_path` is given, standalone otherwise.
+
+    `reference_scopes`: group the tools by the reference's scopes (this entry point's promise:
+    a config that ran the reference sees the same tools); `lcg mcp` passes False unless asked,
+    so destructive tools need `admin` there.
 
     Raises:
         ConfigError: a bad scope list or setting.
@@ -159,6 +165,7 @@ def serve_mcp(
             allow_remote_close=allow_remote_close,
             timeout_ms=settings.attached_call_timeout_ms,
             shutdown_timeout_ms=settings.shutdown_timeout_ms,
+            reference_scopes=reference_scopes,
         )
         return
     if allow_remote_close:
@@ -166,7 +173,7 @@ def serve_mcp(
             f"{prog}: warning: --allow-remote-close only applies with --connect; ignored",
             file=sys.stderr,
         )
-    mcp.run_standalone(settings, scopes)
+    mcp.run_standalone(settings, scopes, reference_scopes=reference_scopes)
 
 
 def _log_to_stderr() -> None:

@@ -226,11 +226,21 @@ cli.add_command(eval_command)
     is_flag=True,
     help="Attached mode: expose knowledge_close (stops the remote service).",
 )
+@click.option(
+    "--reference-scopes",
+    is_flag=True,
+    help="Group tools by the reference's scopes (knowledge_clear_all in write); by default "
+    "destructive tools need admin.",
+)
 @extractor_options
 @embedder_options
 @click.pass_context
 def mcp_command(
-    ctx: click.Context, scope: str, socket_path: str | None, allow_remote_close: bool
+    ctx: click.Context,
+    scope: str,
+    socket_path: str | None,
+    allow_remote_close: bool,
+    reference_scopes: bool,
 ) -> None:
     """Serve the knowledge tools over MCP on stdin/stdout (logs go to stderr).
 
@@ -250,7 +260,14 @@ def mcp_command(
                 socket_path = str(client.socket_path)
             click.echo(f"lcg mcp: attached to the running lcg service at {socket_path}", err=True)
     try:
-        serve_mcp(scope, socket_path, allow_remote_close, overrides, prog="lcg mcp")
+        serve_mcp(
+            scope,
+            socket_path,
+            allow_remote_close,
+            overrides,
+            prog="lcg mcp",
+            reference_scopes=reference_scopes,
+        )
     except StorageError as exc:
         if socket_path is not None or not is_lock_conflict(exc):
             raise

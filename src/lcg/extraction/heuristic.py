@@ -57,8 +57,8 @@ _STOP = frozenset(
 ) | frozenset(_MONTHS)
 # "and" never joins: "NASA and Blue Origin" is two names far more often than one.
 _CONNECTORS = frozenset({"of", "the", "for", "de", "von", "van", "du"})
-_ROMAN = re.compile(r"^(?:I{1,3}|IV|VI{0,3}|IX|X)$")
-_RELATION_WORD = re.compile(r"^[a-z][a-z'-]*$")
+_ROMAN = re.compile(r"(?:I{1,3}|IV|VI{0,3}|IX|X)")
+_RELATION_WORD = re.compile(r"[a-z][a-z'-]*")
 _WEAK = frozenset({"and", "or", "the", "a", "an", "with", "as", "to", "of", "in", "on", "at"})
 
 _TOKEN = re.compile(r"[A-Za-z][\w'’.&-]*|\d+(?:[.,]\d+)*|[^\sA-Za-z\d]")
@@ -114,7 +114,7 @@ def _mentions(sentence: str) -> list[tuple[int, int, str]]:
             if (
                 (_is_cap(tok) and re.match(r"[A-Za-z]", tok))
                 or re.fullmatch(r"\d+", tok)
-                or _ROMAN.match(tok)
+                or _ROMAN.fullmatch(tok)
             ):
                 j += 1
             elif (
@@ -182,7 +182,7 @@ def find_date(sentence: str) -> str | None:
 
 def _predicate(between: Sequence[str]) -> str:
     words = [w.casefold() for w in between if w not in ("(", ")")]
-    if 1 <= len(words) <= 4 and all(_RELATION_WORD.match(w) for w in words):
+    if 1 <= len(words) <= 4 and all(_RELATION_WORD.fullmatch(w) for w in words):
         core = [w for w in words if w not in _WEAK]
         if core:
             return "_".join(w.replace("'", "").replace("-", "_") for w in words).upper()

@@ -30,9 +30,9 @@ __all__ = [
     "salvage_graph",
 ]
 
-_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_YEAR_MONTH = re.compile(r"^\d{4}-\d{2}$")
-_YEAR = re.compile(r"^\d{4}$")
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_YEAR_MONTH = re.compile(r"\d{4}-\d{2}")
+_YEAR = re.compile(r"\d{4}")
 _PREDICATE_CHARS = re.compile(r"[^A-Za-z0-9]+")
 
 
@@ -188,7 +188,7 @@ def parse_when(value: Any, report: SalvageReport) -> datetime | None:
     except ValueError:
         pass
     for pattern, fmt in ((_DATE_ONLY, "%Y-%m-%d"), (_YEAR_MONTH, "%Y-%m"), (_YEAR, "%Y")):
-        if pattern.match(text):
+        if pattern.fullmatch(text):
             try:
                 parsed = datetime.strptime(text, fmt).replace(tzinfo=UTC)
             except ValueError:

@@ -27,6 +27,7 @@ import contextlib
 import hmac
 import ipaddress
 import logging
+import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable
@@ -70,6 +71,7 @@ __all__ = [
     "error_body",
     "host_allowed",
     "is_loopback",
+    "parse_host_header",
     "serve_with_http",
 ]
 
@@ -157,11 +159,34 @@ def allowed_hosts(bound_host: str, extra: Iterable[str] = ()) -> frozenset[str]:
     return frozenset(names)
 
 
+# RFC 9110 Host: uri-host [ ":" port ] — a bracketed IPv6 literal or a name/IPv4 address, then
+# an optional numeric port; no userinfo, path or whitespace. Anything else names no server.
+_HOST_HEADER = re.compile(
+    r"(?:\[(?P<literal>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::(?P<port>[0-9]{0,5}))?"
+)
+
+
+def parse_host_header(header: str) -> str | None:
+    """The host name of a Host header (lower case, no port, brackets or trailing dot), or None
+    when the header is not strictly `host[:port]` (e.g. `127.0.0.1:80@evil.example`)."""
+    match = _HOST_HEADER.fullmatch(header)
+    if match is None:
+        return None
+    port = match.group("port")
+    if port and int(port) > 65535:
+        return None
+    name = match.group("literal") or match.group("name")
+    return name.lower().rstrip(".")
+
+
 def host_allowed(header: str | None, allowed: frozenset[str]) -> bool:
     """Whether a request's Host header names this server (DNS-rebinding defence)."""
     if not header:
         return False
-    return "*" in allowed or _host_name(header) in allowed
+    name = parse_host_header(header)
+    if name is None:
+        return False
+    return "*" in allowed or name in allowed
 
 
 def error_body(code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -261,8 +286,11 @@ class _Guard:
 
 
 def enabled_methods(scopes: frozenset[str]) -> list[str]:
-    """Registered methods served under `scopes`, in registry order (health_check is separate)."""
-    return [m.name for m in REGISTRY.values() if m.scope is not None and m.scope in scopes]
+    """Registered methods served under `scopes`, in registry order (health_check is separate).
+
+    lcg's own grouping (`Method.scope_for`): a destructive method needs `admin` over HTTP.
+    """
+    return [m.name for m in REGISTRY.values() if m.scope_for(False) in scopes]
 
 
 def build_app(

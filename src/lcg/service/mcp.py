@@ -4,7 +4,8 @@ The only module that imports `mcp`. It owns:
 
 - the tool table: tool name = method name, description from the registry, input schema from the
   params model (tidied for an LLM reader; `required` as the reference advertises it);
-- `--scope` filtering (`parse_scopes`); `health_check` is never a tool;
+- `--scope` filtering (`parse_scopes`) in lcg's grouping (destructive methods need `admin`) or,
+  with `reference_scopes`, the reference's (`Method.scope_for`); `health_check` is never a tool;
 - `tools/call` mapping (§4.4): an unknown or hidden tool is a JSON-RPC error `-32601`; a missing
   required argument, and every `LcgError`, is a tool result with `isError: true` and
   `structuredContent: {code, message, data?}`; success is the method's result as structured
@@ -214,8 +215,13 @@ def input_schema(method: Method) -> tuple[dict[str, Any], tuple[str, ...]]:
     return schema, required
 
 
-def tool_table(scopes: Iterable[str], *, expose_close: bool = True) -> dict[str, McpTool]:
+def tool_table(
+    scopes: Iterable[str], *, expose_close: bool = True, reference_scopes: bool = False
+) -> dict[str, McpTool]:
     """The visible tools in registry order: methods of the given scopes, never `health_check`.
+
+    A method's scope is its declared one in the reference's grouping (`reference_scopes`), else
+    lcg's (`Method.scope_for`: destructive methods need `admin`).
 
     `knowledge_close` is listed (scope admin) when `expose_close` is set, from the registry when
     it declares one, otherwise as a built-in (the service answers it; standalone handles it here).
@@ -223,7 +229,8 @@ def tool_table(scopes: Iterable[str], *, expose_close: bool = True) -> dict[str,
     wanted = set(scopes)
     table: dict[str, McpTool] = {}
     for method in REGISTRY.values():
-        if method.scope is None or method.scope not in wanted:
+        scope = method.scope_for(reference_scopes)
+        if scope is None or scope not in wanted:
             continue
         if method.name == CLOSE_TOOL and not expose_close:
             continue
@@ -602,7 +609,9 @@ async def _serve_stdio(
         lines.stop()
 
 
-def run_standalone(settings: Settings, scopes: frozenset[str]) -> None:
+def run_standalone(
+    settings: Settings, scopes: frozenset[str], *, reference_scopes: bool = False
+) -> None:
     """Standalone MCP: open the database, serve on stdio, close the database on the way out.
 
     Raises:
@@ -615,7 +624,8 @@ def run_standalone(settings: Settings, scopes: frozenset[str]) -> None:
     logger.info("MCP standalone: serving %s over stdio", settings.db_path)
     try:
         backend = LocalBackend(engine)
-        server = build_server(backend, tool_table(scopes), scopes=scopes)
+        tools = tool_table(scopes, reference_scopes=reference_scopes)
+        server = build_server(backend, tools, scopes=scopes)
         anyio.run(_serve_stdio, server, backend.closed, settings.shutdown_timeout_ms)
     finally:
         events.emit("service_state", state="shutting_down", mode="mcp_stdio")
@@ -631,6 +641,7 @@ def run_attached(
     allow_remote_close: bool = False,
     timeout_ms: int = 30_000,
     shutdown_timeout_ms: int = 5000,
+    reference_scopes: bool = False,
 ) -> None:
     """Attached MCP: connect to a running service once (fatal if it fails), then forward calls.
 
@@ -645,7 +656,9 @@ def run_attached(
         try:
             server = build_server(
                 AttachedBackend(client),
-                tool_table(scopes, expose_close=allow_remote_close),
+                tool_table(
+                    scopes, expose_close=allow_remote_close, reference_scopes=reference_scopes
+                ),
                 scopes=scopes,
                 always_bridge_progress=False,
             )

@@ -29,8 +29,10 @@ from lcg.timeutil import to_read_format
     "read",
     FindEntitiesParams,
     "Search entities (people, places, things, ideas) by name and summary: full-text and "
-    "embedding matches fused by rank. Use it to find the uuid of something before asking "
-    "about its relationships.",
+    "embedding matches fused by rank. The first choice when you have a name or a topic: it "
+    "finds the uuid of something before you ask about its relationships "
+    "(knowledge_get_entity_neighbors). knowledge_list_entities only browses the newest "
+    "entities; knowledge_get_nodes_by_group dumps whole groups.",
 )
 async def _find_entities(engine: Engine, a: FindEntitiesParams, ctx: Context) -> dict[str, Any]:
     found = await search_entities(
@@ -52,7 +54,9 @@ async def _find_entities(engine: Engine, a: FindEntitiesParams, ctx: Context) ->
     FindRelationshipsParams,
     "Search facts (relationships between entities) by their sentence and predicate: full-text "
     "and embedding matches fused by rank. Returns current facts unless as_of / known_at / "
-    "include_invalidated ask for other instants.",
+    "include_invalidated ask for other instants. The first choice for a question about "
+    "facts; knowledge_list_relationships only browses the newest, knowledge_get_edges_by_group "
+    "dumps whole groups.",
 )
 async def _find_relationships(
     engine: Engine, a: FindRelationshipsParams, ctx: Context

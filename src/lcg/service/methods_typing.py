@@ -56,9 +56,10 @@ async def _canonicalize_relations(
     "knowledge_backfill_relation_types",
     "write",
     tp.GroupDryRunParams,
-    "Deprecated (use knowledge_canonicalize_relations): fill empty relation_type values of one "
-    "group with a pseudo-type derived from the edge name or the first words of its fact.",
+    "fill empty relation_type values of one group with a pseudo-type derived from the edge "
+    "name or the first words of its fact.",
     long_running=True,
+    replaced_by="knowledge_canonicalize_relations",
 )
 async def _backfill_relation_types(
     engine: Engine, a: tp.GroupDryRunParams, ctx: Context

@@ -255,7 +255,8 @@ class DeleteByGroupParams(Params):
 
 class ClearAllParams(Params):
     confirm: bool = False
-    preserve_wal: bool = False
+    # lcg keeps the WAL unless told otherwise (API.md §2.24 defaults to false).
+    preserve_wal: bool = True
 
 
 class QueryCypherParams(Params):

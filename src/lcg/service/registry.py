@@ -3,6 +3,12 @@
 A declaration names the method, its MCP scope (None: not exposed over MCP), its params model,
 its handler and a description written for an LLM reader. Transports (JSON-RPC, MCP, HTTP, the
 CLI) are derived from this table; they parse, call `dispatch`, and map results and errors.
+
+Scopes come in two groupings derived from the same declarations (`Method.scope_for`): the
+reference's, where `scope` is used as declared, and lcg's own (HTTP, and `lcg mcp` unless
+`--reference-scopes`), where a method declared `destructive` (it wipes data of a whole
+workspace or group) needs `admin` whatever its declared scope. A method declared `replaced_by`
+is deprecated: its description says so and names the replacement.
 """
 
 from __future__ import annotations
@@ -43,6 +49,15 @@ class Method:
     description: str
     long_running: bool = False
     degraded_ok: bool = False
+    destructive: bool = False
+    replaced_by: str | None = None
+
+    def scope_for(self, reference: bool) -> Scope | None:
+        """The scope that exposes this method: as declared in the reference's grouping; in
+        lcg's own, `admin` for a destructive method."""
+        if self.scope is None or reference or not self.destructive:
+            return self.scope
+        return "admin"
 
 
 REGISTRY: dict[str, Method] = {}
@@ -56,14 +71,31 @@ def register(
     *,
     long_running: bool = False,
     degraded_ok: bool = False,
+    destructive: bool = False,
+    replaced_by: str | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Declare a method; each area's methods module (lcg.service.methods_*) uses this too."""
+    """Declare a method; each area's methods module (lcg.service.methods_*) uses this too.
+
+    `destructive`: the method deletes a whole workspace's or group's data (lcg's own scopes put
+    it behind `admin`). `replaced_by`: the method is deprecated in favour of that one; the
+    description is prefixed with a notice naming it.
+    """
+    if replaced_by is not None:
+        description = f"Deprecated (use {replaced_by} instead): {description}"
 
     def wrap(handler: Handler) -> Handler:
         if name in REGISTRY:
             raise RuntimeError(f"method {name} declared twice")
         REGISTRY[name] = Method(
-            name, scope, params, handler, description, long_running, degraded_ok
+            name,
+            scope,
+            params,
+            handler,
+            description,
+            long_running,
+            degraded_ok,
+            destructive,
+            replaced_by,
         )
         return handler
 
@@ -178,7 +210,10 @@ async def _get_episodes(engine: Engine, a: p.GetEpisodesParams, ctx: Context) ->
     "knowledge_get_nodes_by_group",
     "read",
     p.GroupsParams,
-    "Every entity of the given groups (all groups when group_ids is omitted; none for []).",
+    "Every entity of the given groups, unranked and unpaged (all groups when group_ids is "
+    "omitted; none for []): a bulk dump that can be large. To look something up by name or "
+    "topic use knowledge_find_entities; to browse the newest entities with the episodes that "
+    "mention them, knowledge_list_entities.",
 )
 async def _nodes_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> dict[str, Any]:
     return await engine.get_nodes_by_group(a.group_ids)
@@ -188,8 +223,11 @@ async def _nodes_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> di
     "knowledge_get_edges_by_group",
     "read",
     tp.EdgesByGroupParams,
-    "Every fact (relationship) owned by the given groups, current and invalidated; with "
-    "as_of / known_at / include_invalidated, only the facts visible at those instants.",
+    "Every fact (relationship) owned by the given groups, current and invalidated, unranked "
+    "and unpaged: a bulk dump; with as_of / known_at / include_invalidated, only the facts "
+    "visible at those instants. To search facts use knowledge_find_relationships; to browse "
+    "the newest, knowledge_list_relationships; for one entity's facts, "
+    "knowledge_get_entity_neighbors.",
 )
 async def _edges_by_group(engine: Engine, a: tp.EdgesByGroupParams, ctx: Context) -> dict[str, Any]:
     return await engine.get_edges_by_group(a.group_ids, a.optional_time_filter())
@@ -199,7 +237,8 @@ async def _edges_by_group(engine: Engine, a: tp.EdgesByGroupParams, ctx: Context
     "knowledge_get_edges_by_uuids",
     "read",
     p.EdgesByUuidsParams,
-    "Fetch specific facts by uuid; unknown uuids are left out.",
+    "Fetch specific facts by uuid (from an earlier answer); unknown uuids are left out. To "
+    "find facts by content use knowledge_find_relationships.",
 )
 async def _edges_by_uuids(engine: Engine, a: p.EdgesByUuidsParams, ctx: Context) -> dict[str, Any]:
     return await engine.get_edges_by_uuids(a.uuids)
@@ -209,7 +248,9 @@ async def _edges_by_uuids(engine: Engine, a: p.EdgesByUuidsParams, ctx: Context)
     "knowledge_list_entities",
     "read",
     p.ListEntitiesParams,
-    "List entities (newest uuid first) with the episodes that mention each one.",
+    "Browse entities, newest uuid first, at most num_results, with the episodes that mention "
+    "each one. To look something up by name or topic use knowledge_find_entities; for every "
+    "entity of a group at once, knowledge_get_nodes_by_group.",
 )
 async def _list_entities(engine: Engine, a: p.ListEntitiesParams, ctx: Context) -> dict[str, Any]:
     return await engine.list_entities(a.num_results, a.group_ids)
@@ -219,8 +260,10 @@ async def _list_entities(engine: Engine, a: p.ListEntitiesParams, ctx: Context) 
     "knowledge_list_relationships",
     "read",
     tp.TemporalListRelationshipsParams,
-    "List facts with the episodes that mention either endpoint (optionally filtered by "
-    "as_of / known_at / include_invalidated).",
+    "Browse facts, at most num_results, with the episodes that mention either endpoint "
+    "(optionally filtered by as_of / known_at / include_invalidated). To search facts by "
+    "content use knowledge_find_relationships; for every fact of a group at once, "
+    "knowledge_get_edges_by_group.",
 )
 async def _list_relationships(
     engine: Engine, a: tp.TemporalListRelationshipsParams, ctx: Context
@@ -290,8 +333,10 @@ async def _delete_chunk(engine: Engine, a: p.DeleteChunkParams, ctx: Context) ->
     "knowledge_delete_by_group",
     "admin",
     p.DeleteByGroupParams,
-    "Purge all entities, facts and episodes of whole groups. Needs confirm: true (or dry_run: "
-    "true to see the counts first).",
+    "Destructive: purge all entities, facts and episodes of whole groups. Needs confirm: true "
+    "(or dry_run: true to see the counts first). To remove one text use "
+    "knowledge_delete_episode or knowledge_delete_by_source instead.",
+    destructive=True,
 )
 async def _delete_by_group(
     engine: Engine, a: p.DeleteByGroupParams, ctx: Context
@@ -303,8 +348,11 @@ async def _delete_by_group(
     "knowledge_clear_all",
     "write",
     p.ClearAllParams,
-    "Delete the entire graph (every group) and start empty. Needs confirm: true; the "
-    "write-ahead log is deleted too unless preserve_wal: true.",
+    "Destructive: delete the entire graph (every group) and start empty. Needs confirm: true. "
+    "The write-ahead log is kept (the graph can be rebuilt from it) unless preserve_wal: "
+    "false. Only when the user explicitly asks to wipe everything; to remove some data use "
+    "knowledge_delete_episode, knowledge_delete_by_source or knowledge_delete_by_group.",
+    destructive=True,
 )
 async def _clear_all(engine: Engine, a: p.ClearAllParams, ctx: Context) -> dict[str, Any]:
     return await engine.clear_all(a.confirm, a.preserve_wal)

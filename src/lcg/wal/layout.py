@@ -40,7 +40,7 @@ __all__ = [
 
 GENERATION_FILE = ".wal-generation.json"
 BOUNDS_FILE = ".wal-bounds.json"
-_PLAIN = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
+_PLAIN = re.compile(r"[A-Za-z0-9_-]{1,200}")  # always fullmatch: `$` matches before a \n
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _TAIL_BYTES = 65536
 
@@ -51,7 +51,7 @@ def encode_group(group_id: str) -> str:
     Raises:
         InvalidRequestError: the result would be empty or longer than 200 characters.
     """
-    if _PLAIN.match(group_id):
+    if _PLAIN.fullmatch(group_id):
         return group_id
     encoded = "".join(chr(b) if b in _SAFE else f"%{b:02X}" for b in group_id.encode())
     if not 1 <= len(encoded) <= 200:
@@ -65,7 +65,7 @@ def encode_group(group_id: str) -> str:
 def decode_group(name: str) -> str | None:
     """The group id a directory name stands for, or None if it is not a group directory."""
     if "%" not in name:
-        return name if _PLAIN.match(name) else None
+        return name if _PLAIN.fullmatch(name) else None
     try:
         raw = bytearray()
         i = 0

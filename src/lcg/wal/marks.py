@@ -45,7 +45,7 @@ __all__ = [
 
 CHECKPOINTS_DIR = ".checkpoints"
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,200}")
-_RECORD = re.compile(r"^g([1-9][0-9]*)\.(create|delete)\.json$")
+_RECORD = re.compile(r"g([1-9][0-9]*)\.(create|delete)\.json")
 
 
 def debug_quote(text: str) -> str:
@@ -149,7 +149,7 @@ def _scan(mark_dir: Path) -> tuple[int, set[int], set[int]]:
     deletes: set[int] = set()
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for child in mark_dir.iterdir():
-            m = _RECORD.match(child.name)
+            m = _RECORD.fullmatch(child.name)
             if m:
                 (creates if m.group(2) == "create" else deletes).add(int(m.group(1)))
     return max(creates | deletes, default=0), creates, deletes
