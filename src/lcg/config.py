@@ -148,6 +148,14 @@ SETTINGS: tuple[Setting, ...] = (
         aliases=("GRAPHITI_SOCKET_PATH",),
     ),
     Setting(
+        "export_dir",
+        "LCG_EXPORT_DIR",
+        None,
+        _path,
+        "Directory for files named over the socket, MCP or HTTP (export, import, WAL dump); "
+        "relative paths resolve against it (default `<home>/exports`).",
+    ),
+    Setting(
         "wal_max_bytes_per_file",
         "LCG_WAL_MAX_BYTES_PER_FILE",
         5_242_880,
@@ -481,6 +489,7 @@ class Settings:
     database_path_text: str
     wal_dir: Path
     socket_path: Path
+    export_dir: Path | None = None  # None: <home>/exports (see `exports`)
     wal_max_bytes_per_file: int = 5_242_880
     wal_max_events_per_file: int = 10_000
     replay_batch_size: int = 64
@@ -529,6 +538,11 @@ class Settings:
     http_scope: str = "read,write"
     http_cors_origins: str = ""
     http_allowed_hosts: str = ""
+
+    @property
+    def exports(self) -> Path:
+        """Where paths given by a transport resolve (`LCG_EXPORT_DIR`, default <home>/exports)."""
+        return self.export_dir if self.export_dir is not None else self.home / "exports"
 
     @classmethod
     def for_home(cls, home: Path, **values: Any) -> Settings:
@@ -605,6 +619,7 @@ def load_settings(
     db_text = values.pop("db_path") or str(Path(home_raw) / "db" / "liminis.db")
     wal_text = values.pop("wal_dir") or str(Path(home_raw) / "wal")
     socket_text = values.pop("socket_path") or str(Path(home_raw) / "service.sock")
+    export_text = values.pop("export_dir") or str(Path(home_raw) / "exports")
     known = {f.name for f in fields(Settings)}
     return Settings(
         home=home,
@@ -612,5 +627,6 @@ def load_settings(
         database_path_text=db_text,
         wal_dir=(base / wal_text).resolve(),
         socket_path=(base / socket_text).resolve(),
+        export_dir=(base / export_text).resolve(),
         **{k: v for k, v in values.items() if k in known},
     )

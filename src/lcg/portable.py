@@ -12,6 +12,8 @@ importing the same file twice changes nothing the second time.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 import orjson
 
-from lcg.errors import InvalidRequestError
+from lcg.errors import ConflictError, InvalidRequestError
+from lcg.fsmodes import private_dir
 from lcg.storage import dump, graph
 from lcg.storage import portable as stored
 from lcg.vectors import embed_plan, plan_for_ops
@@ -50,47 +53,92 @@ def _line(kind: str, group_id: str, data: dict[str, Any]) -> bytes:
 
 
 async def export_graph(
-    engine: Engine, path: str, group_ids: list[str] | None = None, progress: Progress | None = None
+    engine: Engine,
+    path: str,
+    group_ids: list[str] | None = None,
+    progress: Progress | None = None,
+    *,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Write the graph (or some groups) to `path`; the file is replaced atomically."""
+    """Write the graph (or some groups) to `path` (mode 0600), through a temporary file in the
+    same directory: an existing file is replaced atomically with `overwrite`, else refused.
+
+    Raises:
+        ConflictError: `path` exists and `overwrite` is false (nothing was written).
+    """
 
     def run() -> dict[str, Any]:
         target = Path(path).expanduser().resolve()
+        if not overwrite and target.exists():
+            raise _exists(target)
         counts = dict.fromkeys(("episodes", "entities", "facts", "mentions"), 0)
-        tmp = target.with_name(target.name + ".tmp")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with engine.store.read() as conn, tmp.open("wb") as out:
-            groups = [g for g in dump.dump_groups(conn) if group_ids is None or g in group_ids]
-            header = {
-                "kind": "header",
-                "format": FORMAT,
-                "version": VERSION,
-                "schema_version": engine.store.schema_version,
-                "groups": groups,
-            }
-            out.write(orjson.dumps(header) + b"\n")
-            for g in groups:
-                for page in dump.episode_pages(conn, g, PAGE):
-                    out.writelines(_line("episode", g, episode_op(e).data) for e in page)
-                    counts["episodes"] += len(page)
-                for entities in dump.entity_pages(conn, g, PAGE):
-                    out.writelines(_line("entity", g, entity_op(e).data) for e in entities)
-                    counts["entities"] += len(entities)
-                for facts in dump.fact_pages(conn, g, PAGE):
-                    out.writelines(_line("fact", g, fact_op(f).data) for f in facts)
-                    counts["facts"] += len(facts)
-                for pairs in dump.mention_pages(conn, g, PAGE):
-                    out.writelines(
-                        _line("mentions", g, {"episode": ep, "entities": ents})
-                        for ep, ents in pairs
-                    )
-                    counts["mentions"] += sum(len(ents) for _, ents in pairs)
-                if progress is not None:
-                    progress({"message": f"exported group {g}", **counts})
-        tmp.replace(target)
+        private_dir(target.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)  # created 0600; reopened below
+        tmp = Path(tmp_name)
+        try:
+            groups = _write_rows(engine, tmp, group_ids, counts, progress)
+            _publish(tmp, target, overwrite)
+        finally:
+            tmp.unlink(missing_ok=True)
         return {"success": True, "path": str(target), "groups": groups, **counts}
 
     return await anyio.to_thread.run_sync(run)
+
+
+def _exists(target: Path) -> ConflictError:
+    return ConflictError(
+        f"{target} already exists; pass overwrite: true to replace it (or choose another path)"
+    )
+
+
+def _publish(tmp: Path, target: Path, overwrite: bool) -> None:
+    """Move the finished file into place: replacing (`overwrite`) or only if still absent."""
+    if overwrite:
+        tmp.replace(target)
+        return
+    try:
+        os.link(tmp, target)  # atomic, and never replaces a file created meanwhile
+    except FileExistsError:
+        raise _exists(target) from None
+
+
+def _write_rows(
+    engine: Engine,
+    tmp: Path,
+    group_ids: list[str] | None,
+    counts: dict[str, int],
+    progress: Progress | None,
+) -> list[str]:
+    """The header and every row of the chosen groups into `tmp`; returns the groups written."""
+    with engine.store.read() as conn, tmp.open("wb") as out:
+        groups = [g for g in dump.dump_groups(conn) if group_ids is None or g in group_ids]
+        header = {
+            "kind": "header",
+            "format": FORMAT,
+            "version": VERSION,
+            "schema_version": engine.store.schema_version,
+            "groups": groups,
+        }
+        out.write(orjson.dumps(header) + b"\n")
+        for g in groups:
+            for page in dump.episode_pages(conn, g, PAGE):
+                out.writelines(_line("episode", g, episode_op(e).data) for e in page)
+                counts["episodes"] += len(page)
+            for entities in dump.entity_pages(conn, g, PAGE):
+                out.writelines(_line("entity", g, entity_op(e).data) for e in entities)
+                counts["entities"] += len(entities)
+            for facts in dump.fact_pages(conn, g, PAGE):
+                out.writelines(_line("fact", g, fact_op(f).data) for f in facts)
+                counts["facts"] += len(facts)
+            for pairs in dump.mention_pages(conn, g, PAGE):
+                out.writelines(
+                    _line("mentions", g, {"episode": ep, "entities": ents}) for ep, ents in pairs
+                )
+                counts["mentions"] += sum(len(ents) for _, ents in pairs)
+            if progress is not None:
+                progress({"message": f"exported group {g}", **counts})
+    return groups
 
 
 @dataclass

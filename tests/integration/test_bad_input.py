@@ -865,9 +865,53 @@ CASES = [
     bad(
         "import/file-missing",
         "knowledge_import_graph",
-        {"path": "/nonexistent-lcg-dir/graph.jsonl"},
+        {"path": "nonexistent-lcg-dir/graph.jsonl"},
         field="path",
         mentions="cannot read",
+    ),
+    # Paths over a transport stay inside the workspace (or LCG_EXPORT_DIR), whether or not the
+    # outside path exists: the answer is the same for both.
+    bad(
+        "import/path-outside-existing",
+        "knowledge_import_graph",
+        {"path": "/etc/passwd"},
+        field="path",
+        mentions="is outside the workspace",
+    ),
+    bad(
+        "import/path-outside-missing",
+        "knowledge_import_graph",
+        {"path": "/nonexistent-lcg-dir/graph.jsonl"},
+        field="path",
+        mentions="is outside the workspace",
+    ),
+    bad(
+        "export/path-outside",
+        "knowledge_export_graph",
+        {"path": "/tmp/lcg-export-outside.jsonl"},
+        field="path",
+        mentions="is outside the workspace",
+    ),
+    bad(
+        "export/path-dotdot",
+        "knowledge_export_graph",
+        {"path": "../../outside.jsonl"},
+        field="path",
+        mentions="is outside the workspace",
+    ),
+    bad(
+        "export/path-into-the-wal",
+        "knowledge_export_graph",
+        {"path": "../wal/liminis/x.jsonl", "overwrite": True},
+        field="path",
+        mentions="overlaps the live WAL directory",
+    ),
+    bad(
+        "dump_wal/target-outside",
+        DW,
+        {"target_dir": "/tmp/lcg-dump-outside"},
+        field="target_dir",
+        mentions="is outside the workspace",
     ),
 ]
 

@@ -370,7 +370,7 @@ async def test_dump_of_one_group_replays_to_the_same_rows(
     expected = snapshot(engine, "liminis")
     live_wal = {p: p.read_bytes() for p in engine.settings.wal_dir.rglob("*.jsonl")}
 
-    target = tmp_path / "dump-liminis"
+    target = engine.settings.exports / "dump-liminis"
     result = await dispatch(
         engine, "knowledge_dump_wal", {"group_id": "liminis", "target_dir": str(target)}
     )
@@ -443,7 +443,7 @@ async def test_dump_pages_and_rotates(engine: Engine, tmp_path: Path) -> None:
     ]
     with engine.write_lock:
         engine._commit([_Batch("bulk", ops)])
-    target = tmp_path / "bulk-dump"
+    target = engine.settings.exports / "bulk-dump"
     result = await dispatch(
         engine, "knowledge_dump_wal", {"group_id": "bulk", "target_dir": str(target)}
     )

@@ -38,7 +38,7 @@ def test_defaults_put_all_state_under_dot_lcg_in_the_working_directory(tmp_path:
 def test_defaults_are_the_declared_ones(tmp_path: Path) -> None:
     s = load(tmp_path)
     for setting in SETTINGS:
-        if setting.name in ("home", "db_path", "wal_dir", "socket_path"):
+        if setting.name in ("home", "db_path", "wal_dir", "socket_path", "export_dir"):
             continue
         assert getattr(s, setting.name) == setting.default, setting.name
 
@@ -124,8 +124,11 @@ def test_explicit_paths_resolve_against_the_working_directory(tmp_path: Path) ->
             "LCG_DB_PATH": "data/graph.db",
             "LCG_WAL_DIR": "/abs/wal",
             "LCG_SOCKET_PATH": "run/s.sock",
+            "LCG_EXPORT_DIR": "out",
         },
     )
+    assert s.exports == (tmp_path / "out").resolve()
+    assert load(tmp_path).exports == load(tmp_path).home / "exports"
     assert s.db_path == (tmp_path / "data" / "graph.db").resolve()
     assert s.database_path_text == "data/graph.db"
     assert s.wal_dir == Path("/abs/wal")
@@ -208,7 +211,7 @@ BAD_VALUES = {
 
 
 def test_every_setting_that_can_be_invalid_has_bad_values_here() -> None:
-    paths = {"home", "db_path", "wal_dir", "socket_path"}
+    paths = {"home", "db_path", "wal_dir", "socket_path", "export_dir"}
     assert set(BAD_VALUES) == {s.name for s in SETTINGS} - paths
 
 

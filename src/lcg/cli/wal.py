@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,8 +20,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lcg.cli.remote import existing_settings, service_client
+from lcg.cli.staging import deliver, staged, workspace_settings
 from lcg.config import load_settings
 from lcg.engine import open_engine
+from lcg.errors import InvalidRequestError
 from lcg.recovery import open_or_degraded
 from lcg.service.registry import Context, dispatch
 
@@ -126,9 +129,29 @@ def dump(
 ) -> None:
     """Write the current graph as a fresh, compacted WAL (knowledge_dump_wal)."""
     params: dict[str, Any] = {"group_id": group_id}
-    if target_dir:
-        params["target_dir"] = str(click.format_filename(target_dir))
-    _print(call_method(ctx, socket_path, "knowledge_dump_wal", params, label="dump"))
+    if not target_dir:
+        _print(call_method(ctx, socket_path, "knowledge_dump_wal", params, label="dump"))
+        return
+    # The method writes inside the workspace only: dump there, then move it where the user said.
+    target = Path(target_dir).resolve()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InvalidRequestError(
+            f"knowledge_dump_wal: target_dir '{target}' already exists and is not empty; supply "
+            "a clean path or remove existing files first",
+            field="target_dir",
+        )
+    settings = workspace_settings(ctx.obj.get("home") if ctx.obj else None)
+    wal_root = settings.wal_dir.resolve()
+    if target == wal_root or wal_root in target.parents or target in wal_root.parents:
+        raise InvalidRequestError(
+            f"knowledge_dump_wal: target_dir '{target}' overlaps the live WAL directory "
+            f"'{wal_root}'; choose a path outside it",
+            field="target_dir",
+        )
+    with staged(settings, target) as stand_in:
+        params["target_dir"] = str(stand_in)
+        result = call_method(ctx, socket_path, "knowledge_dump_wal", params, label="dump")
+        _print(deliver(stand_in, target, result, "target_dir"))
 
 
 @wal.command()

@@ -97,13 +97,16 @@ class RebindParams(Params):
 
 
 class ExportParams(Params):
-    """`knowledge_export_graph`: the file to write (on the service's machine), some groups."""
+    """`knowledge_export_graph`: the file to write (inside the workspace or LCG_EXPORT_DIR,
+    lcg.service.paths), some groups, and whether an existing file may be replaced."""
 
     path: Annotated[str, _required_text("path")]
     group_ids: GroupsOptional = None
+    overwrite: bool = False
 
 
 class ImportParams(Params):
-    """`knowledge_import_graph`: the portable file to read (on the service's machine)."""
+    """`knowledge_import_graph`: the portable file to read (inside the workspace or
+    LCG_EXPORT_DIR, lcg.service.paths)."""
 
     path: Annotated[str, _required_text("path")]

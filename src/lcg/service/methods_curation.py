@@ -7,6 +7,7 @@ from typing import Any
 from lcg import corrections, curation, pointers, portable
 from lcg.engine import Engine
 from lcg.service import curation_params as cp
+from lcg.service import paths
 from lcg.service.params import Empty
 from lcg.service.registry import Context, register
 
@@ -92,13 +93,19 @@ async def _rebind(engine: Engine, a: cp.RebindParams, ctx: Context) -> dict[str,
     "knowledge_export_graph",
     "admin",
     cp.ExportParams,
-    "lcg addition: write the graph (or the given groups) to a portable JSONL file at path, on "
-    "the service's machine: a header with the schema version, then episodes, entities, facts "
-    "and mentions. Embeddings are not exported.",
+    "lcg addition: write the graph (or the given groups) to a portable JSONL file: a header "
+    "with the schema version, then episodes, entities, facts and mentions (no embeddings). "
+    "path is relative to the service's export directory (LCG_EXPORT_DIR, default "
+    "<home>/exports) or absolute inside it or the workspace; an existing file is replaced only "
+    "with overwrite: true.",
     long_running=True,
 )
 async def _export(engine: Engine, a: cp.ExportParams, ctx: Context) -> dict[str, Any]:
-    return await portable.export_graph(engine, a.path, a.group_ids, ctx.progress)
+    method = "knowledge_export_graph"
+    target = paths.writable_path(engine.settings, a.path, method=method)
+    return await portable.export_graph(
+        engine, str(target), a.group_ids, ctx.progress, overwrite=a.overwrite
+    )
 
 
 @register(
@@ -107,8 +114,10 @@ async def _export(engine: Engine, a: cp.ExportParams, ctx: Context) -> dict[str,
     cp.ImportParams,
     "lcg addition: import a portable JSONL file written by knowledge_export_graph (lcg "
     "export) through the write-ahead log. Rows already present unchanged are skipped, so "
-    "importing a file twice changes nothing.",
+    "importing a file twice changes nothing. path as for knowledge_export_graph: inside the "
+    "export directory or the workspace.",
     long_running=True,
 )
 async def _import(engine: Engine, a: cp.ImportParams, ctx: Context) -> dict[str, Any]:
-    return await portable.import_graph(engine, a.path, ctx.progress)
+    source = paths.readable_path(engine.settings, a.path, method="knowledge_import_graph")
+    return await portable.import_graph(engine, str(source), ctx.progress)

@@ -21,6 +21,7 @@ from lcg import recovery_admin, waladmin
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError, UnavailableError
 from lcg.service import params as p
+from lcg.service import paths
 from lcg.service import temporal_params as tp
 from lcg.service import wal_params as wp
 
@@ -424,12 +425,16 @@ async def _rebuild_status(engine: Engine, a: p.RebuildStatusParams, ctx: Context
     "admin",
     wp.DumpWalParams,
     "Write the current graph as a fresh, compacted write-ahead log (lcg's own line format) into "
-    "target_dir (default .lcg/wal-compacted, which must not exist or be empty): one group's "
-    "stream with group_id, else one stream directory per group. The live graph and WAL are "
-    "not changed.",
+    "target_dir (default .lcg/wal-compacted, which must not exist or be empty; relative to the "
+    "export directory, and inside it or the workspace): one group's stream with group_id, else "
+    "one stream directory per group. The live graph and WAL are not changed.",
 )
 async def _dump_wal(engine: Engine, a: wp.DumpWalParams, ctx: Context) -> dict[str, Any]:
-    return await waladmin.dump_wal(engine, a.group_id, a.target_dir)
+    target = a.target_dir
+    if target is not None:
+        method, field = "knowledge_dump_wal", "target_dir"
+        target = str(paths.writable_path(engine.settings, target, method=method, field=field))
+    return await waladmin.dump_wal(engine, a.group_id, target)
 
 
 @register(
