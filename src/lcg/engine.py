@@ -46,6 +46,7 @@ from lcg.errors import (
     WalGenerationError,
 )
 from lcg.extraction.extractor import extractor_status
+from lcg.fsmodes import private_dir
 from lcg.jobs import JobTable, RebuildJob
 from lcg.models import (
     DEFAULT_GROUP_ID,
@@ -1788,7 +1789,7 @@ def open_engine(
         StorageError: the database cannot be opened.
         ConfigError: a setting is invalid.
     """
-    settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(settings.home)
     # The embedder first (API.md §4.7: probe, then open the database): a bad one opens nothing.
     cached = build_embedder(settings, embedder)
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)

@@ -24,6 +24,7 @@ import anyio.to_thread
 
 from lcg.engine import Engine
 from lcg.errors import ConflictError, InvalidRequestError, LcgError
+from lcg.fsmodes import private_dir
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.replay import position_key
 from lcg.storage import dump, graph
@@ -237,7 +238,7 @@ async def dump_wal(engine: Engine, group_id: str | None, target_dir: str | None)
             lines = 0
             skipped: list[str] = []
             try:
-                target.mkdir(parents=True, exist_ok=True)
+                private_dir(target)
                 with engine.store.writer() as conn:
                     groups = [group_id] if group_id is not None else dump.dump_groups(conn)
                     for group in groups:

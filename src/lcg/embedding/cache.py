@@ -13,6 +13,7 @@ and a rebuild after the database is deleted finds every vector already cached.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from lcg.embedding.base import Embedder, EmbedderIdentity, Vectors
+from lcg.fsmodes import open_private, private_dir
 
 __all__ = ["CachedEmbedder", "text_hash"]
 
@@ -38,7 +40,7 @@ class CachedEmbedder:
         self._dim = identity.dim
         self._record = np.dtype([("h", "S16"), ("v", "<f4", (identity.dim,))])
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", identity.model)
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         self.path = directory / f"{slug}-{identity.dim}.f32"
         self._lock = threading.Lock()
         self._index: dict[bytes, int] = {}
@@ -151,7 +153,8 @@ class CachedEmbedder:
                 # No fsync: the cache is derived data, and a crash can only lose or tear the
                 # last records, which `_load` cuts off (lookups are by text hash, so a lost
                 # record just means embedding that text again).
-                with self.path.open("ab") as fh:
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                with os.fdopen(open_private(self.path, flags), "ab") as fh:
                     fh.write(blob.tobytes())
                 for i, j in enumerate(new):
                     self._index[keys_missing[j]] = self._count + i

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+from lcg.fsmodes import open_private, private_dir
 
 __all__ = ["JudgeCache", "judge_key"]
 
@@ -49,6 +52,7 @@ class JudgeCache:
 
     def put(self, key: str, answer: Any) -> None:
         self._answers[key] = answer
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
+        private_dir(self.path.parent)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        with os.fdopen(open_private(self.path, flags), "a", encoding="utf-8") as f:
             f.write(json.dumps({"key": key, "answer": answer}, ensure_ascii=False) + "\n")

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lcg.fsmodes import open_private, private_dir
 from lcg.wal.layout import encode_group
 
 __all__ = ["SourceRecord", "SyncState"]
@@ -59,8 +60,9 @@ class SyncState:
             self._compact()
 
     def _append(self, row: dict[str, object]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
+        private_dir(self.path.parent)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        with os.fdopen(open_private(self.path, flags), "a", encoding="utf-8") as f:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -68,7 +70,8 @@ class SyncState:
 
     def _compact(self) -> None:
         tmp = self.path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        with os.fdopen(open_private(tmp, flags), "w", encoding="utf-8") as f:
             for record in self.sources.values():
                 f.write(json.dumps(record.__dict__, ensure_ascii=False) + "\n")
             f.flush()

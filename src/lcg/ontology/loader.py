@@ -29,6 +29,7 @@ import yaml
 
 from lcg.config import Settings
 from lcg.errors import InvalidRequestError
+from lcg.fsmodes import open_private, private_dir
 from lcg.ontology.model import (
     EMPTY_ONTOLOGY,
     EntityType,
@@ -310,10 +311,11 @@ def load_ontology(settings: Settings, group_id: str) -> Ontology:
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:
     """Write pretty JSON atomically: a unique temp file in the same directory, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        with os.fdopen(open_private(tmp, flags), "w", encoding="utf-8") as fh:
             json.dump(value, fh, indent=2, ensure_ascii=False)
             fh.write("\n")
             fh.flush()

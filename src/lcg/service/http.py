@@ -52,6 +52,7 @@ from lcg.errors import (
     ConfigError,
     ConflictError,
     InvalidRequestError,
+    LcgError,
     NotFoundError,
     UnavailableError,
 )
@@ -575,11 +576,27 @@ async def serve_with_http(
     http = HttpService(settings, rpc, host=host, port=port, scopes=scopes, events=rpc.events)
     http.bind()
     rpc.drain_hooks.append(http.drain)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(http.serve)
-        if ready is not None:
-            ready(http)  # the bound port is known now (port 0 picks a free one)
-        try:
-            await rpc.serve()
-        finally:
-            http.stop()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(http.serve)
+            if ready is not None:
+                ready(http)  # the bound port is known now (port 0 picks a free one)
+            try:
+                await rpc.serve()
+            finally:
+                http.stop()
+    except BaseExceptionGroup as group:
+        # A start-up failure (the workspace is busy, the socket is taken) is one LcgError: let
+        # the caller print its one line instead of the task group's traceback.
+        raise _first_lcg_error(group) or group from None
+
+
+def _first_lcg_error(group: BaseExceptionGroup[BaseException]) -> LcgError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, LcgError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_lcg_error(exc)
+            if found is not None:
+                return found
+    return None

@@ -32,6 +32,7 @@ from typing import Any
 import kuzu
 
 from lcg.errors import StorageError
+from lcg.fsmodes import private_dir
 from lcg.storage.schema import MIGRATIONS
 
 __all__ = ["Conn", "Store", "delete_database_files"]
@@ -183,7 +184,7 @@ class Store:
 
     def __init__(self, path: Path, *, buffer_pool_mb: int = 1024, readers: int = 2) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         try:
             self._db = kuzu.Database(
                 str(path),

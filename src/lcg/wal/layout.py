@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lcg.errors import InvalidRequestError
+from lcg.fsmodes import open_private
 
 __all__ = [
     "GENERATION_FILE",
@@ -130,7 +131,7 @@ def ensure_generation(directory: Path) -> str | None:
     if existing is not None or any(directory.glob("*.jsonl")):
         return existing
     tmp = directory / f"{GENERATION_FILE}.tmp-{uuid.uuid4()}"
-    with tmp.open("w", encoding="utf-8") as fh:
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as fh:
         json.dump({"generation": str(uuid.uuid4())}, fh)
         fh.flush()
         os.fsync(fh.fileno())
@@ -251,7 +252,8 @@ def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
         }
         tmp = directory / f".wal-bounds.{uuid.uuid4()}.tmp"
         with contextlib.suppress(OSError):
-            tmp.write_text(json.dumps(manifest), encoding="utf-8")
+            with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as fh:
+                fh.write(json.dumps(manifest))
             os.replace(tmp, cache_path)
         tmp.unlink(missing_ok=True)
     return bounds

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lcg.errors import ConflictError, InvalidRequestError, NotFoundError, WalError
+from lcg.fsmodes import open_private, private_dir
 from lcg.wal.layout import fsync_dir, read_bounds, read_generation
 
 __all__ = [
@@ -194,7 +195,7 @@ def _write_exclusive(path: Path, record: dict[str, Any]) -> None:
     """
     data = json.dumps(record, separators=(",", ":")).encode()
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except FileExistsError:
         raise
     except OSError as exc:
@@ -235,7 +236,7 @@ def create_mark(
     try:
         for directory in (group_dir, store, mark_dir):
             if not directory.is_dir():
-                directory.mkdir(exist_ok=True)
+                private_dir(directory)
                 fsync_dir(directory.parent)
     except OSError as exc:
         raise WalError(f"{mark_dir}: {exc}") from exc

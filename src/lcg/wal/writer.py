@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lcg.errors import ConflictError, WalError
+from lcg.fsmodes import open_private, private_dir
 from lcg.timeutil import to_wal
 from lcg.wal import lock
 from lcg.wal.layout import (
@@ -101,7 +102,7 @@ class GroupStream:
         self.directory = directory
         self.max_bytes = max_bytes
         self.max_events = max_events
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         self.generation = ensure_generation(directory)
         self.torn_tail = repair_torn_tail(group_id, directory)
         bounds = read_bounds(directory)
@@ -123,7 +124,7 @@ class GroupStream:
         stamp = datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
         path = self.directory / f"{stamp}_{self._session}_{self._counter:04d}.jsonl"
         self._counter += 1
-        self._file = path.open("ab")
+        self._file = os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
         self._path = path
         self._events = 0
         self._bytes = 0

@@ -49,6 +49,7 @@ from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.engine import Engine, no_ontology
 from lcg.errors import ConfigError, ConflictError, InvalidRequestError, UnavailableError
+from lcg.fsmodes import private_dir
 from lcg.recovery import open_or_degraded, rebuild_database
 from lcg.service.registry import REGISTRY, Context, dispatch
 from lcg.service.rpc import protocol
@@ -143,7 +144,7 @@ def bind_unix_socket(path: Path) -> socket.socket:
         ConfigError: the socket cannot be created there (e.g. the path is too long).
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(path.parent)
     except OSError as exc:
         raise ConfigError(f"cannot create {path.parent}: {exc}") from exc
     if path.is_symlink() or path.exists():

@@ -1,0 +1,51 @@
+"""Private file modes for everything lcg creates inside its workspace.
+
+`.lcg` holds the whole graph, the write-ahead log and the embedding cache: like `.lcg` itself,
+every directory lcg creates in it is 0700 and every file 0600, whatever the process umask (the
+modes are set explicitly after creation, since `mkdir`/`open` only ever narrow by the umask and
+`mkdir(parents=True)` ignores the mode for the parents it makes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+__all__ = ["DIR_MODE", "FILE_MODE", "open_private", "private_dir", "private_file"]
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_dir(path: Path) -> Path:
+    """`mkdir -p path`, each directory this call creates made 0700; existing ones are left as
+    they are (the user may have chosen their modes)."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(directory, DIR_MODE)
+    return path
+
+
+def private_file(path: Path) -> None:
+    """Make an existing file 0600 (a no-op if it is gone)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.chmod(path, FILE_MODE)
+
+
+def open_private(path: Path, flags: int) -> int:
+    """`os.open` that creates the file 0600 and also narrows a file created earlier with
+    broader modes (an older lcg wrote 0644)."""
+    fd = os.open(path, flags, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return fd

@@ -1,0 +1,77 @@
+"""Everything lcg creates inside `.lcg` is private: directories 0700 and files 0600, like `.lcg`
+itself, whatever the process umask (files were 0644 and directories 0755 under umask 022).
+
+Kuzu creates its own files inside the database directory; that directory is 0700, so they are
+unreachable for other users whatever their modes, and only the directory is checked.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import anyio
+import pytest
+
+from lcg import Settings, open_engine
+from lcg.service.registry import dispatch
+
+
+def _exercise(settings: Settings) -> None:
+    engine = open_engine(settings)
+
+    async def writes() -> None:
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Neil Armstrong"})
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Apollo 11"})
+        await dispatch(
+            engine,
+            "knowledge_assert_relationship",
+            {"source_name": "Neil Armstrong", "predicate": "COMMANDED", "target_name": "Apollo 11"},
+        )
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Ops", "group_id": "team/ops"})
+        await dispatch(engine, "knowledge_wal_mark_create", {"name": "m1"})
+        await dispatch(engine, "knowledge_status", {})  # refreshes the WAL bounds caches
+        await dispatch(engine, "knowledge_dump_wal", {})
+        await dispatch(engine, "knowledge_export_graph", {"path": "graph.jsonl"})
+        await dispatch(engine, "knowledge_prepare_checkpoint", {})
+
+    try:
+        anyio.run(writes)
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_a_fresh_workspace_is_private(tmp_path: Path, umask: int) -> None:
+    home = tmp_path / ".lcg"
+    settings = Settings.for_home(home, kuzu_buffer_pool_mb=256, embedder="hash")
+    old = os.umask(umask)
+    try:
+        _exercise(settings)
+    finally:
+        os.umask(old)
+    db_dir = settings.db_path.parent
+    seen = {"dirs": 0, "files": 0}
+    loose = []
+    for path in [home, *home.rglob("*")]:
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        if db_dir in path.parents:
+            continue  # Kuzu's own files, inside the 0700 database directory
+        if path.is_dir():
+            seen["dirs"] += 1
+            if mode != 0o700:
+                loose.append((str(path.relative_to(tmp_path)), oct(mode)))
+        else:
+            seen["files"] += 1
+            if mode != 0o600:
+                loose.append((str(path.relative_to(tmp_path)), oct(mode)))
+    assert loose == []
+    # The walk saw what the calls made: WAL files, generations, bounds caches, marks, the
+    # embedding cache, the compacted dump, the export, the database directory.
+    names = {p.name for p in home.rglob("*")}
+    assert {".wal-generation.json", ".wal-bounds.json", "g1.create.json", "graph.jsonl"} <= names
+    assert (home / "embeddings").is_dir() and (home / "wal-compacted").is_dir()
+    assert any(p.suffix == ".jsonl" for p in (home / "wal" / "liminis").iterdir())
+    assert stat.S_IMODE(db_dir.stat().st_mode) == 0o700
+    assert seen["dirs"] >= 8 and seen["files"] >= 8, seen
