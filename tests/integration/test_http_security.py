@@ -10,14 +10,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from ui_support import assert_error_shape, request, running_http
 
 from lcg import Engine, Settings
-from lcg.errors import ConfigError
+from lcg.errors import ConfigError, LcgError
 from lcg.service.http import EngineBackend, HttpService, allowed_hosts, host_allowed, is_loopback
+from lcg.service.rpc.client import RpcClient
 
 TOKEN = "s3cret-token"
 
@@ -278,3 +280,38 @@ def test_a_full_wipe_needs_admin_over_http_and_keeps_the_wal(
         status, _, body = request(service, "POST", "/api/knowledge_status", {})
         assert body["entity_count"] == 0
     assert _wal_files(settings) == wal_before  # preserve_wal defaults to keeping the WAL
+
+
+def test_a_second_serve_http_on_a_busy_workspace_prints_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "ws"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LCG_")}
+    env.update(LCG_KUZU_BUFFER_POOL_MB="256", LCG_EMBEDDER="hash")
+    command = [sys.executable, "-m", "lcg.cli", "--home", str(home), "serve", "--http"]
+    first = subprocess.Popen(
+        [*command, "--port", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert first.poll() is None, "the first service exited"
+            try:
+                with RpcClient(home / "service.sock", timeout=5) as client:
+                    if client.call("health_check")["state"] == "healthy":
+                        break
+            except (OSError, LcgError):
+                pass
+            assert time.monotonic() < deadline, "the first service never became healthy"
+            time.sleep(0.2)
+        second = subprocess.run(
+            [*command, "--port", "0"], env=env, capture_output=True, text=True, timeout=120
+        )
+    finally:
+        first.terminate()
+        first.wait(60)
+    assert second.returncode != 0
+    assert "Traceback" not in second.stderr and "ExceptionGroup" not in second.stderr
+    errors = [line for line in second.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "already listening" in errors[0], second.stderr
