@@ -62,12 +62,13 @@ from lcg.models import (
     normalize_name,
 )
 from lcg.names import NameIndex
-from lcg.ontology import ontology_status, record_ingested_ontology
+from lcg.ontology import Ontology, load_ontology, ontology_status, record_ingested_ontology
 from lcg.pointers import counts_by_state, rebind_locked, unbind_plan
 from lcg.replay import ReplayReport, loss_key, position_key, replay_group, write_position
 from lcg.search.index import SearchIndex
 from lcg.storage import crossgroup, graph, history
 from lcg.storage.store import Conn, Store, delete_database_files
+from lcg.supersession import Reason, contradicted, rule_for
 from lcg.telemetry import EventSink, NullSink
 from lcg.temporal import TimeFilter
 from lcg.timeutil import from_wal, now, to_iso_z, to_read_format, to_wal
@@ -914,11 +915,19 @@ class Engine:
         attributes: dict[str, Any] | None = None,
         valid_at: datetime | None = None,
         relation_type: str | None = None,
+        supersedes: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """Create or update one directed fact between two entities of a group. See API.md §2.7."""
+        """Create or update one directed fact between two entities of a group. See API.md §2.7.
+
+        lcg extension: the fact retires the current facts named in `supersedes`, else those the
+        group's ontology (`cardinality: one`) or lcg's built-in single-valued families say it
+        contradicts (`lcg.supersession`); they end at its `valid_at` (the time of the call when
+        it has none) and are listed in `edges_superseded` with the reason.
+        """
         predicate = predicate.strip()
         text = fact if fact and fact.strip() else f"{source_name} {predicate} {target_name}"
         attrs = canonical_attributes(attributes or {})
+        ontology = load_ontology(self.settings, group_id)
         vectors = await self._run(self.embedder.embed, [text])
 
         def write() -> dict[str, Any]:
@@ -960,8 +969,14 @@ class Engine:
                         relation_type=relation_type,
                         attributes=attrs,
                     )
-                if current is not None and current == row:
-                    return {"edge_uuid": row.uuid, "created": False, "embedding_warning": None}
+                row, retired = self._retired_by(conn, ontology, row, ends, supersedes)
+                if current is not None and current == row and not retired:
+                    return {
+                        "edge_uuid": row.uuid,
+                        "created": False,
+                        "embedding_warning": None,
+                        "edges_superseded": [],
+                    }
                 vec = EmbeddingRow(
                     "fact",
                     row.uuid,
@@ -969,14 +984,93 @@ class Engine:
                     text_hash(self.embedder.identity.model, text),
                     vectors[0],
                 )
-                self._commit([_Batch(group_id, [fact_op(row)], [vec])])
+                stamp = now()
+                ends_at = row.valid_at or stamp
+                ops = [fact_op(row)] + [
+                    Op(
+                        "fact.invalidate",
+                        {
+                            "uuid": old.uuid,
+                            "invalid_at": to_wal(ends_at),
+                            "expired_at": to_wal(stamp),
+                        },
+                    )
+                    for old, _ in retired
+                ]
+                self._commit([_Batch(group_id, ops, [vec])])
                 return {
                     "edge_uuid": row.uuid,
                     "created": current is None,
                     "embedding_warning": None,
+                    "edges_superseded": [
+                        {
+                            "uuid": old.uuid,
+                            "fact": old.fact,
+                            "invalid_at": to_read_format(ends_at),
+                            "reason": reason,
+                            "superseded_by": row.uuid,
+                        }
+                        for old, reason in retired
+                    ],
                 }
 
         return await self._run(write)
+
+    def _retired_by(
+        self,
+        conn: Conn,
+        ontology: Ontology,
+        row: Fact,
+        ends: Sequence[Entity],
+        supersedes: Sequence[str],
+    ) -> tuple[Fact, list[tuple[Fact, Reason]]]:
+        """The facts a directly asserted fact retires (lock held), and the row itself — ended
+        at the stored fact's start instead when it is the older truth (as in ingestion)."""
+        if row.invalid_at is not None:
+            return row, []
+        named = graph.facts_by_uuids(conn, supersedes) if supersedes else {}
+        out: list[tuple[Fact, Reason]] = []
+        for i, uuid in enumerate(supersedes):
+            old = named.get(uuid)
+            if old is None or old.group_id != row.group_id or old.invalid_at is not None:
+                raise InvalidRequestError(
+                    f"supersedes[{i}]: '{uuid}' is not a current fact of group '{row.group_id}'",
+                    field="supersedes",
+                )
+            out.append((old, "caller"))
+        rule = rule_for(
+            ontology,
+            row,
+            builtin=not supersedes,
+            target_name=ends[1].name,
+            target_labels=ends[1].labels,
+        )
+        if rule is not None:
+            held = row.source_uuid if rule.side == "source" else row.target_uuid
+            active = graph.neighbor_facts(
+                conn, held, [row.group_id], 100_000, where="f.invalid_at IS NULL"
+            )
+            others = graph.entities_by_uuids(conn, {f.target_uuid for f in active})
+
+            def describe(uuid: str) -> tuple[str, tuple[str, ...]]:
+                e = others.get(uuid)
+                return (e.name, e.labels) if e is not None else ("", ())
+
+            out += [
+                (old, rule.reason) for old in contradicted(rule, row, active, ontology, describe)
+            ]
+        kept: list[tuple[Fact, Reason]] = []
+        for old, reason in out:
+            if old.uuid == row.uuid or any(old.uuid == k.uuid for k, _ in kept):
+                continue
+            if (
+                old.valid_at is not None
+                and row.valid_at is not None
+                and row.valid_at < old.valid_at
+            ):
+                return replace(row, invalid_at=old.valid_at), []
+            kept.append((old, reason))
+        return row, kept
 
     # -- deletes ---------------------------------------------------------------------------
 

@@ -224,6 +224,7 @@ DW = "knowledge_dump_wal"
 RC = "knowledge_recover"
 AC = "knowledge_apply_corrections"
 XE = "knowledge_add_cross_group_edge"
+AF = "knowledge_add_facts"
 
 
 def create_taken_mark(engine: Engine) -> None:
@@ -237,6 +238,13 @@ def fill_default_dump_target(engine: Engine) -> None:
 
 
 REL = {"source_name": "Neil Armstrong", "target_name": "Apollo 11", "predicate": "COMMANDED"}
+FACT = {
+    "source": "Buzz Aldrin",
+    "target": "Apollo 11",
+    "relation_type": "FLEW_ON",
+    "fact": "Buzz Aldrin flew on Apollo 11.",
+}
+ADD = {"reference_time": "1969-07-16", "facts": [FACT]}
 TOO_LONG_PLAIN = "g" * 201  # plain characters, but more than 200 of them
 TOO_LONG_ENCODED = "é" * 34  # 34 chars, 68 bytes, 204 characters once percent-encoded
 TOO_LONG_SLASHES = "/" * 67  # 201 characters once percent-encoded
@@ -406,6 +414,100 @@ CASES = [
         AR,
         {**REL, "group_id": TOO_LONG_ENCODED},
         field="group_id",
+    ),
+    bad(
+        "assert_relationship/supersedes-string",
+        AR,
+        {**REL, "supersedes": UNKNOWN_UUID},
+        field="supersedes",
+    ),
+    bad(
+        "assert_relationship/supersedes-unknown-uuid",
+        AR,
+        {**REL, "predicate": "FLEW", "supersedes": [UNKNOWN_UUID]},
+        field="supersedes",
+        mentions=UNKNOWN_UUID,
+    ),
+    # -- knowledge_add_facts (lcg) ----------------------------------------------------------------
+    bad("add_facts/reference_time-missing", AF, {"facts": [FACT]}, field="reference_time"),
+    bad(
+        "add_facts/reference_time-words",
+        AF,
+        {**ADD, "reference_time": "last week"},
+        field="reference_time",
+    ),
+    bad("add_facts/nothing", AF, {"reference_time": "1969-07-16"}, field="facts"),
+    bad("add_facts/facts-object", AF, {**ADD, "facts": FACT}, field="facts"),
+    bad(
+        "add_facts/fact-source-missing",
+        AF,
+        {**ADD, "facts": [{**FACT, "source": ""}]},
+        field="facts",
+        mentions="facts[0].source",
+    ),
+    bad(
+        "add_facts/fact-sentence-number",
+        AF,
+        {**ADD, "facts": [{**FACT, "fact": 5}]},
+        field="facts",
+        mentions="facts[0].fact",
+    ),
+    bad(
+        "add_facts/valid_at-words",
+        AF,
+        {**ADD, "facts": [FACT, {**FACT, "valid_at": "soon"}]},
+        field="facts",
+        mentions="facts[1].valid_at",
+    ),
+    bad(
+        "add_facts/invalid_at-before-valid_at",
+        AF,
+        {**ADD, "facts": [{**FACT, "valid_at": "1969-07-20", "invalid_at": "1969-07-16"}]},
+        field="facts",
+        mentions="facts[0].invalid_at",
+    ),
+    bad(
+        "add_facts/invalid_at-before-reference_time",
+        AF,
+        {**ADD, "facts": [{**FACT, "invalid_at": "1969-07-01T00:00:00Z"}]},
+        field="facts",
+        mentions="facts[0].invalid_at",
+    ),
+    bad(
+        "add_facts/supersedes-string",
+        AF,
+        {**ADD, "facts": [{**FACT, "supersedes": UNKNOWN_UUID}]},
+        field="facts",
+        mentions="facts[0].supersedes",
+    ),
+    bad(
+        "add_facts/entity-labels-string",
+        AF,
+        {**ADD, "entities": [{"name": "Buzz Aldrin", "labels": "Person"}]},
+        field="entities",
+        mentions="entities[0].labels",
+    ),
+    bad("add_facts/group_id-empty", AF, {**ADD, "group_id": ""}, field="group_id"),
+    bad(
+        "add_facts/supersedes-unknown-uuid",
+        AF,
+        {**ADD, "facts": [FACT, {**FACT, "supersedes": [UNKNOWN_UUID]}]},
+        field="facts",
+        mentions=f"facts[1].supersedes[0]: '{UNKNOWN_UUID}'",
+    ),
+    bad(
+        "add_facts/endpoint-unknown",
+        AF,
+        {**ADD, "entities": [{"name": "Eagle"}], "facts": [FACT, {**FACT, "target": "Vostok 1"}]},
+        field="facts",
+        mentions="facts[1].target: 'Vostok 1'",
+    ),
+    bad(
+        "add_facts/endpoint-only-in-another-group",
+        AF,
+        {**ADD, "facts": [{**FACT, "source": "Saturn V"}]},
+        field="facts",
+        mentions="facts[0].source: 'Saturn V'",
     ),
     # -- knowledge_delete_episode ---------------------------------------------------------------
     bad("delete_episode/episode_uuid-missing", DE, {}, field="episode_uuid"),

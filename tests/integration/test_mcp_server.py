@@ -73,6 +73,8 @@ REFERENCE: dict[str, tuple[str, tuple[str, ...]]] = {
     # lcg's own: the portable graph file of `lcg export` / `lcg import` (README, curation)
     "knowledge_export_graph": ("admin", ("path",)),
     "knowledge_import_graph": ("admin", ("path",)),
+    # lcg's own: caller-written episodes (README, knowledge_add_facts)
+    "knowledge_add_facts": ("write", ("reference_time",)),
 }
 
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import time
 import uuid as uuidlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -38,6 +38,7 @@ from lcg.extraction.extractor import Cost, Extractor, HeuristicExtractor, LlmExt
 from lcg.extraction.prompts import EpisodeContext, ExistingFact, KnownEntity, calls_for
 from lcg.extraction.salvage import CleanEntity, CleanFact, SalvageReport
 from lcg.extraction.select import llm_client
+from lcg.ingest.caller import CallerExtractor, GivenEntity, GivenFact, prepare
 from lcg.ingest.index import GroupIndex
 from lcg.ingest.resolve import (
     Match,
@@ -51,6 +52,7 @@ from lcg.ingest.supersede import FactPlan, plan_facts, superseded_report
 from lcg.models import Entity, Episode, Fact
 from lcg.ontology import Ontology, load_ontology, record_ingested_ontology, write_wal_ontology
 from lcg.storage import graph
+from lcg.supersession import Reason
 from lcg.timeutil import now
 
 __all__ = ["EpisodeInput", "IngestOutcome", "IngestPipeline", "extractor_for", "pipeline_for"]
@@ -90,6 +92,9 @@ class IngestOutcome:
     extractor: dict[str, Any]
     cost: Cost
     timings: dict[str, float] = field(default_factory=dict)
+    # Per extracted fact, in order: the uuid it is stored as (new, or the duplicate it merged
+    # into), or None when it was dropped.
+    fact_uuids: list[str | None] = field(default_factory=list)
 
 
 @dataclass
@@ -102,6 +107,14 @@ class _Extracted:
     candidates: list[Fact]
 
 
+class _Committer(Protocol):
+    """What the commit step needs of an extractor: its description and the same-entity check."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+    async def same(self, pairs: Sequence[tuple[str, str, str, str]], cost: Cost) -> set[int]: ...
+
+
 @dataclass
 class _LoopState:
     """Per event loop: the concurrency bound and each group's last arrival."""
@@ -109,6 +122,9 @@ class _LoopState:
     semaphore: anyio.Semaphore
     tails: dict[str, anyio.Event] = field(default_factory=dict)
 
+
+# Who flagged a fact's `supersedes`, by extractor kind (a model's judgement otherwise).
+_FLAG_REASONS: dict[str, Reason] = {"caller": "caller", "heuristic": "cue"}
 
 # Entities named in a short episode whose active facts may become supersession candidates.
 _MENTIONS_CONSIDERED = 64
@@ -236,8 +252,60 @@ class IngestPipeline:
             ExtractionError: the model failed; nothing was written.
             InvalidRequestError: the episode cannot be written to its group.
         """
-        started = time.perf_counter()
         extractor = self.extractor or extractor_for(self.engine)
+
+        async def extract(ontology: Ontology, cost: Cost, report: SalvageReport) -> _Extracted:
+            return await self._extract(extractor, item, ontology, cost, report)
+
+        return await self._run(item, extractor, extract)
+
+    async def ingest_given(
+        self, item: EpisodeInput, entities: Sequence[GivenEntity], facts: Sequence[GivenFact]
+    ) -> IngestOutcome:
+        """Resolve and commit what the caller extracted (knowledge_add_facts): no model call.
+
+        Raises:
+            InvalidRequestError: a fact endpoint or superseded uuid is not in the group (naming
+                the field); nothing was written.
+        """
+
+        async def extract(ontology: Ontology, cost: Cost, report: SalvageReport) -> _Extracted:
+            index = await self._index(item.group_id, fresh=True)
+            prepared = prepare(index, ontology, entities, facts)
+            names = [e.name for e in prepared.entities]
+            texts = list(dict.fromkeys(f.fact for f in prepared.facts))
+            vectors = (
+                await anyio.to_thread.run_sync(self.engine.embedder.embed, [*names, *texts])
+                if names or texts
+                else None
+            )
+            return _Extracted(
+                prepared.entities,
+                prepared.labels,
+                vectors[: len(names)] if vectors is not None and names else None,
+                prepared.facts,
+                {t: vectors[len(names) + i] for i, t in enumerate(texts)}
+                if vectors is not None
+                else {},
+                prepared.candidates,
+            )
+
+        return await self._run(item, CallerExtractor(), extract, ordered=True)
+
+    async def _run(
+        self,
+        item: EpisodeInput,
+        extractor: _Committer,
+        extract: Callable[[Ontology, Cost, SalvageReport], Awaitable[_Extracted]],
+        *,
+        ordered: bool = False,
+    ) -> IngestOutcome:
+        """Extract (bounded concurrency), then resolve and commit in the group's arrival order.
+
+        `ordered`: wait for the group's earlier episodes before extracting too (a caller-written
+        episode is checked against the group as those left it; it has no model call to overlap).
+        """
+        started = time.perf_counter()
         state = self._loop()
         previous = state.tails.get(item.group_id)
         done = anyio.Event()
@@ -248,9 +316,11 @@ class IngestPipeline:
             # A stat of two paths; the parsed files are cached by (mtime, size).
             ontology = load_ontology(self.engine.settings, item.group_id)
             queued = time.perf_counter()
+            if ordered and previous is not None:
+                await previous.wait()
             async with state.semaphore:
                 waited += time.perf_counter() - queued
-                extracted = await self._extract(extractor, item, ontology, cost, report)
+                extracted = await extract(ontology, cost, report)
             if previous is not None:
                 queued = time.perf_counter()
                 await previous.wait()
@@ -373,13 +443,14 @@ class IngestPipeline:
 
     async def _commit(
         self,
-        extractor: Extractor,
+        extractor: _Committer,
         item: EpisodeInput,
         ontology: Ontology,
         extracted: _Extracted,
         cost: Cost,
         report: SalvageReport,
     ) -> IngestOutcome:
+        kind = str(extractor.describe().get("kind", ""))
         for attempt in (1, 2):
             index = await self._index(item.group_id, fresh=True)
             matches = match_entities(
@@ -410,6 +481,8 @@ class IngestPipeline:
                 episode_uuid=episode_uuid,
                 reference_time=item.reference_time,
                 now=stamp,
+                flag_reason=_FLAG_REASONS.get(kind, "model"),
+                builtin=kind in ("caller", "heuristic"),
             )
             mentions = list(plan.mentions)
             for f in facts.new_facts:
@@ -469,12 +542,13 @@ class IngestPipeline:
                 salvage=report,
                 extractor=extractor.describe(),
                 cost=cost,
+                fact_uuids=facts.outcomes,
             )
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     async def _confirm_ambiguous(
         self,
-        extractor: Extractor,
+        extractor: _Committer,
         index: GroupIndex,
         extracted: _Extracted,
         matches: list[Match],

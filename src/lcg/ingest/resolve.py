@@ -381,9 +381,11 @@ def _loose(plan: EntityPlan, name: str) -> str | None:
 
 
 def _endpoint(index: GroupIndex, plan: EntityPlan, name: str) -> str | None:
-    """The episode's entities first (exact keys), then the group's, then loose episode matches."""
+    """An entity uuid of the group as given (caller-written facts), else the episode's entities
+    (exact keys), then the group's, then loose episode matches."""
     return (
-        plan.uuid_of.get(canon(name))
+        (name if name in index.entities else None)
+        or plan.uuid_of.get(canon(name))
         or index.lookup_norm(name)
         or index.lookup_keys(name)
         or _loose(plan, name)

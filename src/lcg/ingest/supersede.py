@@ -1,8 +1,11 @@
 """From resolved facts to rows: dedup, supersession (bi-temporal), and what was dropped.
 
-A new fact supersedes an active one when the model flagged it (an index into the bounded
-list of existing facts the prompt showed) or when its relation type is single-valued in the
-ontology (`cardinality: one`: same source, same relation type, another target). The old fact is
+A new fact supersedes an active one when its writer flagged it (an index into the bounded list
+of existing facts the prompt showed — reason `model`, or `caller`/`cue` for the other
+extractors), when its relation type is single-valued in the ontology (`cardinality: one`: same
+source, same relation type, another target — reason `ontology`), or, for writers that ask for it
+(the caller and the heuristic extractor; a model judges for itself), by lcg's built-in
+single-valued families (reason `builtin`; `lcg.supersession` defines them). The old fact is
 never deleted: it gets `invalid_at` = the new fact's `valid_at` (world time) and `expired_at` =
 now (system time). If the new fact turns out to be *older* than the one it would supersede, the
 roles swap: the old one stays, and the new one is stored already ended at the old one's
@@ -17,7 +20,7 @@ or sentence — are not stored twice: the existing fact gains the episode in its
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -27,6 +30,7 @@ from lcg.ingest.index import GroupIndex
 from lcg.ingest.resolve import ResolvedFact, relation_type_for
 from lcg.models import Fact, canonical_attributes
 from lcg.ontology import UNCLASSIFIED_RELATION, Ontology
+from lcg.supersession import Reason, contradicted, rule_for
 from lcg.timeutil import to_read_format
 
 __all__ = ["FactPlan", "plan_facts", "superseded_report"]
@@ -39,6 +43,11 @@ class FactPlan:
     new_facts: list[Fact] = field(default_factory=list)
     updated: dict[str, Fact] = field(default_factory=dict)  # duplicates gaining provenance
     invalidations: dict[str, Invalidation] = field(default_factory=dict)
+    # Per invalidated uuid: why, and the uuid of the new fact that retired it.
+    reasons: dict[str, tuple[Reason, str]] = field(default_factory=dict)
+    # Per resolved fact, in input order: the uuid it was stored as (new or the duplicate it
+    # merged into), or None when it was dropped (unresolvable endpoint, self-loop).
+    outcomes: list[str | None] = field(default_factory=list)
     dropped: list[dict[str, Any]] = field(default_factory=list)
     duplicates: int = 0
     self_loops: int = 0
@@ -74,22 +83,47 @@ def _superseded(
     fact: Fact,
     flagged: Sequence[int],
     candidates: Sequence[Fact],
-) -> list[Fact]:
-    out = [candidates[i] for i in flagged if 0 <= i < len(candidates)]
-    if fact.relation_type and ontology.is_single_valued(fact.relation_type):
+    *,
+    flag_reason: Reason,
+    builtin: bool,
+) -> list[tuple[Fact, Reason]]:
+    out: list[tuple[Fact, Reason]] = [
+        (candidates[i], flag_reason) for i in flagged if 0 <= i < len(candidates)
+    ]
+    target = index.entities.get(fact.target_uuid)
+    rule = rule_for(
+        ontology,
+        fact,
+        builtin=builtin and not flagged,
+        target_name=target.name if target is not None else "",
+        target_labels=target.labels if target is not None else (),
+    )
+    if rule is not None:
+        held = fact.source_uuid if rule.side == "source" else fact.target_uuid
         out += [
-            other
-            for other in index.current_facts_about([fact.source_uuid])
-            if other.source_uuid == fact.source_uuid
-            and other.relation_type == fact.relation_type
-            and other.target_uuid != fact.target_uuid
+            (old, rule.reason)
+            for old in contradicted(
+                rule, fact, index.current_facts_about([held]), ontology, _describe(index)
+            )
         ]
-    live = []
-    for old in out:
+    live: list[tuple[Fact, Reason]] = []
+    for old, reason in out:
         current = index.facts.get(old.uuid)  # still active now, at commit time?
-        if current is not None and current.invalid_at is None and current not in live:
-            live.append(current)
+        if (
+            current is not None
+            and current.invalid_at is None
+            and all(current.uuid != x.uuid for x, _ in live)
+        ):
+            live.append((current, reason))
     return live
+
+
+def _describe(index: GroupIndex) -> Callable[[str], tuple[str, tuple[str, ...]]]:
+    def describe(uuid: str) -> tuple[str, tuple[str, ...]]:
+        entity = index.entities.get(uuid)
+        return (entity.name, entity.labels) if entity is not None else ("", ())
+
+    return describe
 
 
 def plan_facts(
@@ -102,10 +136,17 @@ def plan_facts(
     episode_uuid: str,
     reference_time: datetime,
     now: datetime,
+    flag_reason: Reason = "model",
+    builtin: bool = False,
 ) -> FactPlan:
-    """Turn resolved facts into new rows, provenance updates and invalidations."""
+    """Turn resolved facts into new rows, provenance updates and invalidations.
+
+    `flag_reason` names who flagged the facts in each fact's `supersedes`; `builtin` turns on
+    lcg's built-in single-valued families (for writers that do not judge contradiction
+    themselves).
+    """
     plan = FactPlan()
-    seen: set[tuple[str, str, str]] = set()
+    seen: dict[tuple[str, str, str], str] = {}
     for item in resolved:
         f = item.fact
         if item.unresolved is not None:
@@ -118,10 +159,12 @@ def plan_facts(
                     "unresolved_endpoint": item.unresolved,
                 }
             )
+            plan.outcomes.append(None)
             continue
         assert item.source_uuid is not None and item.target_uuid is not None
         if item.source_uuid == item.target_uuid:
             plan.self_loops += 1
+            plan.outcomes.append(None)
             continue
         relation_type, original = relation_type_for(ontology, f.predicate, f.relation_type)
         key = (item.source_uuid, f.predicate.casefold(), item.target_uuid)
@@ -136,8 +179,8 @@ def plan_facts(
             plan.duplicates += 1
             if dup is not None and episode_uuid not in dup.episodes:
                 plan.updated[dup.uuid] = replace(dup, episodes=(*dup.episodes, episode_uuid))
+            plan.outcomes.append(dup.uuid if dup is not None else seen[key])
             continue
-        seen.add(key)
         if original is not None:
             plan.reclassified += 1
         attrs = canonical_attributes({"original_relation_type": original} if original else {})
@@ -157,7 +200,16 @@ def plan_facts(
             created_at=now,
         )
         if fact.invalid_at is None:
-            for old in _superseded(index, ontology, fact, f.supersedes, candidates):
+            retired = _superseded(
+                index,
+                ontology,
+                fact,
+                f.supersedes,
+                candidates,
+                flag_reason=flag_reason,
+                builtin=builtin,
+            )
+            for old, reason in retired:
                 if old.uuid in plan.invalidations or old.uuid in plan.updated:
                     continue
                 if old.valid_at is not None and starts < old.valid_at:
@@ -166,6 +218,9 @@ def plan_facts(
                     break
                 # `old` is current (no invalid_at of its own): it ends where the new one starts.
                 plan.invalidations[old.uuid] = Invalidation(old.uuid, starts, now)
+                plan.reasons[old.uuid] = (reason, fact.uuid)
+        seen[key] = fact.uuid
+        plan.outcomes.append(fact.uuid)
         plan.new_facts.append(fact)
     return plan
 
@@ -184,6 +239,8 @@ def superseded_report(
                 "source_name": names.get(old.source_uuid, ""),
                 "target_name": names.get(old.target_uuid, ""),
                 "invalid_at": to_read_format(inv.invalid_at),
+                "reason": plan.reasons[old.uuid][0],
+                "superseded_by": plan.reasons[old.uuid][1],
             }
         )
     return out

@@ -93,6 +93,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "knowledge_add_cross_group_edge": ("name", "source", "target", "fact"),
     "knowledge_assert_entity": ("name",),
     "knowledge_assert_relationship": ("source_name", "target_name", "predicate"),
+    "knowledge_add_facts": ("reference_time",),  # lcg's own
     "knowledge_query_cypher": ("query",),
     "knowledge_wal_mark_create": ("name",),
     "knowledge_wal_mark_delete": ("name",),

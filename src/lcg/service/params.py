@@ -187,6 +187,15 @@ class AssertRelationshipParams(Params):
     attributes: Attributes = Field(default_factory=dict)
     valid_at: Annotated[datetime, timestamp("valid_at")] | None = None
     relation_type: str | None = None
+    # lcg extension: uuids of current facts this one replaces.
+    supersedes: list[str] = Field(default_factory=list)
+
+    @field_validator("supersedes", mode="before")
+    @classmethod
+    def _check_supersedes(cls, value: Any) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
+            raise ValueError("supersedes must be an array of fact uuid strings")
+        return list(dict.fromkeys(x.strip() for x in value))
 
 
 class GetEpisodesParams(Params):

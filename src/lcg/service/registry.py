@@ -176,7 +176,12 @@ async def _assert_entity(engine: Engine, a: p.AssertEntityParams, ctx: Context) 
     p.AssertRelationshipParams,
     "Create or update one directed fact (source --predicate--> target) between two existing "
     "entities of the same group, resolved by name. The (source, predicate, target) triple of a "
-    "current fact is its identity: asserting it again updates the fact text and validity.",
+    "current fact is its identity: asserting it again updates the fact text and validity. "
+    "lcg extension: supersedes (uuids of current facts this one replaces) ends those facts at "
+    "this one's valid_at; without it, a relation type the ontology declares cardinality one, or "
+    "one of lcg's single-valued families (LEADS, REPORTS_TO, WORKS_AT, WRITTEN_IN, STATUS, "
+    "DEADLINE, ...), retires the contradicted current fact. Listed in edges_superseded. To add "
+    "many facts at once, use knowledge_add_facts.",
 )
 async def _assert_relationship(
     engine: Engine, a: p.AssertRelationshipParams, ctx: Context
@@ -190,6 +195,7 @@ async def _assert_relationship(
         a.attributes,
         a.valid_at,
         a.relation_type,
+        a.supersedes,
     )
 
 

@@ -1,0 +1,101 @@
+"""knowledge_add_facts end to end over the socket with no model configured (the changelog of
+changelog_support; test_mcp_add_facts.py runs it over MCP), and the ontology's and the history
+rules of supersession."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from changelog_support import check_changelog, fact
+from rpc_support import running_server, wait_settled
+
+from lcg import Engine
+from lcg.config import Settings
+from lcg.service.registry import dispatch
+from lcg.service.rpc.client import RpcClient
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_changelog_over_the_socket(settings: Settings) -> None:
+    assert settings.extractor != "heuristic"  # no extractor matters: none is called
+    with running_server(settings) as (server, path, _):
+        wait_settled(server)
+        with RpcClient(path) as client:
+
+            async def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
+                out = await anyio.to_thread.run_sync(client.call, method, params)
+                assert isinstance(out, dict)
+                return out
+
+            await check_changelog(call)
+
+
+async def test_the_ontology_decides_for_a_type_it_declares(engine: Engine) -> None:
+    """A declared type with the default cardinality supersedes nothing, built-in family or not;
+    `cardinality: one` supersedes on the source side even for a type no family knows."""
+    path = engine.settings.home / "ontology.yaml"
+    path.write_text(
+        "mode: open\nentity_types: []\nrelation_types:\n"
+        "  - name: LEADS\n  - name: USES_QUEUE\n    cardinality: one\n"
+    )
+    first = await dispatch(
+        engine,
+        "knowledge_add_facts",
+        {
+            "reference_time": "2025-01-01",
+            "entities": [{"name": "Ana"}, {"name": "Bo"}, {"name": "Atlas"}, {"name": "Kafka"}],
+            "facts": [
+                fact("Ana", "LEADS", "Atlas", "Ana leads Atlas."),
+                fact("Atlas", "USES_QUEUE", "Kafka", "Atlas uses Kafka as its queue."),
+            ],
+        },
+    )
+    assert first["edges_superseded"] == []
+    second = await dispatch(
+        engine,
+        "knowledge_add_facts",
+        {
+            "reference_time": "2025-02-01",
+            "entities": [{"name": "RabbitMQ"}],
+            "facts": [
+                fact("Bo", "LEADS", "Atlas", "Bo leads Atlas."),
+                fact("Atlas", "USES_QUEUE", "RabbitMQ", "Atlas uses RabbitMQ as its queue."),
+            ],
+        },
+    )
+    assert [(s["fact"], s["reason"]) for s in second["edges_superseded"]] == [
+        ("Atlas uses Kafka as its queue.", "ontology")
+    ]
+
+
+async def test_a_later_fact_stated_earlier_becomes_history_not_a_supersession(
+    engine: Engine,
+) -> None:
+    """Told in March that Bo led Atlas from January, after learning Ana leads it since February:
+    the January fact is stored already ended at February, and Ana's stays current."""
+    await dispatch(
+        engine,
+        "knowledge_add_facts",
+        {
+            "reference_time": "2025-02-01",
+            "entities": [{"name": "Ana"}, {"name": "Atlas"}],
+            "facts": [fact("Ana", "LEADS", "Atlas", "Ana leads Atlas.")],
+        },
+    )
+    late = await dispatch(
+        engine,
+        "knowledge_add_facts",
+        {
+            "reference_time": "2025-03-01",
+            "entities": [{"name": "Bo"}],
+            "facts": [fact("Bo", "LEADS", "Atlas", "Bo led Atlas.", valid_at="2025-01-01")],
+        },
+    )
+    assert late["edges_superseded"] == []
+    edges = await dispatch(engine, "knowledge_get_edges_by_group", {})
+    ends = {e["fact"]: e["invalid_at"] for e in edges["edges"]}
+    assert ends == {"Ana leads Atlas.": None, "Bo led Atlas.": "2025-02-01 00:00:00"}
