@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from lcg.extraction.heuristic import find_date, heuristic_entities, heuristic_facts
+from dataclasses import dataclass
+
+from lcg.extraction.heuristic import find_date, heuristic_entities, heuristic_facts, heuristic_graph
 
 SAMPLE = (
     "Apollo 11 was launched by NASA on July 16, 1969. Neil Armstrong commanded Apollo 11. "
@@ -21,12 +23,12 @@ def test_every_entity_gets_the_first_sentence_naming_it_as_summary() -> None:
     assert by_name["NASA"]["type"] == "Entity"
 
 
-def test_co_occurrence_per_sentence_becomes_facts_named_by_the_words_between() -> None:
+def test_each_sentence_gives_a_fact_named_by_its_verb_phrase() -> None:
     names = [e["name"] for e in heuristic_entities(SAMPLE)["entities"]]
     facts = heuristic_facts(SAMPLE, names)["facts"]
     triples = [(f["source"], f["predicate"], f["target"], f["valid_at"]) for f in facts]
     assert triples == [
-        ("Apollo 11", "WAS_LAUNCHED_BY", "NASA", "1969-07-16T00:00:00Z"),
+        ("Apollo 11", "LAUNCHED_BY", "NASA", "1969-07-16T00:00:00Z"),  # auxiliary dropped
         ("Neil Armstrong", "COMMANDED", "Apollo 11", None),
     ]
     assert facts[1]["fact"] == "Neil Armstrong commanded Apollo 11."
@@ -38,3 +40,75 @@ def test_dates_in_several_shapes() -> None:
     assert find_date("released 2023-09-02") == "2023-09-02T00:00:00Z"
     assert find_date("back in 1961") == "1961-01-01T00:00:00Z"
     assert find_date("no date here") is None
+
+
+@dataclass(frozen=True)
+class Shown:
+    """An existing fact as the pipeline shows it to an extractor."""
+
+    source: str
+    predicate: str
+    target: str
+
+
+def _triples(text: str, existing: tuple[Shown, ...] = ()) -> list[tuple[str, str, str]]:
+    return [
+        (f["source"], f["predicate"], f["target"]) for f in heuristic_graph(text, existing)["facts"]
+    ]
+
+
+def test_verb_phrases_become_relation_types_not_sentence_fragments() -> None:
+    assert _triples("Priya Shah now leads the Atlas project.") == [("Priya Shah", "LEADS", "Atlas")]
+    assert _triples("The atlas-core repository was rewritten in Rust.") == [
+        ("atlas-core", "REWRITTEN_IN", "Rust")
+    ]
+    assert _triples("The Atlas launch moved to 2025-09-15.") == [
+        ("Atlas", "MOVED_TO", "2025-09-15")
+    ]
+    assert _triples("Priya Shah works as a Senior Engineer.") == [
+        ("Priya Shah", "WORKS_AS", "Senior Engineer")
+    ]
+
+
+def test_one_fact_per_sentence_with_from_x_to_y_and_its_cue() -> None:
+    shown = (
+        Shown("Billing Service", "STORES_DATA_IN", "MySQL"),
+        Shown("Billing Service", "USES", "Redis"),
+    )
+    facts = heuristic_graph("The Billing Service migrated from MySQL to PostgreSQL.", shown)[
+        "facts"
+    ]
+    assert [(f["source"], f["predicate"], f["target"], f["supersedes"]) for f in facts] == [
+        ("Billing Service", "MIGRATED_TO", "PostgreSQL", [0])
+    ]
+
+
+def test_one_entity_sentences_give_a_status_value_and_left_ends_the_employer() -> None:
+    shown = (Shown("Ana Silva", "WORKS_AT", "Acme Corp"), Shown("Ana Silva", "MENTORS", "Tom Reed"))
+    found = heuristic_graph("Ana Silva left the company.", shown)
+    assert [
+        (f["source"], f["predicate"], f["target"], f["supersedes"]) for f in found["facts"]
+    ] == [("Ana Silva", "STATUS", "left the company", [0])]
+    assert {"name": "left the company", "type": "Status"} in [
+        {"name": e["name"], "type": e["type"]} for e in found["entities"]
+    ]
+    assert _triples("The Legacy Gateway is now deprecated.") == [
+        ("Legacy Gateway", "STATUS", "deprecated")
+    ]
+
+
+def test_headings_and_headers_are_not_entities_and_a_date_heading_dates_its_sentences() -> None:
+    text = (
+        "Document: Billing Service 1.0\n# Q2 Retro\n## 2025-03-03\n"
+        "- Tom Reed moved to the Search Team.\n"
+    )
+    found = heuristic_graph(text)
+    assert [e["name"] for e in found["entities"]] == ["Tom Reed", "Search Team"]
+    assert all(e["summary"] == "Tom Reed moved to the Search Team." for e in found["entities"])
+    assert found["facts"][0]["valid_at"] == "2025-03-03T00:00:00Z"
+
+
+def test_additive_sentences_flag_nothing() -> None:
+    shown = (Shown("Tom Reed", "JOINED", "Payments Team"),)
+    facts = heuristic_graph("Tom Reed also moved from the Payments Team to the Guild Team.", shown)
+    assert [f["supersedes"] for f in facts["facts"]] == [[]]

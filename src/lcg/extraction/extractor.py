@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lcg.errors import ExtractionError
-from lcg.extraction.heuristic import HEURISTIC_VERSION, heuristic_entities, heuristic_facts
+from lcg.extraction.heuristic import (
+    HEURISTIC_VERSION,
+    heuristic_entities,
+    heuristic_facts,
+    heuristic_graph,
+)
 from lcg.extraction.llm import LlmClient, LlmRequest
 from lcg.extraction.pricing import estimate_usd
 from lcg.extraction.prompts import (
@@ -221,7 +226,8 @@ class LlmExtractor:
 
 
 class HeuristicExtractor:
-    """No model: capitalised phrases and sentence co-occurrence (lcg.extraction.heuristic)."""
+    """No model: rules over sentences (lcg.extraction.heuristic); its `supersedes` flags come
+    from change cues and index the existing facts it is shown, like a model's."""
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "heuristic", "version": HEURISTIC_VERSION}
@@ -239,7 +245,8 @@ class HeuristicExtractor:
         report: SalvageReport,
         cost: Cost,
     ) -> list[CleanFact]:
-        return salvage_facts(heuristic_facts(ctx.content, [e.name for e in entities]), report)
+        names = [e.name for e in entities]
+        return salvage_facts(heuristic_facts(ctx.content, names, existing), report)
 
     async def episode(
         self,
@@ -248,9 +255,7 @@ class HeuristicExtractor:
         report: SalvageReport,
         cost: Cost,
     ) -> tuple[list[CleanEntity], list[CleanFact]]:
-        entities = await self.entities(ctx, report, cost)
-        names = [KnownEntity(e.name, e.type) for e in entities]
-        return entities, await self.facts(ctx, names, existing, report, cost)
+        return salvage_graph(heuristic_graph(ctx.content, existing), report)
 
     async def same(self, pairs: Sequence[tuple[str, str, str, str]], cost: Cost) -> set[int]:
         return set()

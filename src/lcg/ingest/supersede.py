@@ -86,6 +86,7 @@ def _superseded(
     *,
     flag_reason: Reason,
     builtin: bool,
+    target_name: str,
 ) -> list[tuple[Fact, Reason]]:
     out: list[tuple[Fact, Reason]] = [
         (candidates[i], flag_reason) for i in flagged if 0 <= i < len(candidates)
@@ -95,7 +96,7 @@ def _superseded(
         ontology,
         fact,
         builtin=builtin and not flagged,
-        target_name=target.name if target is not None else "",
+        target_name=target.name if target is not None else target_name,
         target_labels=target.labels if target is not None else (),
     )
     if rule is not None:
@@ -208,6 +209,7 @@ def plan_facts(
                 candidates,
                 flag_reason=flag_reason,
                 builtin=builtin,
+                target_name=f.target,  # the extracted name, for a target new in this episode
             )
             for old, reason in retired:
                 if old.uuid in plan.invalidations or old.uuid in plan.updated:
