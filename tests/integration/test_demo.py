@@ -58,3 +58,20 @@ def test_the_closing_hint_names_lcg_as_this_shell_can_run_it(
     assert "Try: .venv/bin/lcg --home .lcg-demo status" in out.getvalue()
     monkeypatch.setenv("PATH", str(script.parent))  # activated: `lcg` is that script
     assert lcg_command() == "lcg"
+
+
+def test_demo_shows_time_with_facts_ending_and_no_line_twice(tmp_path: Path) -> None:
+    out = io.StringIO()
+    run_demo(tmp_path / "demo", Console(file=out, width=200), articles=3)
+    text = out.getvalue()
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    assert len(lines) == len(set(lines)), [x for x in lines if lines.count(x) > 1]
+    now = text.split("What is true now", 1)[1].split("What was true on", 1)[0]
+    then = text.split("What was true on 2025-02-15", 1)[1].split("What changed", 1)[0]
+    assert "Priya Shah now leads the Atlas project." in now
+    assert "Maria Lopez leads the Atlas project." not in now
+    assert "Maria Lopez leads the Atlas project." in then
+    assert "Priya Shah now leads the Atlas project." not in then
+    assert "2025-04-01  ended    Maria Lopez leads the Atlas project." in text
+    assert "2025-05-05  ended    The Atlas launch is due on 2025-06-30." in text
+    assert "superseded by: Priya Shah now leads the Atlas project." in text

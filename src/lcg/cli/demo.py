@@ -4,7 +4,8 @@ The articles (examples/apollo/, Simple English Wikipedia, CC BY-SA 4.0) go throu
 ingestion pipeline (`knowledge_process_chunk`): the configured LLM when one is configured
 (LCG_EXTRACTOR=llm with a provider), else the offline heuristic extractor — no API key, no
 server. Then it prints what the graph holds, three searches, what changed in the 1960s
-(`knowledge_get_changes`), and deletes the database to show the WAL rebuilding it identically.
+(`knowledge_get_changes`), the time views of a short dated changelog (lcg.cli.demo_time), and
+deletes the database to show the WAL rebuilding it identically.
 
 The embedder is chosen once for both engines (a fallback warning is printed once), text from
 the articles is printed literally (no Rich markup), and the closing hint names `lcg` the way
@@ -28,6 +29,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from lcg.cli.demo_time import show_time
 from lcg.config import Settings, load_settings
 from lcg.embedding.select import select_embedder
 from lcg.engine import Engine, open_engine
@@ -225,6 +227,7 @@ def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> 
         )
         console.print(table)
         anyio.run(_queries, engine, console)
+        anyio.run(show_time, engine, console)
     finally:
         engine.close()
 

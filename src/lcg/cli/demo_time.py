@@ -1,0 +1,134 @@
+"""The time part of `lcg demo`: a short dated changelog in, then what is true now, what was true
+on an earlier date, what changed between two dates, and one entity's timeline.
+
+examples/changelog/atlas.md has one `## YYYY-MM-DD` section per entry; each section is one
+episode (`knowledge_add_episode`, `reference_time` = its date) through whatever extractor the
+demo runs — offline, the heuristic one, whose change cues and lcg's single-valued relation
+families retire the facts a later entry replaces.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from lcg.engine import Engine
+from lcg.service.registry import dispatch
+
+__all__ = ["CHANGELOG_GROUP", "changelog_sections", "show_time"]
+
+CHANGELOG_GROUP = "changelog"
+CHANGELOG = "examples/changelog/atlas.md"
+EARLIER = "2025-02-15"
+WINDOW = ("2025-03-01", "2025-06-01")
+TIMELINE_OF = "Atlas"
+_SECTION = re.compile(r"^##\s+(\d{4}-\d{2}-\d{2})\s*$", re.MULTILINE)
+
+
+def _changelog_path() -> Path:
+    for parent in [*Path(__file__).resolve().parents, Path.cwd()]:
+        candidate = parent / CHANGELOG
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"{CHANGELOG} not found: run `lcg demo` from an lcg source checkout")
+
+
+def changelog_sections(text: str) -> list[tuple[str, str]]:
+    """(date, body) of each `## YYYY-MM-DD` section, in file order."""
+    marks = list(_SECTION.finditer(text))
+    out = []
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        body = text[m.end() : end].strip()
+        if body:
+            out.append((m.group(1), body))
+    return out
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _line(console: Console, text: str) -> None:
+    console.print(f"  {text}", no_wrap=True, overflow="ellipsis", markup=False)
+
+
+async def _ingest(engine: Engine) -> int:
+    sections = changelog_sections(_changelog_path().read_text(encoding="utf-8"))
+    for date, body in sections:
+        await dispatch(
+            engine,
+            "knowledge_add_episode",
+            {
+                "name": f"changelog {date}",
+                "episode_body": body,
+                "source_description": CHANGELOG,
+                "reference_time": f"{date}T00:00:00Z",
+                "group_id": CHANGELOG_GROUP,
+            },
+        )
+    return len(sections)
+
+
+def _sentences(edges: list[dict[str, Any]]) -> list[str]:
+    """Each fact's sentence once, in valid-time order."""
+    ordered = sorted(edges, key=lambda e: (e["valid_at"] or "", e["fact"]))
+    return list(dict.fromkeys(e["fact"] for e in ordered))
+
+
+async def show_time(engine: Engine, console: Console) -> None:
+    """Ingest the changelog, then print the four views of time (no model needed)."""
+    count = await _ingest(engine)
+    group = {"group_ids": [CHANGELOG_GROUP]}
+    console.print(
+        f"\n[bold]Time[/]: {count} dated entries of {CHANGELOG} ingested into group "
+        f"'{CHANGELOG_GROUP}', one episode each."
+    )
+    now = await dispatch(
+        engine, "knowledge_get_edges_by_group", {**group, "include_invalidated": False}
+    )
+    console.print("\n[bold]What is true now[/] (knowledge_get_edges_by_group, current facts):")
+    for sentence in _sentences(now["edges"]):
+        _line(console, _flat(sentence))
+
+    then = await dispatch(
+        engine, "knowledge_get_edges_by_group", {**group, "as_of": f"{EARLIER}T00:00:00Z"}
+    )
+    console.print(f"\n[bold]What was true on {EARLIER}[/] (as_of):")
+    for sentence in _sentences(then["edges"]):
+        _line(console, _flat(sentence))
+
+    since, until = WINDOW
+    changes = await dispatch(
+        engine,
+        "knowledge_get_changes",
+        {**group, "since": f"{since}T00:00:00Z", "until": f"{until}T00:00:00Z"},
+    )
+    console.print(f"\n[bold]What changed from {since} to {until}[/] (knowledge_get_changes):")
+    seen: set[tuple[str, str, str]] = set()
+    for entry in changes["changes"]:
+        key = (entry["at"][:10], entry["kind"], entry["fact"]["fact"])
+        if entry["kind"] in ("started", "ended") and key not in seen:
+            seen.add(key)
+            _line(console, f"{key[0]}  {key[1]:<7}  {_flat(key[2])}")
+
+    timeline = await dispatch(
+        engine,
+        "knowledge_get_entity_timeline",
+        {"name": TIMELINE_OF, "group_id": CHANGELOG_GROUP},
+    )
+    sentence_of = {f["uuid"]: f["fact"] for f in timeline["facts"]}
+    console.print(f"\n[bold]Timeline of {TIMELINE_OF}[/] (knowledge_get_entity_timeline):")
+    shown: set[str] = set()
+    for f in timeline["facts"]:
+        if f["fact"] in shown:
+            continue
+        shown.add(f["fact"])
+        span = f"{(f['valid_at'] or '?')[:10]} → {(f['invalid_at'] or 'now')[:10]}"
+        _line(console, f"{span:<24}  {f['status']:<10}  {_flat(f['fact'])}")
+        for successor in f["superseded_by"]:
+            later = _flat(sentence_of.get(successor, successor))
+            _line(console, f"{'':<36}└ superseded by: {later}")
