@@ -99,3 +99,30 @@ async def test_a_later_fact_stated_earlier_becomes_history_not_a_supersession(
     edges = await dispatch(engine, "knowledge_get_edges_by_group", {})
     ends = {e["fact"]: e["invalid_at"] for e in edges["edges"]}
     assert ends == {"Ana leads Atlas.": None, "Bo led Atlas.": "2025-02-01 00:00:00"}
+
+
+async def test_endpoints_may_be_uuids_of_the_group_and_entities_resolve_like_extracted_ones(
+    engine: Engine,
+) -> None:
+    made = await dispatch(engine, "knowledge_assert_entity", {"name": "Neil Armstrong"})
+    result = await dispatch(
+        engine,
+        "knowledge_add_facts",
+        {
+            "reference_time": "1969-07-16T13:32:00Z",
+            "entities": [{"name": "neil armstrong"}, {"name": "Apollo 11", "labels": ["Mission"]}],
+            "facts": [
+                fact(
+                    made["entity_uuid"], "COMMANDED", "Apollo 11", "Armstrong commanded Apollo 11."
+                )
+            ],
+        },
+    )
+    assert (result["entities_created"], result["entities_merged"]) == (1, 1)
+    edges = await dispatch(engine, "knowledge_get_edges_by_uuids", {"uuids": result["fact_uuids"]})
+    assert [(e["source_node_uuid"], e["name"], e["valid_at"]) for e in edges["edges"]] == [
+        (made["entity_uuid"], "COMMANDED", "1969-07-16 13:32:00")
+    ]
+    nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {})
+    labels = {n["name"]: n["labels"] for n in nodes["nodes"]}
+    assert labels == {"Neil Armstrong": ["Entity"], "Apollo 11": ["Entity", "Mission"]}
