@@ -10,9 +10,11 @@ It is split into a `dev` part (the rules were written against it) and a `heldout
 at the same time, not used to write the rules); both are reported.
 
 Each scenario is ingested into its own group of a fresh workspace with `LCG_EXTRACTOR=heuristic`
-(no model), one entry per episode through `knowledge_add_episode`, `reference_time` = the
-entry's date. A *predicted* supersession is a fact that the graph retired (`expired_at` set)
-with its `invalid_at`, keyed by (sentence, end date). Precision = correct / predicted,
+(no model) through `knowledge_add_episode`, two ways: `per_entry`, one episode per entry with
+`reference_time` = the entry's date; and `whole_text`, the scenario as one dated changelog text
+(a `## YYYY-MM-DD` heading per entry) in one episode. A *predicted* supersession is a fact of
+the group that ended (`invalid_at` set: retired by a later episode, or stored already ended by a
+later fact of its own episode), keyed by (sentence, end date). Precision = correct / predicted,
 recall = correct / expected, over all scenarios of a split.
 """
 
@@ -36,9 +38,13 @@ DEFAULT_SET = ROOT / "examples" / "changelog" / "eval.jsonl"
 
 
 async def run_scenario(
-    engine: Engine, group: str, scenario: dict[str, Any]
+    engine: Engine, group: str, scenario: dict[str, Any], whole: bool
 ) -> set[tuple[str, str]]:
-    for i, entry in enumerate(scenario["entries"]):
+    entries = scenario["entries"]
+    if whole:
+        text = "\n".join(f"## {e['date']}\n- {e['text']}" for e in entries)
+        entries = [{"date": entries[-1]["date"], "text": text}]
+    for i, entry in enumerate(entries):
         await dispatch(
             engine,
             "knowledge_add_episode",
@@ -53,14 +59,14 @@ async def run_scenario(
         engine,
         "knowledge_query_cypher",
         {
-            "query": f"MATCH (f:Fact) WHERE f.group_id = '{group}' AND f.expired_at IS NOT NULL "
+            "query": f"MATCH (f:Fact) WHERE f.group_id = '{group}' AND f.invalid_at IS NOT NULL "
             "RETURN f.fact, f.invalid_at"
         },
     )
     return {(text, str(ended)[:10]) for text, ended in rows["rows"]}
 
 
-def score(predicted: set[tuple[str, str]], expected: set[tuple[str, str]]) -> dict[str, Any]:
+def score(predicted: set[tuple[str, ...]], expected: set[tuple[str, ...]]) -> dict[str, Any]:
     correct = len(predicted & expected)
     return {
         "expected": len(expected),
@@ -72,12 +78,12 @@ def score(predicted: set[tuple[str, str]], expected: set[tuple[str, str]]) -> di
 
 
 async def evaluate(
-    engine: Engine, scenarios: list[dict[str, Any]], details: bool
+    engine: Engine, scenarios: list[dict[str, Any]], details: bool, whole: bool
 ) -> dict[str, Any]:
-    splits: dict[str, tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]] = {}
+    splits: dict[str, tuple[set[tuple[str, ...]], set[tuple[str, ...]]]] = {}
     misses: list[dict[str, Any]] = []
     for n, scenario in enumerate(scenarios):
-        predicted = await run_scenario(engine, f"eval-{n}", scenario)
+        predicted = await run_scenario(engine, f"eval-{'w' if whole else 'e'}{n}", scenario, whole)
         expected = {(x["fact"], x["ended"]) for x in scenario["expected_superseded"]}
         pred, exp = splits.setdefault(scenario["split"], (set(), set()))
         pred |= {(scenario["scenario"], *p) for p in predicted}
@@ -94,10 +100,11 @@ async def evaluate(
     out: dict[str, Any] = {}
     for split, (pred, exp) in splits.items():
         out[split] = score(pred, exp)
-    out["all"] = score(
-        set().union(*(p for p, _ in splits.values())),
-        set().union(*(e for _, e in splits.values())),
-    )
+    every: tuple[set[tuple[str, ...]], set[tuple[str, ...]]] = (set(), set())
+    for pred, exp in splits.values():
+        every[0].update(pred)
+        every[1].update(exp)
+    out["all"] = score(*every)
     if details:
         out["mismatches"] = misses
     return out
@@ -117,7 +124,8 @@ def main() -> None:
         settings = Settings.for_home(Path(tmp) / ".lcg", extractor="heuristic", embedder="hash")
         engine = open_engine(settings)
         try:
-            result = anyio.run(evaluate, engine, scenarios, args.details)
+            per_entry = anyio.run(evaluate, engine, scenarios, args.details, False)
+            whole_text = anyio.run(evaluate, engine, scenarios, args.details, True)
         finally:
             engine.close()
     result = {
@@ -125,7 +133,8 @@ def main() -> None:
         "extractor": "heuristic",
         "set": str(args.set.relative_to(ROOT) if args.set.is_relative_to(ROOT) else args.set),
         "scenarios": len(scenarios),
-        **result,
+        "per_entry": per_entry,
+        "whole_text": whole_text,
         "seconds": round(time.perf_counter() - started, 2),
     }
     print(json.dumps(result, indent=2))

@@ -126,3 +126,32 @@ async def test_endpoints_may_be_uuids_of_the_group_and_entities_resolve_like_ext
     nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {})
     labels = {n["name"]: n["labels"] for n in nodes["nodes"]}
     assert labels == {"Neil Armstrong": ["Entity"], "Apollo 11": ["Entity", "Mission"]}
+
+
+async def test_facts_of_one_call_supersede_each_other_by_their_dates(engine: Engine) -> None:
+    """A whole history in one call: the earlier lead is stored ended where the later one starts
+    (learned together, so never retired), and reported; same-date facts are left alone."""
+    result = await dispatch(
+        engine,
+        "knowledge_add_facts",
+        {
+            "reference_time": "2025-06-01",
+            "entities": [{"name": "Ana"}, {"name": "Bo"}, {"name": "Atlas"}],
+            "facts": [
+                fact("Bo", "LEADS", "Atlas", "Bo leads Atlas.", valid_at="2025-04-01"),
+                fact("Ana", "LEADS", "Atlas", "Ana leads Atlas.", valid_at="2025-01-01"),
+            ],
+        },
+    )
+    bo, ana = result["fact_uuids"]
+    assert [
+        (s["uuid"], s["reason"], s["invalid_at"], s["superseded_by"], s["same_episode"])
+        for s in result["edges_superseded"]
+    ] == [(ana, "builtin", "2025-04-01 00:00:00", bo, True)]
+    edges = await dispatch(engine, "knowledge_get_edges_by_group", {})
+    assert {e["fact"]: e["invalid_at"] for e in edges["edges"]} == {
+        "Bo leads Atlas.": None,
+        "Ana leads Atlas.": "2025-04-01 00:00:00",
+    }
+    then = await dispatch(engine, "knowledge_get_edges_by_group", {"as_of": "2025-02-01T00:00:00Z"})
+    assert [e["fact"] for e in then["edges"]] == ["Ana leads Atlas."]

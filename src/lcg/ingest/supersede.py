@@ -10,8 +10,10 @@ never deleted: it gets `invalid_at` = the new fact's `valid_at` (world time) and
 now (system time). If the new fact turns out to be *older* than the one it would supersede, the
 roles swap: the old one stays, and the new one is stored already ended at the old one's
 `valid_at`. A fact extracted with its own `invalid_at` keeps it and supersedes nothing; facts
-that only add information never invalidate anything. Without a date from the model, a fact is
-valid from the episode's reference time.
+that only add information never invalidate anything. The same rules apply among the new facts
+of one episode (a dated changelog in one text): the one that starts earlier is stored already
+ended where the later one starts (reported with `same_episode: true`). Without a date from the
+model, a fact is valid from the episode's reference time.
 
 Duplicates — an active fact between the same endpoints with the same predicate, relation type
 or sentence — are not stored twice: the existing fact gains the episode in its provenance.
@@ -48,6 +50,10 @@ class FactPlan:
     # Per resolved fact, in input order: the uuid it was stored as (new or the duplicate it
     # merged into), or None when it was dropped (unresolvable endpoint, self-loop).
     outcomes: list[str | None] = field(default_factory=list)
+    # New facts of this episode that a later-starting new fact of the same episode replaced:
+    # stored already ended (uuid -> reason, successor uuid), and the endpoint names they use.
+    ended: dict[str, tuple[Reason, str]] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
     dropped: list[dict[str, Any]] = field(default_factory=list)
     duplicates: int = 0
     self_loops: int = 0
@@ -221,17 +227,50 @@ def plan_facts(
                 # `old` is current (no invalid_at of its own): it ends where the new one starts.
                 plan.invalidations[old.uuid] = Invalidation(old.uuid, starts, now)
                 plan.reasons[old.uuid] = (reason, fact.uuid)
+        plan.names.setdefault(fact.source_uuid, f.source)
+        plan.names.setdefault(fact.target_uuid, f.target)
+        if fact.invalid_at is None:
+            fact = _within_episode(plan, index, ontology, fact, builtin=builtin and not flagged)
         seen[key] = fact.uuid
         plan.outcomes.append(fact.uuid)
         plan.new_facts.append(fact)
     return plan
 
 
+def _within_episode(
+    plan: FactPlan, index: GroupIndex, ontology: Ontology, fact: Fact, *, builtin: bool
+) -> Fact:
+    """Apply the rules among the episode's own new facts (a dated changelog in one text): the
+    one that starts earlier is stored ended where the later one starts; equal starts are left
+    alone (no order to go by). Returns `fact`, ended when it is the earlier one."""
+
+    def describe(uuid: str) -> tuple[str, tuple[str, ...]]:
+        entity = index.entities.get(uuid)
+        return (entity.name, entity.labels) if entity else (plan.names.get(uuid, ""), ())
+
+    target, labels = describe(fact.target_uuid)
+    rule = rule_for(ontology, fact, builtin=builtin, target_name=target, target_labels=labels)
+    if rule is None or fact.valid_at is None:
+        return fact
+    for i, other in enumerate(plan.new_facts):
+        if other.invalid_at is not None or other.valid_at is None:
+            continue
+        if not contradicted(rule, fact, [other], ontology, describe):
+            continue
+        if other.valid_at < fact.valid_at:
+            plan.new_facts[i] = replace(other, invalid_at=fact.valid_at)
+            plan.ended[other.uuid] = (rule.reason, fact.uuid)
+        elif fact.valid_at < other.valid_at:
+            plan.ended[fact.uuid] = (rule.reason, other.uuid)
+            return replace(fact, invalid_at=other.valid_at)
+    return fact
+
+
 def superseded_report(
     plan: FactPlan, index: GroupIndex, names: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     """What each invalidation retired, for the ingestion result (names, not just uuids)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for inv in plan.invalidations.values():
         old = index.facts[inv.fact_uuid]
         out.append(
@@ -245,4 +284,19 @@ def superseded_report(
                 "superseded_by": plan.reasons[old.uuid][1],
             }
         )
+    for fact in plan.new_facts:
+        if fact.uuid in plan.ended:
+            reason, successor = plan.ended[fact.uuid]
+            out.append(
+                {
+                    "uuid": fact.uuid,
+                    "fact": fact.fact,
+                    "source_name": plan.names.get(fact.source_uuid, ""),
+                    "target_name": plan.names.get(fact.target_uuid, ""),
+                    "invalid_at": to_read_format(fact.invalid_at),
+                    "reason": reason,
+                    "superseded_by": successor,
+                    "same_episode": True,
+                }
+            )
     return out
