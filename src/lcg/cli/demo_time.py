@@ -131,4 +131,4 @@ async def show_time(engine: Engine, console: Console) -> None:
         _line(console, f"{span:<24}  {f['status']:<10}  {_flat(f['fact'])}")
         for successor in f["superseded_by"]:
             later = _flat(sentence_of.get(successor, successor))
-            _line(console, f"{'':<36}└ superseded by: {later}")
+            _line(console, f"  └ superseded by: {later}")
