@@ -67,7 +67,7 @@ from lcg.pointers import counts_by_state, rebind_locked, unbind_plan
 from lcg.replay import ReplayReport, loss_key, position_key, replay_group, write_position
 from lcg.search.index import SearchIndex
 from lcg.storage import crossgroup, graph, history
-from lcg.storage.store import Conn, Store, delete_database_files
+from lcg.storage.store import Conn, Store, delete_database_files, schema_version
 from lcg.supersession import Reason, contradicted, rule_for
 from lcg.telemetry import EventSink, NullSink
 from lcg.temporal import TimeFilter
@@ -1512,7 +1512,7 @@ class Engine:
                     "cross_group_pointers": counts_by_state(conn),
                     "ontology": ontology_status(self.settings, has_episodes=c["episodes"] > 0),
                     "extractor": extractor_status(self),
-                    "schema_version": self.store.schema_version,
+                    "schema_version": schema_version(conn),
                 }
             )
             return out

@@ -26,6 +26,7 @@ from lcg.errors import ConflictError, InvalidRequestError
 from lcg.fsmodes import private_dir
 from lcg.storage import dump, graph
 from lcg.storage import portable as stored
+from lcg.storage.store import schema_version
 from lcg.vectors import embed_plan, plan_for_ops
 from lcg.wal.records import (
     Op,
@@ -117,7 +118,7 @@ def _write_rows(
             "kind": "header",
             "format": FORMAT,
             "version": VERSION,
-            "schema_version": engine.store.schema_version,
+            "schema_version": schema_version(conn),
             "groups": groups,
         }
         out.write(orjson.dumps(header) + b"\n")

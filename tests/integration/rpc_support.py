@@ -133,9 +133,10 @@ def wait_healthy(path: Path, *, accept_degraded: bool = False) -> dict[str, Any]
 class ServiceProcess:
     """`lcg serve` as a subprocess; telemetry (stderr) goes to a file so it never blocks."""
 
-    def __init__(self, workdir: Path, socket_path: Path) -> None:
+    def __init__(self, workdir: Path, socket_path: Path, *extra_args: str) -> None:
         self.workdir = workdir
         self.socket_path = socket_path
+        self.extra_args = extra_args
         self.stderr_path = workdir / f"serve-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -145,7 +146,11 @@ class ServiceProcess:
         env["LCG_KUZU_BUFFER_POOL_MB"] = "256"
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "lcg.cli", "serve", "--socket", str(self.socket_path)],
+                [
+                    sys.executable,
+                    *("-m", "lcg.cli", "serve", "--socket", str(self.socket_path)),
+                    *self.extra_args,
+                ],
                 cwd=self.workdir,
                 env=env,
                 stdout=subprocess.DEVNULL,

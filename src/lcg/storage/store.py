@@ -19,12 +19,14 @@ Every Kuzu exception becomes a `StorageError` here, chained to the original.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib.util  # noqa: F401  kuzu needs importlib.util imported before numpy parameters
 import logging
 import queue
 import shutil
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,15 +37,20 @@ from lcg.errors import StorageError
 from lcg.fsmodes import private_dir
 from lcg.storage.schema import MIGRATIONS
 
-__all__ = ["Conn", "Store", "delete_database_files"]
+__all__ = ["Conn", "ReentrantReadError", "Store", "delete_database_files", "schema_version"]
 
 logger = logging.getLogger(__name__)
 
 
-# Statements that leave the writer's prepared statements valid; any other statement without
-# parameters (index DDL, raw Cypher) clears them.
+# Statements that leave prepared statements valid; any other parameterless statement on the
+# writer (migrations, ROLLBACK, raw Cypher, which may hold DDL) invalidates every connection's
+# cache (`_SchemaEpoch`).
 _KEEPS_PREPARED = frozenset({"BEGIN TRANSACTION", "COMMIT", "CHECKPOINT"})
-_PREPARED_MAX = 256
+# Prepared statements kept per connection (least recently used goes first). lcg's own code has
+# far fewer distinct parameterised statements than this, so eviction only happens if some path
+# builds statement text from values; an evicted statement's native memory is not all returned
+# (notes/PLATFORM.md §6), which is why the bound is generous rather than tight.
+_PREPARED_MAX = 512
 # How a lookup of k keys is run (`point_limit`): one prepared primary-key statement per key costs
 # ~0.3 ms a key at any table size; one `UNWIND` query, which Kuzu 0.11 plans as a hash join over
 # the whole table, costs ~0.45 ms + 0.12 ms per 1,000 rows of the table, whatever k (measured,
@@ -57,37 +64,97 @@ _POINT_MS = 0.3
 _RECOUNT_EVERY = 128
 
 
+class _SchemaEpoch:
+    """A counter shared by one database's connections, bumped when the schema may have changed.
+
+    Each connection compares it with the value its statement cache was filled under and drops
+    the cache when they differ, so no prepared plan outlives a schema change made on another
+    connection. (Kuzu 0.11.3 re-binds a stale prepared statement or fails it with a binder
+    error rather than crashing, measured; dropping the cache keeps that path rare.)
+    """
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def bump(self) -> None:
+        self.value += 1
+
+
+class ReentrantReadError(StorageError):
+    """A second pooled reader connection was asked for while one is held (a deadlock hazard)."""
+
+
+# The stores (by id) whose reader connection the current context holds: a ContextVar, so a
+# thread or task sees its own holds and those of the block that started it.
+_HELD_READERS: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "lcg_held_readers", default=frozenset()
+)
+
+
 class Conn:
     """One Kuzu connection with error translation. Not thread-safe: one user at a time.
 
-    With `prepare=True` (the writer), parameterised statements are prepared once and reused:
-    planning is half the cost of a one-row write. Kuzu 0.11.3 deprecates its public `prepare`
-    (with a warning) but still executes prepared statements; `_prepare` is the same call
-    without the warning. Any parameterless statement other than BEGIN/COMMIT/CHECKPOINT —
-    notably ROLLBACK, migrations and raw Cypher — drops the cache, so no plan outlives a
-    schema change.
+    Every parameterised statement is prepared once per connection and re-executed from a
+    bounded LRU cache keyed by its text: Kuzu 0.11.3 leaks native memory on every
+    `execute(text, params)` (and on every fresh prepare), and not on re-executing a prepared
+    statement (notes/PLATFORM.md §6, storage/README.md). It also saves planning, half the cost
+    of a one-row write. Kuzu 0.11.3 deprecates its public `prepare` (with a warning) but still
+    executes prepared statements; `_prepare` is the same call without the warning.
+    Parameterless statements run unprepared (they do not leak). On the writer
+    (`schema_owner=True`), any parameterless statement other than BEGIN/COMMIT/CHECKPOINT —
+    notably ROLLBACK, migrations and raw Cypher — bumps the database's schema epoch, which
+    empties every connection's cache before its next statement.
     """
 
-    def __init__(self, raw: Any, *, prepare: bool = False) -> None:
+    def __init__(
+        self, raw: Any, epoch: _SchemaEpoch | None = None, *, schema_owner: bool = False
+    ) -> None:
         self._raw = raw
-        self._prepared: dict[str, Any] | None = {} if prepare else None
-        self._points: dict[str, Any] = {}
+        self._epoch = epoch or _SchemaEpoch()
+        self._schema_owner = schema_owner
+        self._prepared: OrderedDict[str, Any] = OrderedDict()
+        self._prepared_at = self._epoch.value
+        self.prepares = 0  # statements prepared on this connection (tests and benchmarks read it)
         self._sizes: dict[str, list[int]] = {}  # table -> [rows, uses before a recount]
+
+    @property
+    def prepared_count(self) -> int:
+        """How many prepared statements this connection holds now."""
+        return len(self._prepared)
+
+    def _statement(self, query: str) -> Any:
+        """The prepared statement for `query`, prepared on first use (raises RuntimeError)."""
+        if self._prepared_at != self._epoch.value:
+            self._prepared.clear()
+            self._prepared_at = self._epoch.value
+        statement = self._prepared.get(query)
+        if statement is not None:
+            self._prepared.move_to_end(query)
+            return statement
+        statement = self._raw._prepare(query)
+        self.prepares += 1
+        self._prepared[query] = statement
+        if len(self._prepared) > _PREPARED_MAX:
+            self._prepared.popitem(last=False)
+        return statement
+
+    def _execute_prepared(self, query: str, params: dict[str, Any]) -> Any:
+        """Execute `query`'s cached statement; one that fails leaves the cache (raises
+        RuntimeError), so a statement a schema change broke is prepared afresh next time."""
+        statement = self._statement(query)
+        try:
+            return self._raw.execute(statement, params)
+        except RuntimeError:
+            self._prepared.pop(query, None)
+            raise
 
     def run(self, query: str, params: dict[str, Any] | None = None) -> Any:
         try:
-            if self._prepared is None:
-                return self._raw.execute(query, params or {})
             if not params:
-                if query not in _KEEPS_PREPARED:
-                    self._prepared.clear()
+                if self._schema_owner and query not in _KEEPS_PREPARED:
+                    self._epoch.bump()
                 return self._raw.execute(query, {})
-            statement = self._prepared.get(query)
-            if statement is None:
-                if len(self._prepared) >= _PREPARED_MAX:
-                    self._prepared.clear()
-                statement = self._prepared[query] = self._raw._prepare(query)
-            return self._raw.execute(statement, params)
+            return self._execute_prepared(query, params)
         except RuntimeError as exc:
             raise StorageError(str(exc)) from exc
 
@@ -128,9 +195,8 @@ class Conn:
     ) -> list[list[Any]]:
         """Rows for each key: `one` matches a primary key `$u` of `table`, `many` is the same
         query over `UNWIND $keys AS u`. Up to `point_limit(table)` keys are looked up one by one
-        with a prepared statement (cached on this connection; one that fails — e.g. after a
-        schema change — is dropped and the lookup retried unprepared); more go in one `many`
-        query. `params` are passed to both."""
+        with the connection's prepared statement; more go in one `many` query. `params` are
+        passed to both."""
         if not keys:
             return []
         extra = params or {}
@@ -138,14 +204,7 @@ class Conn:
             return self.rows(many, {**extra, "keys": list(keys)})
         out: list[list[Any]] = []
         for key in keys:
-            try:
-                statement = self._points.get(one)
-                if statement is None:
-                    statement = self._points[one] = self._raw._prepare(one)
-                out += self._raw.execute(statement, {**extra, "u": key}).get_all()
-            except RuntimeError:
-                self._points.pop(one, None)
-                out += self.rows(one, {**extra, "u": key})
+            out += self.rows(one, {**extra, "u": key})
         return out
 
     def columns_and_rows(self, query: str) -> tuple[list[str], list[list[Any]]]:
@@ -167,6 +226,12 @@ class Conn:
     def close(self) -> None:
         with contextlib.suppress(RuntimeError):
             self._raw.close()
+
+
+def schema_version(conn: Conn) -> int:
+    """The schema version recorded in the database `conn` belongs to (0: none recorded)."""
+    value = conn.scalar("MATCH (m:Meta {key: 'schema_version'}) RETURN m.value")
+    return int(value) if value is not None else 0
 
 
 def delete_database_files(path: Path) -> None:
@@ -194,7 +259,8 @@ class Store:
             )
         except RuntimeError as exc:
             raise StorageError(f"cannot open {path}: {exc}") from exc
-        self._writer = self._connect(prepare=True)
+        self._epoch = _SchemaEpoch()
+        self._writer = self._connect(writer=True)
         self._reader_total = readers
         self._readers: queue.Queue[Conn] = queue.Queue()
         for _ in range(readers):
@@ -206,12 +272,12 @@ class Store:
         self._checkpoint_owed = False  # a rollback's CHECKPOINT has not run yet
         self.migrate()
 
-    def _connect(self, *, prepare: bool = False) -> Conn:
+    def _connect(self, *, writer: bool = False) -> Conn:
         try:
             raw = kuzu.Connection(self._db, num_threads=1)
         except RuntimeError as exc:
             raise StorageError(str(exc)) from exc
-        return Conn(raw, prepare=prepare)
+        return Conn(raw, self._epoch, schema_owner=writer)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -238,9 +304,10 @@ class Store:
 
     @property
     def schema_version(self) -> int:
+        """The recorded schema version, on a reader of its own: never use it while holding a
+        connection (`read()` refuses that); pass the held one to `schema_version(conn)`."""
         with self.read() as r:
-            value = r.scalar("MATCH (m:Meta {key: 'schema_version'}) RETURN m.value")
-        return int(value) if value is not None else 0
+            return schema_version(r)
 
     # -- connections ----------------------------------------------------------------------
 
@@ -261,7 +328,7 @@ class Store:
             conn.run("BEGIN TRANSACTION")
         except StorageError:
             # A connection whose BEGIN failed segfaults on its next use: replace it.
-            self._writer = self._connect(prepare=True)
+            self._writer = self._connect(writer=True)
             raise
         try:
             yield conn
@@ -299,9 +366,22 @@ class Store:
     def read(self) -> Iterator[Conn]:
         """A reader connection from the pool, for the duration of the block.
 
+        A block may hold one reader of a store at a time: asking for a second while holding
+        one (in the same thread, or in a task or worker thread started from inside the block,
+        which inherit its context) raises instead of waiting, because with a pool of n such
+        nested waits from n callers deadlock the service. Code that holds a connection passes
+        it down.
+
         Raises:
+            ReentrantReadError: this context already holds a reader connection of this store.
             StorageError: the store is closed (or closes while waiting for a connection).
         """
+        held = _HELD_READERS.get()
+        if id(self) in held:
+            raise ReentrantReadError(
+                f"a reader connection of {self.path} is already held here: pass it down "
+                "instead of taking a second one (nested takes deadlock the pool)"
+            )
         while True:
             if self._closed:
                 raise StorageError(f"the database {self.path} is closed")
@@ -315,9 +395,11 @@ class Store:
             break
         with self._busy_lock:
             self._busy_readers += 1
+        token = _HELD_READERS.set(held | {id(self)})
         try:
             yield conn
         finally:
+            _HELD_READERS.reset(token)
             with self._busy_lock:
                 self._busy_readers -= 1
             self._readers.put(conn)

@@ -1,0 +1,108 @@
+"""Pooled reader connections and prepared statements (issue 15 items 1-2), on a real Kuzu
+database: a nested take of a second reader is refused instead of deadlocking the pool, and
+every connection prepares a parameterised statement once (Kuzu 0.11.3 leaks native memory on
+each unprepared `execute(text, params)`, notes/PLATFORM.md §6)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from lcg.storage import store as store_module
+from lcg.storage.schema import MIGRATIONS
+from lcg.storage.store import ReentrantReadError, Store, schema_version
+
+LOOKUP = "MATCH (m:Meta) WHERE m.key = $k RETURN m.value"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "db", buffer_pool_mb=64, readers=2)
+
+
+def test_a_second_reader_while_holding_one_is_refused_not_awaited(store: Store) -> None:
+    with store.read() as conn:
+        with pytest.raises(ReentrantReadError, match="pass it down"), store.read():
+            pass
+        # The connection taken is still usable, and the pool is intact afterwards.
+        assert schema_version(conn) == len(MIGRATIONS)
+    with store.read(), store.writer():  # the writer is not pooled: allowed while reading
+        pass
+    taken: list[object] = []
+    with store.read() as a:
+        done = threading.Event()
+
+        def other_thread() -> None:  # a fresh thread holds nothing: it gets the other reader
+            with store.read() as b:
+                taken.append(b)
+            done.set()
+
+        threading.Thread(target=other_thread).start()
+        assert done.wait(10)
+        assert taken and taken[0] is not a
+
+
+def test_a_worker_thread_started_while_holding_a_reader_is_refused_too(store: Store) -> None:
+    async def nested() -> None:
+        with store.read():
+            await anyio.to_thread.run_sync(lambda: store.read().__enter__())
+
+    with pytest.raises(ReentrantReadError):
+        anyio.run(nested)
+    with store.read() as conn:  # nothing leaked: both readers are back
+        with pytest.raises(ReentrantReadError):
+            store.read().__enter__()
+        assert conn.scalar("RETURN 1") == 1
+
+
+def test_schema_version_property_is_refused_while_holding_a_reader(store: Store) -> None:
+    assert store.schema_version == len(MIGRATIONS)
+    with store.read() as conn:
+        with pytest.raises(ReentrantReadError):
+            _ = store.schema_version
+        assert schema_version(conn) == len(MIGRATIONS)
+
+
+def test_readers_prepare_each_parameterised_statement_once(store: Store) -> None:
+    with store.read() as conn:
+        before = conn.prepares
+        for i in range(50):
+            conn.rows(LOOKUP, {"k": f"key-{i}"})
+        assert conn.prepares - before == 1
+        assert conn.scalar(LOOKUP, {"k": "schema_version"}) == str(len(MIGRATIONS))
+        assert conn.prepares - before == 1
+
+
+def test_a_schema_change_on_the_writer_empties_every_cache(store: Store) -> None:
+    with store.writer() as w:
+        w.run("CREATE NODE TABLE T(id STRING PRIMARY KEY, x INT64)")
+        w.run("CREATE (:T {id: $i, x: $x})", {"i": "a", "x": 1})
+    query = "MATCH (t:T) WHERE t.id = $i RETURN t.x"
+    with store.read() as conn:
+        assert conn.rows(query, {"i": "a"}) == [[1]]
+    with store.writer() as w:  # raw DDL, as knowledge_query_cypher may send
+        w.run("DROP TABLE T")
+        w.run("CREATE NODE TABLE T(id STRING PRIMARY KEY, y STRING, x INT64)")
+        w.run("CREATE (:T {id: $i, y: $y, x: $x})", {"i": "a", "y": "z", "x": 2})
+    for _ in range(2):  # both pooled readers see the new table, each prepared afresh
+        with store.read() as conn:
+            before = conn.prepares
+            assert conn.rows(query, {"i": "a"}) == [[2]]
+            assert conn.prepares == before + 1
+
+
+def test_the_statement_cache_is_bounded(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "_PREPARED_MAX", 4)
+    with store.read() as conn:
+        for i in range(10):
+            conn.rows(f"MATCH (m:Meta) WHERE m.key = $k RETURN m.value, {i}", {"k": "x"})
+        assert conn.prepared_count == 4
+        before = conn.prepares
+        conn.rows("MATCH (m:Meta) WHERE m.key = $k RETURN m.value, 9", {"k": "x"})  # still there
+        assert conn.prepares == before
+        conn.rows("MATCH (m:Meta) WHERE m.key = $k RETURN m.value, 0", {"k": "x"})  # evicted
+        assert conn.prepares == before + 1
