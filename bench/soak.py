@@ -1,0 +1,300 @@
+"""Soak the JSON-RPC service with a mixed read/write load and watch its RSS; prints one JSON object.
+
+    python bench/soak.py [--minutes 10] [--warmup-minutes 2] [--clients 8] [--seed 300]
+    python bench/soak.py --per-method 2000     # RSS growth per N calls of single read methods
+
+Starts `lcg serve` as a subprocess on a fresh workspace, seeds `--seed` entities (and a fact
+between each consecutive pair), then runs `--clients` threads for `--minutes`, each sending
+requests one after the other: 80% reads spread over `knowledge_status`,
+`knowledge_list_entities`, `knowledge_find_entities`, `knowledge_find_relationships`,
+`knowledge_get_nodes_by_group`, `knowledge_get_entity_neighbors`, `knowledge_list_relationships`
+and `knowledge_get_context`; 20% writes: `knowledge_assert_entity` (a summary update of one of
+a fixed pool of names) and `knowledge_assert_relationship` (one of a fixed pool of triples). The
+data set stays bounded, so RSS growth after warm-up measures leaks, not data. The server's RSS
+is sampled every `--sample-seconds`; the report gives it at the start of the load, after the
+warm-up and at the end, and the growth over the window after warm-up (target: <= 5%; issue 15
+item 2: Kuzu 0.11.3 leaks native memory on every unprepared parameterised statement).
+
+`--per-method N` instead calls each of `knowledge_status`, `knowledge_list_entities` and
+`knowledge_find_entities` N times from one client and reports the RSS growth of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+READS: tuple[tuple[str, float], ...] = (
+    ("knowledge_status", 1.0),
+    ("knowledge_list_entities", 1.0),
+    ("knowledge_find_entities", 1.0),
+    ("knowledge_find_relationships", 1.0),
+    ("knowledge_get_nodes_by_group", 0.5),
+    ("knowledge_get_entity_neighbors", 1.0),
+    ("knowledge_list_relationships", 0.5),
+    ("knowledge_get_context", 0.5),
+)
+WRITE_SHARE = 0.2
+NAME_POOL = 200  # names the writes update (besides the seeded ones)
+PREDICATES = ("works_with", "mentions", "depends_on")
+PER_METHOD = ("knowledge_status", "knowledge_list_entities", "knowledge_find_entities")
+
+
+class Conn:
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(120)
+        self.sock.connect(str(path))
+        self.reader = self.sock.makefile("rb")
+        self.next_id = 0
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        line = json.dumps(
+            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        )
+        self.sock.sendall(line.encode() + b"\n")
+        answer = json.loads(self.reader.readline())
+        if answer.get("id") != self.next_id:
+            raise RuntimeError(f"id mismatch: {answer!r}")
+        return dict(answer)
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _start(work: Path, sock_path: Path) -> tuple[subprocess.Popen[bytes], Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LCG_")}
+    env["LCG_HOME"] = str(work / ".lcg")
+    stderr = (work / "serve.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lcg.cli", "serve", "--socket", str(sock_path)],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            c = Conn(sock_path)
+            try:
+                if c.call("health_check", {})["result"]["state"] == "healthy":
+                    return proc, stderr
+            finally:
+                c.close()
+        except (OSError, KeyError):
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit("service did not become healthy")
+        time.sleep(0.05)
+
+
+def _seed(sock_path: Path, n: int) -> list[str]:
+    c = Conn(sock_path)
+    uuids = []
+    for i in range(n):
+        res = c.call(
+            "knowledge_assert_entity", {"name": f"seed {i}", "summary": f"seeded entity {i}"}
+        )
+        uuids.append(res["result"]["entity_uuid"])
+        if i:
+            c.call(
+                "knowledge_assert_relationship",
+                {"source_name": f"seed {i - 1}", "target_name": f"seed {i}", "predicate": "next"},
+            )
+    c.close()
+    return uuids
+
+
+def _request(rng: random.Random, uuids: list[str], seeded: int) -> tuple[str, dict[str, Any]]:
+    if rng.random() < WRITE_SHARE:
+        if rng.random() < 0.75:
+            n = rng.randrange(NAME_POOL)
+            return "knowledge_assert_entity", {
+                "name": f"pool {n}",
+                "summary": f"pool entity {n}, revision {rng.randrange(5)}",
+            }
+        a, b = rng.randrange(seeded), rng.randrange(seeded)
+        return "knowledge_assert_relationship", {
+            "source_name": f"seed {a}",
+            "target_name": f"seed {b}",
+            "predicate": rng.choice(PREDICATES),
+        }
+    method = rng.choices([m for m, _ in READS], [w for _, w in READS])[0]
+    word = f"seed {rng.randrange(seeded)}"
+    params: dict[str, Any] = {
+        "knowledge_status": {},
+        "knowledge_list_entities": {"num_results": 20},
+        "knowledge_find_entities": {"query": word, "num_results": 10},
+        "knowledge_find_relationships": {"query": word, "num_results": 10},
+        "knowledge_get_nodes_by_group": {"group_ids": ["liminis"]},
+        "knowledge_get_entity_neighbors": {"entity_uuid": rng.choice(uuids)},
+        "knowledge_list_relationships": {"num_results": 20},
+        "knowledge_get_context": {"query": word, "token_budget": 500},
+    }[method]
+    return method, params
+
+
+def _soak(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Path) -> None:
+    uuids = _seed(sock_path, args.seed)
+    duration = args.minutes * 60
+    warmup = min(args.warmup_minutes * 60, duration)
+    counts: dict[str, int] = {}
+    errors: list[str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def client(worker: int) -> None:
+        rng = random.Random(worker)
+        conn = Conn(sock_path)
+        mine: dict[str, int] = {}
+        bad: list[str] = []
+        while not stop.is_set():
+            method, params = _request(rng, uuids, args.seed)
+            try:
+                answer = conn.call(method, params)
+            except (OSError, ValueError, RuntimeError) as exc:
+                bad.append(f"{method}: {exc}")
+                break
+            mine[method] = mine.get(method, 0) + 1
+            if "error" in answer:
+                bad.append(f"{method}: {answer['error']}")
+        conn.close()
+        with lock:
+            for m, n in mine.items():
+                counts[m] = counts.get(m, 0) + n
+            errors.extend(bad)
+
+    samples: list[tuple[float, float]] = []
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(args.clients)]
+    started = time.monotonic()
+    samples.append((0.0, _rss_mb(proc.pid)))
+    for t in threads:
+        t.start()
+    while (elapsed := time.monotonic() - started) < duration:
+        time.sleep(min(args.sample_seconds, max(0.0, duration - elapsed)))
+        samples.append((time.monotonic() - started, _rss_mb(proc.pid)))
+    stop.set()
+    for t in threads:
+        t.join(180)
+    wall = time.monotonic() - started
+
+    def at(t: float) -> float:
+        return min(samples, key=lambda s: abs(s[0] - t))[1]
+
+    after_warmup, end = at(warmup), samples[-1][1]
+    window = samples[-1][0] - min(samples, key=lambda s: abs(s[0] - warmup))[0]
+    growth = (end - after_warmup) / after_warmup * 100 if after_warmup else 0.0
+    total = sum(counts.values())
+    every = max(1, round(30 / args.sample_seconds))
+    print(
+        json.dumps(
+            {
+                "minutes": args.minutes,
+                "warmup_minutes": warmup / 60,
+                "clients": args.clients,
+                "seeded_entities": args.seed,
+                "mix": {"reads": 1 - WRITE_SHARE, "writes": WRITE_SHARE},
+                "requests_total": total,
+                "throughput_rps": round(total / wall, 1),
+                "per_method_count": dict(sorted(counts.items())),
+                "errors": len(errors),
+                "error_samples": errors[:5],
+                "rss_mb_start": round(samples[0][1], 1),
+                "rss_mb_after_warmup": round(after_warmup, 1),
+                "rss_mb_end": round(end, 1),
+                "rss_mb_max": round(max(r for _, r in samples), 1),
+                "growth_window_minutes": round(window / 60, 2),
+                "growth_after_warmup_pct": round(growth, 2),
+                "flat_within_5_pct": growth <= 5.0,
+                "rss_mb_samples_30s": [round(r, 1) for _, r in samples[::every]],
+                "cpus": os.cpu_count(),
+            },
+            indent=2,
+        )
+    )
+
+
+def _per_method(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Path) -> None:
+    uuids = _seed(sock_path, args.seed)
+    conn = Conn(sock_path)
+    rng = random.Random(0)
+    out: dict[str, Any] = {"calls_per_method": args.per_method, "seeded_entities": len(uuids)}
+    for method in PER_METHOD:
+        params: dict[str, Any] = {
+            "knowledge_status": {},
+            "knowledge_list_entities": {"num_results": 20},
+            "knowledge_find_entities": {"query": "seed", "num_results": 10},
+        }[method]
+        for _ in range(200):  # warm every path and cache first
+            conn.call(method, params)
+        before = _rss_mb(proc.pid)
+        errors = 0
+        for _ in range(args.per_method):
+            if method == "knowledge_find_entities":
+                params = {"query": f"seed {rng.randrange(len(uuids))}", "num_results": 10}
+            errors += "error" in conn.call(method, params)
+        after = _rss_mb(proc.pid)
+        out[method] = {
+            "rss_mb_before": round(before, 1),
+            "rss_mb_after": round(after, 1),
+            "growth_mb": round(after - before, 1),
+            "errors": errors,
+        }
+    conn.close()
+    print(json.dumps(out, indent=2))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--warmup-minutes", type=float, default=2.0)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=300)
+    ap.add_argument("--sample-seconds", type=float, default=5.0)
+    ap.add_argument("--per-method", type=int, default=0, metavar="N")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="lcg-soak-"))
+    sock_dir = Path(tempfile.mkdtemp(dir="/tmp", prefix="lcg-"))
+    sock_path = sock_dir / "s.sock"
+    proc, stderr = _start(work, sock_path)
+    try:
+        if args.per_method:
+            _per_method(args, proc, sock_path)
+        else:
+            _soak(args, proc, sock_path)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        stderr.close()
+        for p in sock_dir.iterdir():
+            p.unlink()
+        sock_dir.rmdir()
+
+
+if __name__ == "__main__":
+    main()
