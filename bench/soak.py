@@ -126,8 +126,10 @@ def _seed(sock_path: Path, n: int) -> list[str]:
     return uuids
 
 
-def _request(rng: random.Random, uuids: list[str], seeded: int) -> tuple[str, dict[str, Any]]:
-    if rng.random() < WRITE_SHARE:
+def _request(
+    rng: random.Random, uuids: list[str], seeded: int, write_share: float
+) -> tuple[str, dict[str, Any]]:
+    if rng.random() < write_share:
         if rng.random() < 0.75:
             n = rng.randrange(NAME_POOL)
             return "knowledge_assert_entity", {
@@ -170,7 +172,7 @@ def _soak(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Pa
         mine: dict[str, int] = {}
         bad: list[str] = []
         while not stop.is_set():
-            method, params = _request(rng, uuids, args.seed)
+            method, params = _request(rng, uuids, args.seed, args.write_share)
             try:
                 answer = conn.call(method, params)
             except (OSError, ValueError, RuntimeError) as exc:
@@ -214,7 +216,7 @@ def _soak(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Pa
                 "warmup_minutes": warmup / 60,
                 "clients": args.clients,
                 "seeded_entities": args.seed,
-                "mix": {"reads": 1 - WRITE_SHARE, "writes": WRITE_SHARE},
+                "mix": {"reads": round(1 - args.write_share, 2), "writes": args.write_share},
                 "requests_total": total,
                 "throughput_rps": round(total / wall, 1),
                 "per_method_count": dict(sorted(counts.items())),
@@ -272,6 +274,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seed", type=int, default=300)
     ap.add_argument("--sample-seconds", type=float, default=5.0)
+    ap.add_argument("--write-share", type=float, default=WRITE_SHARE)
     ap.add_argument("--per-method", type=int, default=0, metavar="N")
     args = ap.parse_args()
 

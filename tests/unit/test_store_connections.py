@@ -6,12 +6,15 @@ each unprepared `execute(text, params)`, notes/PLATFORM.md §6)."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import pytest
 
+from lcg import Engine
+from lcg.service.registry import dispatch
 from lcg.storage import store as store_module
 from lcg.storage.schema import MIGRATIONS
 from lcg.storage.store import ReentrantReadError, Store, schema_version
@@ -106,3 +109,63 @@ def test_the_statement_cache_is_bounded(store: Store, monkeypatch: pytest.Monkey
         assert conn.prepares == before
         conn.rows("MATCH (m:Meta) WHERE m.key = $k RETURN m.value, 0", {"k": "x"})  # evicted
         assert conn.prepares == before + 1
+
+
+def _hold_reader(store: Store, seconds: float) -> threading.Event:
+    """Hold a reader in another thread for `seconds`; the event is set once it is held."""
+    held = threading.Event()
+
+    def hold() -> None:
+        with store.read():
+            held.set()
+            time.sleep(seconds)
+
+    threading.Thread(target=hold, daemon=True).start()
+    assert held.wait(10)
+    return held
+
+
+def test_a_draining_checkpoint_waits_for_running_readers(store: Store) -> None:
+    with store.transaction() as tx:
+        tx.run("MERGE (m:Meta {key: $k}) SET m.value = 'x'", {"k": "probe"})
+    assert store.commits_since_checkpoint == 1
+    _hold_reader(store, 0.5)
+    assert store.checkpoint() is False  # a reader is active: not now
+    assert store.commits_since_checkpoint == 1
+    assert store.checkpoint(drain=10) is True  # waits for it to finish instead
+    assert store.commits_since_checkpoint == 0
+    with store.read() as conn:  # reads are open again
+        assert conn.scalar("MATCH (m:Meta {key: $k}) RETURN m.value", {"k": "probe"}) == "x"
+
+
+def test_a_drain_that_times_out_gives_up_and_reopens_reads(store: Store) -> None:
+    _hold_reader(store, 2.0)
+    assert store.checkpoint(drain=0.2) is False
+    with store.read() as conn:  # the other reader is free, and reads were not left closed
+        assert conn.scalar("RETURN 1") == 1
+        assert store.checkpoint(drain=5) is False  # never drains while holding a reader
+
+
+def test_commits_trigger_a_checkpoint_under_constant_reads(engine: Engine) -> None:
+    """Kuzu holds updated rows' old versions in memory until a checkpoint; the journal-size
+    trigger alone let a steady stream of small updates grow the server by ~300 KB each."""
+    stop = threading.Event()
+
+    def read_forever() -> None:  # a reader is nearly always checked out, as under load
+        while not stop.is_set():
+            with engine.store.read() as conn:
+                conn.scalar("RETURN 1")
+                time.sleep(0.005)
+
+    reader = threading.Thread(target=read_forever, daemon=True)
+    reader.start()
+    try:
+        highest = 0
+        for i in range(250):
+            anyio.run(dispatch, engine, "knowledge_assert_entity", {"name": f"e{i % 10}"})
+            highest = max(highest, engine.store.commits_since_checkpoint)
+    finally:
+        stop.set()
+        reader.join(10)
+    assert highest <= 200  # the drain threshold: never more commits owed than that
+    assert engine.store.commits_since_checkpoint < 200

@@ -267,6 +267,12 @@ class Store:
             self._readers.put(self._connect())
         self._busy_readers = 0
         self._busy_lock = threading.Lock()
+        self._reads_open = threading.Event()  # cleared while a checkpoint drains the readers
+        self._reads_open.set()
+        # Kuzu keeps every committed update's old versions in memory until a CHECKPOINT
+        # (~300 KB per one-entity update, measured: storage/README.md), so the engine
+        # checkpoints by commit count as well as by journal size.
+        self.commits_since_checkpoint = 0
         self._closed = False
         self.rollbacks = 0
         self._checkpoint_owed = False  # a rollback's CHECKPOINT has not run yet
@@ -340,6 +346,7 @@ class Store:
         except StorageError:
             self._rolled_back()
             raise
+        self.commits_since_checkpoint += 1
 
     def _rolled_back(self) -> None:
         """End a failed transaction: ROLLBACK (if Kuzu has not already), then CHECKPOINT.
@@ -385,6 +392,8 @@ class Store:
         while True:
             if self._closed:
                 raise StorageError(f"the database {self.path} is closed")
+            if not self._reads_open.wait(0.1):  # a checkpoint is draining the readers
+                continue
             try:
                 conn = self._readers.get(timeout=0.1)
             except queue.Empty:
@@ -410,17 +419,32 @@ class Store:
         wal = Path(f"{self.path}.wal")
         return wal.stat().st_size if wal.exists() else 0
 
-    def checkpoint(self, *, force: bool = False) -> bool:
+    def checkpoint(self, *, force: bool = False, drain: float = 0.0) -> bool:
         """Fold Kuzu's journal into the database file, only when no reader is active.
 
         Kuzu's checkpoint waits for readers to leave and stalls them meanwhile, so we do not
-        start one while any reader connection is checked out (unless `force`, at close).
+        start one while any reader connection is checked out, unless `force` (at close), or
+        `drain` > 0: then new reads wait while the readers checked out finish (up to `drain`
+        seconds; if they do not, nothing is done) and the checkpoint runs. A context that
+        holds a reader itself never drains (it would wait for itself).
         """
+        if drain > 0 and not force and id(self) not in _HELD_READERS.get():
+            self._reads_open.clear()
+            try:
+                if not self.wait_idle(drain):
+                    return False
+                return self._checkpoint()
+            finally:
+                self._reads_open.set()
         with self._busy_lock:
             if self._busy_readers and not force:
                 return False
+        return self._checkpoint()
+
+    def _checkpoint(self) -> bool:
         self._writer.run("CHECKPOINT")
         self._checkpoint_owed = False
+        self.commits_since_checkpoint = 0
         return True
 
     def wait_idle(self, timeout: float) -> bool:
