@@ -1834,6 +1834,9 @@ class Engine:
         try:
             overdue = store.commits_since_checkpoint >= _CHECKPOINT_DRAIN_COMMITS
             return store.checkpoint(drain=_CHECKPOINT_DRAIN_SECONDS if overdue else 0.0)
+        except StorageError as exc:  # the write before it is committed: never fail it
+            logger.warning("checkpoint failed, retried after a later commit: %s", exc)
+            return False
         finally:
             self._write_lock.release()
 

@@ -401,9 +401,11 @@ class Store:
             if self._closed:  # a connection handed back after close: never used again
                 self._readers.put(conn)
                 raise StorageError(f"the database {self.path} is closed")
-            break
-        with self._busy_lock:
-            self._busy_readers += 1
+            with self._busy_lock:  # atomic with a checkpoint's check that no reader is active
+                if self._reads_open.is_set():
+                    self._busy_readers += 1
+                    break
+            self._readers.put(conn)  # a checkpoint started meanwhile: wait for it
         token = _HELD_READERS.set(held | {id(self)})
         try:
             yield conn
@@ -428,18 +430,19 @@ class Store:
         seconds; if they do not, nothing is done) and the checkpoint runs. A context that
         holds a reader itself never drains (it would wait for itself).
         """
-        if drain > 0 and not force and id(self) not in _HELD_READERS.get():
-            self._reads_open.clear()
-            try:
-                if not self.wait_idle(drain):
-                    return False
-                return self._checkpoint()
-            finally:
-                self._reads_open.set()
+        if force:
+            return self._checkpoint()
         with self._busy_lock:
-            if self._busy_readers and not force:
+            busy = self._busy_readers
+            if busy and (drain <= 0 or id(self) in _HELD_READERS.get()):
                 return False
-        return self._checkpoint()
+            self._reads_open.clear()  # no reader starts until the checkpoint is over
+        try:
+            if busy and not self.wait_idle(drain):
+                return False
+            return self._checkpoint()
+        finally:
+            self._reads_open.set()
 
     def _checkpoint(self) -> bool:
         self._writer.run("CHECKPOINT")
