@@ -428,6 +428,91 @@ def probe_replication(root: Path, started: list[Server]) -> dict[str, Any]:
     }
 
 
+# One commit: guarded GRAPH.QUERY creating an episode, 3 entities (MENTIONS) and 2 facts.
+COMMIT_BODY = (
+    "MATCH (m:Meta {seq: $n}) SET m.seq = $n + 1 WITH m "
+    "CREATE (ep:Episode {uuid: $ep, seq: $n + 1}) WITH ep "
+    "UNWIND $ents AS e CREATE (x:Entity {uuid: e.u, name: e.n}) CREATE (ep)-[:MENTIONS]->(x) "
+    "WITH collect(x) AS xs WITH xs[0] AS a, xs[1] AS b, xs[2] AS c "
+    "CREATE (a)-[:RELATES_TO {uuid: $f1}]->(b), (b)-[:RELATES_TO {uuid: $f2}]->(c)"
+)
+
+
+def commit_loop(r: redis.Redis, port: int, group: str, n: int, wait: int | None) -> dict[str, Any]:
+    """n sequential commits (MULTI, XADD, guarded GRAPH.QUERY, EXEC[, WAIT]) to one group."""
+    gc, sc = f"{group}:graph", f"{{{group}}}:wal"
+    r.execute_command("GRAPH.QUERY", gc, "CREATE (:Meta {seq: 0})")
+    conn = redis.Connection(host=HOST, port=port, decode_responses=True)
+    lat = []
+    t0 = time.perf_counter()
+    for seq in range(n):
+        params = {
+            "n": seq,
+            "ep": str(uuid.uuid4()),
+            "ents": [{"u": str(uuid.uuid4()), "n": f"e{seq}-{i}"} for i in range(3)],
+            "f1": str(uuid.uuid4()),
+            "f2": str(uuid.uuid4()),
+        }
+        t = time.perf_counter()
+        replies = commit_raw(conn, gc, sc, seq + 1, cypher(COMMIT_BODY, params), wait)
+        lat.append(time.perf_counter() - t)
+        exec_reply = replies[3]
+        assert not any(isinstance(x, Exception) for x in exec_reply), [str(x) for x in exec_reply]
+        assert wait is None or replies[4] >= 1, replies
+    wall = time.perf_counter() - t0
+    conn.disconnect()
+    rels = r.execute_command("GRAPH.RO_QUERY", gc, "MATCH ()-[f:RELATES_TO]->() RETURN count(f)")
+    return {
+        "commits_per_s_wall": round(n / wall),
+        "stream_len": r.xlen(sc),
+        "facts": rels[1][0][0],
+        **stats_ms(lat),
+    }
+
+
+def probe_aof_and_telemetry(root: Path, started: list[Server], quick: bool) -> dict[str, Any]:
+    """Commit cost with the AOF fsync'd per write, and whether CMD_INFO off stops the
+    `telemetry{<graph key>}` keys FalkorDB creates next to each graph."""
+    s = Server(root, "--appendonly", "yes", "--appendfsync", "always")
+    started.append(s)
+    out: dict[str, Any] = {
+        "commit_appendfsync_always": commit_loop(
+            s.client, s.port, "lcg:aof", 200 if quick else 500, None
+        )
+    }
+    marker = "private fact text 4711"
+    s.client.execute_command(
+        "GRAPH.QUERY", "lcg:aof:graph", cypher("CREATE (:E {fact: $f})", {"f": marker})
+    )
+    time.sleep(2.5)  # FalkorDB writes the telemetry stream asynchronously (~1 s later)
+    tkey = "telemetry{lcg:aof:graph}"
+    entries = s.client.xrange(tkey) if s.client.exists(tkey) else []
+    out["telemetry"] = {
+        "keys": sorted(s.client.keys("telemetry*")),
+        "entries_for_graph": len(entries),
+        "fields": sorted(entries[-1][1]) if entries else [],
+        "holds_parameter_values": any(marker in json.dumps(e[1]) for e in entries),
+    }
+    for i in range(1500):  # is the telemetry stream capped?
+        s.client.execute_command("GRAPH.QUERY", "lcg:cap", "CREATE (:E)" if i % 2 else "RETURN 1")
+    time.sleep(2.5)
+    out["telemetry"]["entries_after_1500_queries"] = s.client.xlen("telemetry{lcg:cap}")
+    s.client.execute_command("GRAPH.DELETE", "lcg:cap")
+    time.sleep(1.5)
+    out["telemetry"]["graph_delete_removes_it"] = not s.client.exists("telemetry{lcg:cap}")
+    for setting, value in (("CMD_INFO", "no"), ("MAX_INFO_QUERIES", 0)):
+        s.client.execute_command("GRAPH.CONFIG", "SET", setting, value)
+        graph = f"lcg:quiet_{setting.lower()}"
+        for i in range(20):
+            s.client.execute_command("GRAPH.QUERY", graph, f"CREATE (:E {{i: {i}}})")
+        time.sleep(2.5)
+        tk = f"telemetry{{{graph}}}"
+        out["telemetry"][f"entries_with_{setting}_{value}"] = (
+            s.client.xlen(tk) if s.client.exists(tk) else None
+        )
+    return out
+
+
 def probe_throughput(r: redis.Redis, port: int, quick: bool, replica: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     g = "{lcg:tp}:graph"
@@ -500,49 +585,9 @@ def probe_throughput(r: redis.Redis, port: int, quick: bool, replica: bool) -> d
         **stats_ms(lat),
     }
 
-    # One commit: MULTI, XADD id n, guarded GRAPH.QUERY creating an episode, 3 entities, 2 facts.
-    body = (
-        "MATCH (m:Meta {seq: $n}) SET m.seq = $n + 1 WITH m "
-        "CREATE (ep:Episode {uuid: $ep, seq: $n + 1}) WITH ep "
-        "UNWIND $ents AS e CREATE (x:Entity {uuid: e.u, name: e.n}) CREATE (ep)-[:MENTIONS]->(x) "
-        "WITH collect(x) AS xs WITH xs[0] AS a, xs[1] AS b, xs[2] AS c "
-        "CREATE (a)-[:RELATES_TO {uuid: $f1}]->(b), (b)-[:RELATES_TO {uuid: $f2}]->(c)"
-    )
-    waits = [None, 1] if replica else [None]
-    for wait in waits:
-        gc, sc = f"{{lcg:commit{wait}}}:graph", f"{{lcg:commit{wait}}}:wal"
-        r.execute_command("GRAPH.QUERY", gc, "CREATE (:Meta {seq: 0})")
-        conn = redis.Connection(host=HOST, port=port, decode_responses=True)
-        lat = []
-        n = 200 if quick else 1000
-        t0 = time.perf_counter()
-        for seq in range(n):
-            params = {
-                "n": seq,
-                "ep": str(uuid.uuid4()),
-                "ents": [{"u": str(uuid.uuid4()), "n": f"e{seq}-{i}"} for i in range(3)],
-                "f1": str(uuid.uuid4()),
-                "f2": str(uuid.uuid4()),
-            }
-            t = time.perf_counter()
-            replies = commit_raw(conn, gc, sc, seq + 1, cypher(body, params), wait)
-            lat.append(time.perf_counter() - t)
-            exec_reply = replies[3]
-            assert not any(isinstance(x, Exception) for x in exec_reply), [
-                str(x) for x in exec_reply
-            ]
-            assert wait is None or replies[4] >= 1, replies
-        wall = time.perf_counter() - t0
-        conn.disconnect()
-        rels = r.execute_command(
-            "GRAPH.RO_QUERY", gc, "MATCH ()-[f:RELATES_TO]->() RETURN count(f)"
-        )
-        out["commit_multi_xadd_graph" + ("_wait_1" if wait else "")] = {
-            "commits_per_s_wall": round(n / wall),
-            "stream_len": r.xlen(sc),
-            "facts": rels[1][0][0],
-            **stats_ms(lat),
-        }
+    for wait in [None, 1] if replica else [None]:
+        key = "commit_multi_xadd_graph" + ("_wait_1" if wait else "")
+        out[key] = commit_loop(r, port, f"lcg:commit{wait}", 200 if quick else 1000, wait)
     return out
 
 
@@ -638,6 +683,7 @@ def probe_vector(r: redis.Redis, quick: bool) -> dict[str, Any]:
         "load_batch_100": stats_ms(load, batch),
         "query_k10": stats_ms(lat),
         "rows_per_query": hits // len(lat),
+        "telemetry_key_bytes_after_load": r.memory_usage(f"telemetry{{{g}}}"),
     }
 
 
@@ -658,6 +704,7 @@ def single_node(quick: bool) -> dict[str, Any]:
         out["race_two_writers_one_group"] = probe_race(s.port, quick)
         out["follow_delay"] = probe_follow(s.client, s.port, quick)
         out["vector"] = probe_vector(s.client, quick)
+        out["aof_and_telemetry"] = probe_aof_and_telemetry(root, started, quick)
         out["keys_after_run_not_ours"] = sorted(
             k for k in s.client.keys("*") if not k.startswith("{lcg:")
         )[:5]
@@ -935,6 +982,9 @@ def cluster(quick: bool) -> dict[str, Any]:
                 if not any(a <= rc.keyslot(k) <= b for a, b in owned):
                     foreign.setdefault(f"node {port_of[node.port]}", []).append(k)
         out["keys_outside_their_nodes_slots"] = {k: v[:3] for k, v in foreign.items()}
+        out["telemetry_keys_of_plain_named_groups"] = sum(
+            1 for grp in groups if rc.exists(f"telemetry{{{gk(grp)}}}")
+        )
         lost = present = 0
         graph_stream_agree = True
         for grp in groups:
