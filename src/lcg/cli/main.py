@@ -38,6 +38,7 @@ from lcg.engine import Engine, is_mutation, open_engine
 from lcg.errors import LcgError, StorageError
 from lcg.recovery import is_lock_conflict
 from lcg.service.registry import dispatch
+from lcg.wal.lock import WalLockedError
 
 __all__ = ["cli", "main"]
 
@@ -268,8 +269,11 @@ def mcp_command(
             prog="lcg mcp",
             reference_scopes=reference_scopes,
         )
-    except StorageError as exc:
-        if socket_path is not None or not is_lock_conflict(exc):
+    except (StorageError, WalLockedError) as exc:
+        # Another process holds the workspace: Kuzu's file lock on the database, or (taken
+        # first, since open_engine locks the WAL root before opening the database) the WAL lock.
+        held = isinstance(exc, WalLockedError) or is_lock_conflict(exc)
+        if socket_path is not None or not held:
             raise
         settings = load_settings(overrides={"home": home} if home else {})
         raise DatabaseInUseError(
