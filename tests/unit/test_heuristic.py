@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from lcg.extraction.heuristic import find_date, heuristic_entities, heuristic_facts, heuristic_graph
 
@@ -83,6 +85,20 @@ def test_one_fact_per_sentence_with_from_x_to_y_and_its_cue() -> None:
     ]
 
 
+def test_from_x_to_y_after_an_unreadable_verb_phrase_ends_nothing() -> None:
+    # From the Apollo corpus: the words before "from" are no relation type, so no change is
+    # read; the sentence still gives its plain fact (it used to fail an assertion).
+    shown = (Shown("Glenn", "FLEW_TO", "NAS Los Alamitos"),)
+    facts = heuristic_graph(
+        "On July 16, 1957, then-Major Glenn set the transcontinental air speed record, flying "
+        "a F8U-1 Crusader from NAS Los Alamitos to Floyd Bennett Field, Brooklyn, in 3 hours.",
+        shown,
+    )["facts"]
+    assert len(facts) == 1
+    assert facts[0]["source"] == "Glenn"
+    assert facts[0]["supersedes"] == []
+
+
 def test_one_entity_sentences_give_a_status_value_and_left_ends_the_employer() -> None:
     shown = (Shown("Ana Silva", "WORKS_AT", "Acme Corp"), Shown("Ana Silva", "MENTORS", "Tom Reed"))
     found = heuristic_graph("Ana Silva left the company.", shown)
@@ -112,3 +128,15 @@ def test_additive_sentences_flag_nothing() -> None:
     shown = (Shown("Tom Reed", "JOINED", "Payments Team"),)
     facts = heuristic_graph("Tom Reed also moved from the Payments Team to the Guild Team.", shown)
     assert [f["supersedes"] for f in facts["facts"]] == [[]]
+
+
+def test_every_apollo_article_reads_without_error() -> None:
+    corpus = Path(__file__).resolve().parents[2] / "examples/apollo/corpus_prose.jsonl"
+    read = 0
+    for line in corpus.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "prose" in record:
+            graph = heuristic_graph(record["prose"])
+            assert all(f["source"] and f["target"] and f["predicate"] for f in graph["facts"])
+            read += 1
+    assert read == 228

@@ -372,8 +372,9 @@ def _sentence_fact(
         src = next((m for m in after if tokens[m.start - 1].text.casefold() == "from"), None)
         dst = next((m for m in after if tokens[m.start - 1].text.casefold() == "to"), None)
         if src is not None and dst is not None and dst.start > src.start:
-            target, ended = dst, src.name
             relation = _relation([*_words(tokens[subject.end : src.start - 1]), "to"])
+            if relation is not None:  # else no change is read: the plain reading below
+                target, ended = dst, src.name
     # "replaced X as <role> of Z": Z is the object of <ROLE>_OF, X's fact about Z ends.
     if target is None and after and tokens[subject.end :]:
         verb = _words(tokens[subject.end : after[0].start])
