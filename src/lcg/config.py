@@ -226,6 +226,14 @@ SETTINGS: tuple[Setting, ...] = (
         aliases=("GRAPHITI_EMBEDDING_DIM",),
     ),
     Setting(
+        "search_vector_floor",
+        "LCG_SEARCH_VECTOR_FLOOR",
+        None,
+        _fraction,
+        "Minimum cosine similarity for a vector search match (default: calibrated per "
+        "embedder, see lcg.search.floor).",
+    ),
+    Setting(
         "kuzu_buffer_pool_mb",
         "LCG_KUZU_BUFFER_POOL_MB",
         1024,
@@ -509,6 +517,7 @@ class Settings:
     embedding_uds: str | None = None
     embedding_batch_size: int = 64
     embedding_timeout_ms: int = 30_000
+    search_vector_floor: float | None = None
     # -- extraction providers --
     replay_llm: str | None = None
     record_llm: str | None = None

@@ -65,6 +65,7 @@ from lcg.names import NameIndex
 from lcg.ontology import Ontology, load_ontology, ontology_status, record_ingested_ontology
 from lcg.pointers import counts_by_state, rebind_locked, unbind_plan
 from lcg.replay import ReplayReport, loss_key, position_key, replay_group, write_position
+from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
 from lcg.storage import crossgroup, graph, history
 from lcg.storage.store import Conn, Store, delete_database_files, schema_version
@@ -247,7 +248,9 @@ class Engine:
         self._wal = wal
         self._write_lock = threading.RLock()
         self._names = NameIndex()
-        self._search = SearchIndex(self._read, embedder)
+        self._search = SearchIndex(
+            self._read, embedder, vector_floor(embedder.identity, settings.search_vector_floor)
+        )
         self.indices_built = False
         self._jobs = JobTable()
         # Set when no database is open (store None): the service then runs degraded.
@@ -1495,6 +1498,7 @@ class Engine:
                 "embedding_model": identity.model,
                 "embedding_dim": identity.dim,
                 "embedding_lexical_only": identity.lexical_only,
+                "search_vector_floor": self._search.vector_floor,
                 **stamp.model_status(conn, identity),
                 "entity_count": c["entities"],
                 "relationship_count": c["facts"],

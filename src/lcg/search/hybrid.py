@@ -22,10 +22,12 @@ import numpy.typing as npt
 
 from lcg.errors import NotFoundError
 from lcg.models import Entity, Episode, Fact
+from lcg.search.floor import LEXICAL_COVERAGE
 from lcg.search.index import SearchIndex
 from lcg.search.partition import View
 from lcg.search.scoring import bm25_idf, bm25_scores, cosines, mmr, rrf, top_k
 from lcg.search.strategy import HYBRID_RRF, Strategy
+from lcg.search.text import STOPWORDS, tokens
 from lcg.storage import search_rows
 from lcg.temporal import CURRENT, TimeFilter
 
@@ -52,19 +54,31 @@ class Hit:
 @dataclass(frozen=True)
 class _Query:
     terms: list[int]
+    unknown: int  # query words (not stopwords) that no document ever held
     vector: npt.NDArray[np.float32] | None
 
 
 def _prepare(index: SearchIndex, text: str, strategy: Strategy) -> _Query:
     terms = index.vocab.query(text) if strategy.lexical else []
+    unknown = 0
+    if strategy.lexical:
+        words = {w for w in tokens(text) if w not in STOPWORDS}
+        unknown = sum(1 for w in words if not index.vocab.query(w))
     vector = index.embed_query(text) if strategy.vector else None
-    return _Query(terms, vector)
+    return _Query(terms, unknown, vector)
 
 
 def _lexical(
-    views: list[tuple[str, View]], masks: list[Mask], terms: list[int], pool: int
+    views: list[tuple[str, View]],
+    masks: list[Mask],
+    terms: list[int],
+    pool: int,
+    unknown: int = 0,
 ) -> list[tuple[str, str, int, float]]:
-    """BM25 top `pool` over all views, with collection statistics summed across them."""
+    """BM25 top `pool` over all views, with collection statistics summed across them.
+
+    Only documents holding at least `LEXICAL_COVERAGE` of the query's idf weight are
+    candidates (lcg.search.floor); `unknown` query words count with the highest idf."""
     if not terms:
         return []
     postings = [[v.postings(t) for t in terms] for _, v in views]
@@ -75,15 +89,16 @@ def _lexical(
     df = np.array([sum(len(p[i][0]) for p in postings) for i in range(len(terms))])
     idf = bm25_idf(n_docs, df)
     avgdl = total / n_docs
+    weight = float(idf.sum()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
     hits: list[tuple[str, str, int, float]] = []
     for (group, view), mask, plist in zip(views, masks, postings, strict=True):
-        scores = bm25_scores(
-            view.n,
-            [(docs, tf, float(idf[i])) for i, (docs, tf) in enumerate(plist) if len(docs)],
-            view.doc_len[: view.n],
-            avgdl,
-        )
-        for doc in top_k(scores, pool, mask, floor=0.0):
+        present = [(docs, tf, float(idf[i])) for i, (docs, tf) in enumerate(plist) if len(docs)]
+        scores = bm25_scores(view.n, present, view.doc_len[: view.n], avgdl)
+        covered = np.zeros(view.n)
+        for docs, _, term_idf in present:
+            covered[np.unique(docs)] += term_idf
+        eligible = mask & (covered >= LEXICAL_COVERAGE * weight)
+        for doc in top_k(scores, pool, eligible, floor=0.0):
             hits.append((view.uuids[doc], group, int(doc), float(scores[doc])))
     hits.sort(key=lambda h: (-h[3], h[0]))
     return hits[:pool]
@@ -95,8 +110,10 @@ def _cosine(
     kinds: Sequence[str],
     vector: npt.NDArray[np.float32],
     pool: int,
+    floor: float,
 ) -> list[tuple[str, str, int, float]]:
-    """Exact cosine top `pool` over all views; a document scores its best vector of `kinds`."""
+    """Exact cosine top `pool` over all views; a document scores its best vector of `kinds`,
+    and only documents scoring above `floor` (lcg.search.floor) are candidates."""
     hits: list[tuple[str, str, int, float]] = []
     for (group, view), mask in zip(views, masks, strict=True):
         if not view.n:
@@ -105,7 +122,7 @@ def _cosine(
         for kind in kinds:
             kind_sims = cosines(view.vectors[kind], vector)
             sims = np.maximum(sims, np.where(view.has_vector[kind], kind_sims, -np.inf))
-        for doc in top_k(sims, pool, mask, 0.0):
+        for doc in top_k(sims, pool, mask, floor):
             hits.append((view.uuids[doc], group, int(doc), float(sims[doc])))
     hits.sort(key=lambda h: (-h[3], h[0]))
     return hits[:pool]
@@ -120,16 +137,21 @@ def _rank(
     limit: int,
     strategy: Strategy,
     mask_fn: MaskFn | None = None,
+    floor: float | None = None,
 ) -> tuple[list[Hit], dict[str, View]]:
-    """Fused hits (best first, at most `candidates * limit`), and the views they came from."""
+    """Fused hits (best first, at most `candidates * limit`), and the views they came from.
+
+    `floor`: the minimum cosine similarity of a vector match (default: the embedder's,
+    `SearchIndex.vector_floor`)."""
     views = index.views(family, groups)
     # After loading the views: a partition loaded just now may have added the query's words.
     query = _prepare(index, text, strategy)
     masks = [v.live() & mask_fn(g, v) if mask_fn else v.live() for g, v in views]
     pool = max(limit, strategy.candidates * limit)
-    lists = [_lexical(views, masks, query.terms, pool)] if strategy.lexical else []
+    lists = [_lexical(views, masks, query.terms, pool, query.unknown)] if strategy.lexical else []
     if query.vector is not None:
-        lists.append(_cosine(views, masks, kinds, query.vector, pool))
+        minimum = index.vector_floor if floor is None else floor
+        lists.append(_cosine(views, masks, kinds, query.vector, pool, minimum))
     where = {uuid: (group, doc) for ranked in lists for uuid, group, doc, _ in ranked}
     fused = rrf([[h[0] for h in ranked] for ranked in lists], strategy.rrf_k)[:pool]
     by_group = dict(views)
@@ -317,11 +339,17 @@ def _facts(
 
 
 def episode_hits(
-    engine: Engine, query: str, groups: list[str] | None, limit: int, strategy: Strategy
+    engine: Engine,
+    query: str,
+    groups: list[str] | None,
+    limit: int,
+    strategy: Strategy,
+    floor: float | None = None,
 ) -> list[tuple[Episode, Hit]]:
-    """Ranked episodes with their hits (fused score and cosine similarity)."""
+    """Ranked episodes with their hits (fused score and cosine similarity); `floor` as in
+    `_rank` (knowledge_search_passages passes its `min_score`)."""
     index = engine.search_index
-    hits, _ = _rank(index, "episode", ("episode",), groups, query, limit, strategy)
+    hits, _ = _rank(index, "episode", ("episode",), groups, query, limit, strategy, floor=floor)
     hits = hits[:limit]
     with engine.store.read() as conn:
         rows = search_rows.episodes_by_uuids(conn, [h.uuid for h in hits])

@@ -86,9 +86,11 @@ def micros(value: datetime | None, missing: int) -> int:
 class SearchIndex:
     """Lexical + vector partitions per (kind, group). See the module docstring."""
 
-    def __init__(self, read: Reader, embedder: Embedder) -> None:
+    def __init__(self, read: Reader, embedder: Embedder, vector_floor: float = 0.0) -> None:
         self._read = read
         self._embedder = embedder
+        # The minimum cosine similarity of a vector match (lcg.search.floor).
+        self.vector_floor = vector_floor
         self.vocab = Vocabulary()
         self._codes: dict[str, int] = {"": 0}
         self._lock = threading.Lock()

@@ -85,7 +85,11 @@ async def _find_relationships(
 )
 async def _search_passages(engine: Engine, a: SearchPassagesParams, ctx: Context) -> dict[str, Any]:
     found = await anyio.to_thread.run_sync(
-        lambda: episode_hits(engine, a.query, a.group_ids, 3 * a.num_results, a.strategy)
+        # The client's min_score is this method's vector floor (API.md §2.10), in place of
+        # the embedder's: a passage below it is dropped anyway.
+        lambda: episode_hits(
+            engine, a.query, a.group_ids, 3 * a.num_results, a.strategy, floor=a.min_score
+        )
     )
     passages = [
         {

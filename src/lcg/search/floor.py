@@ -1,0 +1,57 @@
+"""The evidence floor of hybrid search: when a vector similarity counts as a match.
+
+Reciprocal-rank fusion ranks whatever its lists hold, so a vector list that ranks every
+document (similarity > 0) pads each result with unrelated items. A candidate therefore enters
+a list only on its own evidence:
+- the BM25 list holds documents that match the query: they hold query terms carrying at least
+  `LEXICAL_COVERAGE` of the query's idf weight (a query word no document holds counts with the
+  highest idf), so one common word of a long query ("crash" in "stock market crash of 1929")
+  is not a match;
+- the vector list holds documents whose cosine similarity to the query is above the floor of
+  the embedder in use.
+A query matching nothing returns nothing.
+
+Floors were calibrated with `python bench/relevance.py --calibrate` on the Apollo corpus: for
+each embedder, the cosine similarities of every judged (query, relevant entity) pair against
+those of (query, other entity) pairs and the best similarity of each no-answer query. A floor
+sits above nearly all of the unrelated pairs (their 99.9th percentile) and below most relevant
+ones; the numbers are in the README ("Search") and docs/search.md.
+
+`LCG_SEARCH_VECTOR_FLOOR` overrides the floor (for a model measured here or not); embedders not
+listed here get `DEFAULT_FLOOR`.
+"""
+
+from __future__ import annotations
+
+from lcg.embedding.base import EmbedderIdentity
+
+__all__ = [
+    "DEFAULT_FLOOR",
+    "LEXICAL_COVERAGE",
+    "LEXICAL_FLOOR",
+    "MODEL_FLOORS",
+    "vector_floor",
+]
+
+# The share of a query's idf weight a document must hold to be a BM25 match: a third, so a
+# three-word query needs about one rare word or two common ones.
+LEXICAL_COVERAGE = 1 / 3
+# Lexical-only embedders (`hash`): unrelated texts still share trigrams, so only a near-spelling
+# match counts (a misspelt name), and word overlap is left to BM25.
+LEXICAL_FLOOR = 0.6
+# Measured models, by identity name (see the module docstring).
+MODEL_FLOORS: dict[str, float] = {
+    "all-MiniLM-L6-v2": 0.3,
+    "sentence-transformers/all-MiniLM-L6-v2": 0.3,
+}
+# Any other semantic model: sentence-embedding models put unrelated short texts at 0.0-0.3.
+DEFAULT_FLOOR = 0.3
+
+
+def vector_floor(identity: EmbedderIdentity, override: float | None = None) -> float:
+    """The minimum cosine similarity for a vector match with this embedder."""
+    if override is not None:
+        return override
+    if identity.lexical_only:
+        return LEXICAL_FLOOR
+    return MODEL_FLOORS.get(identity.model, DEFAULT_FLOOR)
