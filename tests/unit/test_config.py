@@ -176,6 +176,8 @@ BAD_VALUES = {
     "embedding_model_path": [],
     "embedding_url": ["ftp://host", "localhost:8080", "http://"],
     "search_vector_floor": ["-0.1", "1.5", "nan", "high"],
+    "models_dir": [],
+    "models_url": ["ftp://host", "mirror.example:80"],
     "embedding_uds": [],
     "embedding_batch_size": ["0", "2049", "many"],
     "embedding_timeout_ms": ["0", "30s"],

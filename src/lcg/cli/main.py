@@ -29,6 +29,7 @@ from lcg.cli.endpoint_options import (
 from lcg.cli.evaluate import eval_command
 from lcg.cli.export_html import export_html
 from lcg.cli.ingest import ingest
+from lcg.cli.models import models
 from lcg.cli.portable import export_command, import_command
 from lcg.cli.remote import existing_settings, service_client
 from lcg.cli.serve import serve
@@ -206,6 +207,7 @@ cli.add_command(export_command)
 cli.add_command(import_command)
 cli.add_command(ingest)
 cli.add_command(eval_command)
+cli.add_command(models)
 
 
 @cli.command("mcp")

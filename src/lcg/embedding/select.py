@@ -3,10 +3,15 @@
 - `hash`: the built-in lexical embedder (`LCG_EMBEDDING_DIM`, default 384).
 - `http`: an OpenAI-compatible endpoint (`--embedder-uds` / `LCG_EMBEDDING_UDS` wins over
   `--embedder-http` / `LCG_EMBEDDING_URL`), probed at startup.
+- `onnx`: a local ONNX model (the extra `lcg[embeddings]`): `LCG_EMBEDDING_MODEL_PATH`, else
+  the model `LCG_EMBEDDING_MODEL` (default all-MiniLM-L6-v2) in the model cache that
+  `lcg models pull` fills (lcg.embedding.catalog).
 - `fastembed`, `sentence-transformers`: a local model (optional extras).
 - `auto` (the default): an endpoint if one is configured (its failures are fatal: it was asked
-  for); otherwise fastembed if it is installed and its model loads from local files; otherwise
-  an installed sentence-transformers model; otherwise `hash`, with a logged warning.
+  for); otherwise an ONNX model if onnxruntime is installed and a model is cached (or
+  `LCG_EMBEDDING_MODEL_PATH` holds one); otherwise fastembed if it is installed and its model
+  loads from local files; otherwise an installed sentence-transformers model; otherwise
+  `hash`, with a one-line notice saying how to get semantic search. `auto` never downloads.
 
 An explicit choice that cannot be satisfied is a `ConfigError` naming what failed, raised before
 the database is opened. A configured `LCG_EMBEDDING_DIM` is a requirement on any model.
@@ -16,13 +21,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.embedding.cache import CachedEmbedder
+from lcg.embedding.catalog import DEFAULT_MODEL, cached_model_dir, default_models_dir
 from lcg.embedding.fastembed_provider import fastembed_installed, load_fastembed
 from lcg.embedding.hashing import HashEmbedder
 from lcg.embedding.http import Endpoint, connect_http
+from lcg.embedding.onnx_provider import find_model_file, load_onnx, onnx_installed
 from lcg.embedding.sentence_transformers_provider import (
     load_sentence_transformer,
     model_package_installed,
@@ -30,7 +38,7 @@ from lcg.embedding.sentence_transformers_provider import (
 )
 from lcg.errors import ConfigError
 
-__all__ = ["DEFAULT_HASH_DIM", "build_embedder", "select_embedder"]
+__all__ = ["DEFAULT_HASH_DIM", "build_embedder", "models_dir", "select_embedder"]
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +91,31 @@ def _fastembed(settings: Settings, allow_download: bool = True) -> Embedder:
     return _checked(loaded, settings)
 
 
+def models_dir(settings: Settings) -> Path:
+    """The model cache of `lcg models` (`LCG_MODELS_DIR`, default the user's cache dir)."""
+    return Path(settings.models_dir) if settings.models_dir else default_models_dir()
+
+
+def _onnx_dir(settings: Settings) -> Path | None:
+    """The ONNX model directory the settings name, or None when none is available."""
+    if settings.embedding_model_path:
+        return Path(settings.embedding_model_path)
+    return cached_model_dir(models_dir(settings), settings.embedding_model or DEFAULT_MODEL)
+
+
+def _onnx(settings: Settings) -> Embedder:
+    directory = _onnx_dir(settings)
+    if directory is None:
+        raise ConfigError(
+            f"no ONNX model {settings.embedding_model or DEFAULT_MODEL} in "
+            f"{models_dir(settings)}: run `lcg models pull`, or set LCG_EMBEDDING_MODEL_PATH "
+            "to a model directory"
+        )
+    name = settings.embedding_model if settings.embedding_model_path else None
+    loaded = load_onnx(directory, name, batch_size=settings.embedding_batch_size)
+    return _checked(loaded, settings)
+
+
 def _sentence_transformers(settings: Settings) -> Embedder:
     loaded = load_sentence_transformer(
         settings.embedding_model,
@@ -96,6 +129,9 @@ def _auto(settings: Settings) -> Embedder:
     if settings.embedding_uds or settings.embedding_url:
         return _http(settings)
     candidates: list[tuple[str, Callable[[], Embedder]]] = []
+    onnx_dir = _onnx_dir(settings) if onnx_installed() else None
+    if onnx_dir is not None and find_model_file(onnx_dir) is not None:
+        candidates.append(("onnx", lambda: _onnx(settings)))
     if fastembed_installed():
         candidates.append(("fastembed", lambda: _fastembed(settings, allow_download=False)))
     if sentence_transformers_installed() and (
@@ -111,9 +147,8 @@ def _auto(settings: Settings) -> Embedder:
         logger.info("LCG_EMBEDDER=auto: using %s (%s)", name, embedder.identity.model)
         return embedder
     logger.warning(
-        "LCG_EMBEDDER=auto: no local embedding model is available (install lcg[fastembed] or "
-        "lcg[sentence-transformers], or configure an endpoint); using the lexical-only hash "
-        "embedder, which matches spelling, not meaning"
+        "LCG_EMBEDDER=auto: no local embedding model, so search matches spelling, not meaning; "
+        "for semantic search: pip install 'lcg[embeddings]' && lcg models pull"
     )
     return _hash(settings)
 
@@ -121,6 +156,7 @@ def _auto(settings: Settings) -> Embedder:
 _CHOICES: dict[str, Callable[[Settings], Embedder]] = {
     "auto": _auto,
     "hash": _hash,
+    "onnx": _onnx,
     "http": _http,
     "fastembed": _fastembed,
     "sentence-transformers": _sentence_transformers,

@@ -1,0 +1,176 @@
+"""ONNX Runtime (no torch): the recommended local embedder, the extra `lcg[embeddings]`.
+
+A model directory holds `model.onnx` (or `onnx/model.onnx`) and its `tokenizer.json` (Hugging
+Face tokenizers format); optionally `sentence_bert_config.json` (its `max_seq_length`) and
+`lcg-model.json` (written by `lcg models pull`: the model's name, dimension and measured cost).
+The model's first output is either per-token states `[batch, tokens, dim]`, mean-pooled over
+the attention mask (the sentence-transformers recipe of all-MiniLM-L6-v2 and its kin), or
+sentence vectors `[batch, dim]`; rows are L2-normalised.
+
+Only onnxruntime and tokenizers are imported: no torch, no hub client. Nothing is ever
+downloaded here (`lcg models pull` does that, on request). Loaded models are kept per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lcg.embedding.base import EmbedderIdentity, Vectors
+from lcg.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_MAX_LENGTH",
+    "MANIFEST",
+    "OnnxEmbedder",
+    "find_model_file",
+    "load_onnx",
+    "onnx_installed",
+]
+
+MANIFEST = "lcg-model.json"
+DEFAULT_MAX_LENGTH = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
+
+# One inference at a time in the process: ONNX Runtime already uses every core.
+_INFERENCE = threading.Lock()
+
+
+def onnx_installed() -> bool:
+    return (
+        importlib.util.find_spec("onnxruntime") is not None
+        and importlib.util.find_spec("tokenizers") is not None
+    )
+
+
+def find_model_file(directory: Path) -> Path | None:
+    """The ONNX graph of a model directory: `model.onnx`, else `onnx/model.onnx`."""
+    for candidate in (directory / "model.onnx", directory / "onnx" / "model.onnx"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _max_length(directory: Path, model_file: Path) -> int:
+    for folder in (directory, model_file.parent):
+        for name, key in (
+            (MANIFEST, "max_length"),
+            ("sentence_bert_config.json", "max_seq_length"),
+        ):
+            value = _read_json(folder / name).get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return DEFAULT_MAX_LENGTH
+
+
+@functools.lru_cache(maxsize=4)
+def _load(directory: str) -> tuple[Any, Any]:
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+    root = Path(directory)
+    model_file = find_model_file(root)
+    if model_file is None:
+        raise ConfigError(f"{directory} holds no model.onnx (nor onnx/model.onnx)")
+    tokenizer_file = next(
+        (p for p in (root / "tokenizer.json", model_file.parent / "tokenizer.json") if p.is_file()),
+        None,
+    )
+    if tokenizer_file is None:
+        raise ConfigError(f"{directory} holds no tokenizer.json")
+    options = onnxruntime.SessionOptions()
+    options.inter_op_num_threads = 1
+    # The arena keeps the largest batch's activations forever; without it memory follows use.
+    options.enable_cpu_mem_arena = False
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(
+        str(model_file), options, providers=["CPUExecutionProvider"]
+    )
+    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    tokenizer.enable_truncation(_max_length(root, model_file))
+    pad_token = "[PAD]" if tokenizer.token_to_id("[PAD]") is not None else None
+    pad_id = tokenizer.token_to_id(pad_token) if pad_token else 0
+    tokenizer.enable_padding(pad_id=pad_id, pad_token=pad_token or "[PAD]")
+    return session, tokenizer
+
+
+class OnnxEmbedder:
+    """A loaded ONNX sentence-embedding model; rows are L2-normalised float32."""
+
+    def __init__(self, session: Any, tokenizer: Any, name: str, batch_size: int) -> None:
+        self._session = session
+        self._tokenizer = tokenizer
+        self._inputs = {i.name for i in session.get_inputs()}
+        self.batch_size = batch_size
+        dim = int(self._encode(["dimension probe"]).shape[1])
+        self._identity = EmbedderIdentity(model=name, dim=dim)
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return self._identity
+
+    def _encode(self, texts: list[str]) -> Vectors:
+        encoded = self._tokenizer.encode_batch(texts)
+        ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
+        feed: dict[str, npt.NDArray[np.int64]] = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        with _INFERENCE:
+            output = np.asarray(self._session.run(None, feed)[0], dtype=np.float32)
+        if output.ndim == 3:  # per-token states: mean over the real tokens
+            weights = mask[:, :, None].astype(np.float32)
+            output = (output * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(output, axis=1, keepdims=True)
+        np.divide(output, norms, out=output, where=norms > 0)
+        return output.astype(np.float32, copy=False)
+
+    def embed(self, texts: list[str]) -> Vectors:
+        if not texts:
+            return np.empty((0, self._identity.dim), dtype=np.float32)
+        out = np.empty((len(texts), self._identity.dim), dtype=np.float32)
+        # Similar lengths together: a batch is padded to its longest text.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            out[rows] = self._encode([texts[i] for i in rows])
+        return out
+
+
+def load_onnx(directory: Path, name: str | None, *, batch_size: int) -> OnnxEmbedder:
+    """Load the ONNX model in `directory`; its identity is `name`, else the manifest's name,
+    else the directory's name.
+
+    Raises:
+        ConfigError: onnxruntime/tokenizers are missing, or the directory holds no usable model;
+            the message names the directory.
+    """
+    if not onnx_installed():
+        raise ConfigError(
+            "the onnx embedder needs onnxruntime and tokenizers: pip install 'lcg[embeddings]'"
+        )
+    if not directory.is_dir():
+        raise ConfigError(f"embedding model directory {directory} does not exist")
+    manifest_name = _read_json(directory / MANIFEST).get("name")
+    identity_name = name or (manifest_name if isinstance(manifest_name, str) else directory.name)
+    try:
+        session, tokenizer = _load(str(directory.resolve()))
+        return OnnxEmbedder(session, tokenizer, identity_name, batch_size)
+    except ConfigError:
+        raise
+    except Exception as exc:  # onnxruntime and tokenizers raise their own exception types
+        raise ConfigError(f"could not load the ONNX model in {directory}: {exc}") from exc
