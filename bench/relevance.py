@@ -1,0 +1,276 @@
+"""Relevance of search on the Apollo corpus, per embedder; prints one JSON object.
+
+    python bench/relevance.py [--embedders hash,onnx] [--articles 228] [--calibrate]
+
+Each embedder runs in its own child process (so resident memory is its own): the articles of
+examples/apollo are ingested with `knowledge_process_chunk` and the offline heuristic extractor
+(`LCG_EXTRACTOR=heuristic`, a scripted extraction: no model), then the judged queries of
+bench/relevance_judgments.py (written by reading the articles) run against
+`knowledge_find_entities` and `knowledge_search_passages` (10 results each). Reported per
+embedder and search:
+
+- recall@10 (the share of a query's judged items found in its top 10, averaged over answerable
+  queries) and MRR (1 / rank of the first judged item), overall and per query kind;
+- for no-answer queries, the mean number of results (all of them noise);
+- ingest time per episode, the embedding cost per entity/fact text (a fresh, uncached batch of
+  the graph's own texts), and resident memory (current and peak) after ingest and queries.
+
+`onnx` needs a model: `LCG_EMBEDDING_MODEL_PATH` (a directory), or one pulled with `lcg models
+pull`. `--calibrate` adds, per embedder, the distribution of cosine similarities between each
+answerable query and its judged entities (relevant pairs) and every other entity (random
+pairs), and the best similarity of each no-answer query: the data the vector floor
+(lcg.search.floor) is chosen from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from relevance_judgments import QUERIES, Query
+
+CORPUS = Path(__file__).resolve().parent.parent / "examples" / "apollo" / "corpus_prose.jsonl"
+KINDS = ("exact", "paraphrase", "relation", "none")
+
+
+def _articles(limit: int) -> list[dict[str, Any]]:
+    out = []
+    with CORPUS.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            if not row.get("_header"):
+                out.append(row)
+    return out[:limit]
+
+
+def _rss_mb() -> tuple[float, float]:
+    """(current, peak) resident set size of this process, in MB."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    current = peak
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                current = int(line.split()[1]) / 1024
+    return round(current, 1), round(peak, 1)
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.lower().split())
+
+
+def _score(ranked: list[str], judged: tuple[str, ...]) -> tuple[float, float]:
+    """(recall@10, reciprocal rank) of a ranked list of names against the judged names."""
+    wanted = {_norm(j) for j in judged}
+    got = [_norm(r) for r in ranked[:10]]
+    found = wanted.intersection(got)
+    first = next((i for i, r in enumerate(got) if r in wanted), None)
+    return len(found) / len(wanted), 0.0 if first is None else 1.0 / (first + 1)
+
+
+def _summarise(per_query: list[tuple[Query, list[str]]], judged: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    answerable = [(q, r) for q, r in per_query if q.kind != "none"]
+    for label, subset in [("all", answerable)] + [
+        (k, [(q, r) for q, r in answerable if q.kind == k]) for k in KINDS[:3]
+    ]:
+        scores = [_score(r, getattr(q, judged)) for q, r in subset]
+        out[label] = {
+            "queries": len(scores),
+            "recall_at_10": round(float(np.mean([s[0] for s in scores])), 3),
+            "mrr": round(float(np.mean([s[1] for s in scores])), 3),
+        }
+    none = [len(r) for q, r in per_query if q.kind == "none"]
+    out["none"] = {"queries": len(none), "mean_results": round(float(np.mean(none)), 2)}
+    out["misses"] = [q.text for q, r in answerable if _score(r, getattr(q, judged))[1] == 0.0]
+    return out
+
+
+async def _ingest(engine: Any, articles: list[dict[str, Any]]) -> int:
+    from lcg.service.registry import dispatch
+
+    start = datetime(1969, 7, 16, tzinfo=UTC)
+    for i, art in enumerate(articles):
+        await dispatch(
+            engine,
+            "knowledge_process_chunk",
+            {
+                "chunk_text": art["prose"][:8000],
+                "chunk_id": str(art["revision_id"]),
+                "source_file": f"{art['title']}.md",
+                "group_id": "apollo",
+                "reference_time": (start + timedelta(days=i)).isoformat(),
+            },
+        )
+    return len(articles)
+
+
+async def _queries(engine: Any) -> dict[str, list[tuple[Query, list[str]]]]:
+    from lcg.service.registry import dispatch
+
+    entities, passages = [], []
+    titles = _episode_titles(engine)
+    for q in QUERIES:
+        found = await dispatch(engine, "knowledge_find_entities", {"query": q.text})
+        entities.append((q, [n["name"] for n in found["nodes"]]))
+        found = await dispatch(engine, "knowledge_search_passages", {"query": q.text})
+        passages.append((q, [titles.get(p["uuid"], "?") for p in found["passages"]]))
+    return {"entities": entities, "passages": passages}
+
+
+def _episode_titles(engine: Any) -> dict[str, str]:
+    """Episode uuid -> the title of the article it came from (its source file, less `.md`)."""
+    with engine.store.read() as conn:
+        return {
+            str(u): str(f).removesuffix(".md")
+            for u, f in conn.rows("MATCH (e:Episode) RETURN e.uuid, e.source_file")
+        }
+
+
+def _calibrate(engine: Any) -> dict[str, Any]:
+    """Cosine similarity of queries to judged (relevant) and all other (random) entities."""
+    index = engine.search_index
+    views = index.views("entity", ["apollo"])
+    with engine.store.read() as conn:
+        names = {
+            str(u): _norm(str(n)) for u, n in conn.rows("MATCH (e:Entity) RETURN e.uuid, e.name")
+        }
+    relevant: list[float] = []
+    random_: list[float] = []
+    none_best: list[float] = []
+    for q in QUERIES:
+        vector = index.embed_query(q.text)
+        wanted = {_norm(j) for j in q.entities}
+        for _, view in views:
+            sims = np.full(view.n, -np.inf)
+            for kind in ("entity_name", "entity_summary"):
+                kind_sims = view.vectors[kind][: view.n] @ vector
+                sims = np.maximum(
+                    sims, np.where(view.has_vector[kind][: view.n], kind_sims, -np.inf)
+                )
+            live = view.live() & np.isfinite(sims)
+            for doc in np.flatnonzero(live):
+                (relevant if names.get(view.uuids[doc]) in wanted else random_).append(
+                    float(sims[doc])
+                ) if q.kind != "none" else None
+            if q.kind == "none" and live.any():
+                none_best.append(float(sims[live].max()))
+
+    def pct(values: list[float], qs: tuple[float, ...]) -> dict[str, float]:
+        if not values:
+            return {}
+        return {f"p{q:g}": round(float(np.percentile(values, q)), 3) for q in qs}
+
+    return {
+        "relevant_pairs": len(relevant),
+        "relevant": pct(relevant, (5, 10, 25, 50)),
+        "random_pairs": len(random_),
+        "random": pct(random_, (50, 90, 99, 99.9)),
+        "none_query_best": sorted(round(v, 3) for v in none_best),
+    }
+
+
+def _embedding_cost(engine: Any) -> dict[str, Any]:
+    """ms per text embedding the graph's entity names and fact sentences, fresh, in batches."""
+    inner = engine.embedder.inner
+    with engine.store.read() as conn:
+        texts = [str(r[0]) for r in conn.rows("MATCH (e:Entity) RETURN e.name LIMIT 1000")]
+        texts += [str(r[0]) for r in conn.rows("MATCH (f:Fact) RETURN f.fact LIMIT 1000")]
+    batch = 64
+    started = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        inner.embed(texts[i : i + batch])
+    elapsed = time.perf_counter() - started
+    return {
+        "texts": len(texts),
+        "batch": batch,
+        "ms_per_text": round(1000 * elapsed / len(texts), 3),
+    }
+
+
+def child(embedder: str, articles: int, calibrate: bool) -> dict[str, Any]:
+    os.environ["LCG_EXTRACTOR"] = "heuristic"
+    os.environ["LCG_EMBEDDER"] = embedder
+    from lcg import open_engine
+    from lcg.config import load_settings
+
+    with tempfile.TemporaryDirectory(prefix="lcg-bench-relevance-") as tmp:
+        settings = load_settings(overrides={"home": str(Path(tmp) / ".lcg")})
+        started = time.perf_counter()
+        engine = open_engine(settings)
+        open_s = time.perf_counter() - started
+        try:
+            started = time.perf_counter()
+            episodes = anyio.run(_ingest, engine, _articles(articles))
+            ingest_s = time.perf_counter() - started
+            rss_after_ingest = _rss_mb()
+            results = anyio.run(_queries, engine)
+            out: dict[str, Any] = {
+                "embedder": embedder,
+                "model": engine.embedder.identity.model,
+                "open_s": round(open_s, 3),
+                "episodes": episodes,
+                "ingest_ms_per_episode": round(1000 * ingest_s / episodes, 1),
+                "entities": _summarise(results["entities"], "entities"),
+                "passages": _summarise(results["passages"], "passages"),
+                "embedding_cost": _embedding_cost(engine),
+                "rss_mb_after_ingest": rss_after_ingest[0],
+                "rss_mb_end": _rss_mb()[0],
+                "rss_mb_peak": _rss_mb()[1],
+            }
+            if calibrate:
+                out["calibration"] = _calibrate(engine)
+            return out
+        finally:
+            engine.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--embedders", default="hash,onnx")
+    parser.add_argument("--articles", type=int, default=228)
+    parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.articles, args.calibrate)))
+        return
+    runs = []
+    for name in args.embedders.split(","):
+        cmd = [sys.executable, __file__, "--child", name, "--articles", str(args.articles)]
+        if args.calibrate:
+            cmd.append("--calibrate")
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            runs.append({"embedder": name, "error": done.stderr.strip().splitlines()[-3:]})
+            continue
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(
+        json.dumps(
+            {
+                "benchmark": "relevance",
+                "queries": {k: sum(q.kind == k for q in QUERIES) for k in KINDS},
+                "articles": args.articles,
+                "extractor": "heuristic",
+                "loadavg": os.getloadavg(),
+                "runs": runs,
+            },
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
