@@ -94,9 +94,16 @@ def _lexical(
     for (group, view), mask, plist in zip(views, masks, postings, strict=True):
         present = [(docs, tf, float(idf[i])) for i, (docs, tf) in enumerate(plist) if len(docs)]
         scores = bm25_scores(view.n, present, view.doc_len[: view.n], avgdl)
-        covered = np.zeros(view.n)
-        for docs, _, term_idf in present:
-            covered[np.unique(docs)] += term_idf
+        # The idf weight of the query terms each document holds (one bincount, as BM25's).
+        covered = (
+            np.bincount(
+                np.concatenate([p[0] for p in present]),
+                weights=np.concatenate([np.full(len(p[0]), p[2]) for p in present]),
+                minlength=view.n,
+            )
+            if present
+            else np.zeros(view.n)
+        )
         eligible = mask & (covered >= LEXICAL_COVERAGE * weight)
         for doc in top_k(scores, pool, eligible, floor=0.0):
             hits.append((view.uuids[doc], group, int(doc), float(scores[doc])))
