@@ -15,11 +15,13 @@ from lcg.telemetry import ListSink
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No LCG_*/GRAPHITI_*/LIMINIS_*/ANTHROPIC_* variable leaks in (no live model call from a
-    developer's API key); state goes under tmp_path."""
+    developer's API key); state goes under tmp_path, and `auto` finds no model a developer
+    pulled into the user cache (an empty LCG_MODELS_DIR)."""
     for name in list(os.environ):
         if name.startswith(("LCG_", "GRAPHITI_", "LIMINIS_", "ANTHROPIC_")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("LCG_HOME", str(tmp_path / ".lcg"))
+    monkeypatch.setenv("LCG_MODELS_DIR", str(tmp_path / "models"))
 
 
 @pytest.fixture
