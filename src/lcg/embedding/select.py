@@ -147,8 +147,9 @@ def _auto(settings: Settings) -> Embedder:
         logger.info("LCG_EMBEDDER=auto: using %s (%s)", name, embedder.identity.model)
         return embedder
     logger.warning(
-        "LCG_EMBEDDER=auto: no local embedding model, so search matches spelling, not meaning; "
-        "for semantic search: pip install 'lcg[embeddings]' && lcg models pull"
+        "LCG_EMBEDDER=auto: no local embedding model, so lcg uses the lexical-only hash "
+        "embedder (search matches spelling, not meaning); for semantic search: "
+        "pip install 'lcg[embeddings]' && lcg models pull"
     )
     return _hash(settings)
 
