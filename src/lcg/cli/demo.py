@@ -29,7 +29,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lcg.cli.demo_time import show_time
+from lcg.cli.demo_time import example_file, show_time
 from lcg.config import Settings, load_settings
 from lcg.embedding.select import select_embedder
 from lcg.engine import Engine, open_engine
@@ -51,17 +51,8 @@ SEARCHES = (
 )
 
 
-def _corpus_path() -> Path:
-    """The corpus in the source checkout the package runs from (or the working directory)."""
-    for parent in [*Path(__file__).resolve().parents, Path.cwd()]:
-        candidate = parent / SOURCE
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"{SOURCE} not found: run `lcg demo` from an lcg source checkout")
-
-
 def _articles(limit: int) -> list[dict[str, Any]]:
-    lines = _corpus_path().read_text(encoding="utf-8").splitlines()
+    lines = example_file(SOURCE).read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in lines if line.strip()]
     return [r for r in rows if not r.get("_header")][:limit]
 

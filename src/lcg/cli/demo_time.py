@@ -18,7 +18,7 @@ from rich.console import Console
 from lcg.engine import Engine
 from lcg.service.registry import dispatch
 
-__all__ = ["CHANGELOG_GROUP", "changelog_sections", "show_time"]
+__all__ = ["CHANGELOG_GROUP", "changelog_sections", "example_file", "show_time"]
 
 CHANGELOG_GROUP = "changelog"
 CHANGELOG = "examples/changelog/atlas.md"
@@ -28,12 +28,14 @@ TIMELINE_OF = "Atlas"
 _SECTION = re.compile(r"^##\s+(\d{4}-\d{2}-\d{2})\s*$", re.MULTILINE)
 
 
-def _changelog_path() -> Path:
+def example_file(relative: str) -> Path:
+    """A file of examples/: in the installed package (lcg/examples/ carries the demo's files as
+    package data), in the source checkout it runs from, or in the working directory."""
     for parent in [*Path(__file__).resolve().parents, Path.cwd()]:
-        candidate = parent / CHANGELOG
+        candidate = parent / relative
         if candidate.is_file():
             return candidate
-    raise FileNotFoundError(f"{CHANGELOG} not found: run `lcg demo` from an lcg source checkout")
+    raise FileNotFoundError(f"{relative} not found: run `lcg demo` from an lcg source checkout")
 
 
 def changelog_sections(text: str) -> list[tuple[str, str]]:
@@ -57,7 +59,7 @@ def _line(console: Console, text: str) -> None:
 
 
 async def _ingest(engine: Engine) -> int:
-    sections = changelog_sections(_changelog_path().read_text(encoding="utf-8"))
+    sections = changelog_sections(example_file(CHANGELOG).read_text(encoding="utf-8"))
     for date, body in sections:
         await dispatch(
             engine,
