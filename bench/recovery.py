@@ -147,9 +147,9 @@ def main() -> None:
     os.environ["LCG_EXTRACTOR"] = "heuristic"
     os.environ["LCG_EMBEDDER"] = "hash"
     from lcg import open_engine
+    from lcg.admin.waladmin import dump_wal
     from lcg.config import load_settings
     from lcg.storage.store import delete_database_files
-    from lcg.waladmin import dump_wal
 
     with tempfile.TemporaryDirectory(prefix="lcg-bench-recovery-") as tmp:
         settings = load_settings(overrides={"home": str(Path(tmp) / ".lcg")})

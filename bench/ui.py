@@ -29,8 +29,8 @@ from playwright.sync_api import sync_playwright
 
 from lcg import Engine, Settings, open_engine
 from lcg.engine import EpisodeCommit, Invalidation
-from lcg.htmlexport import render_html
 from lcg.models import Entity, Episode, Fact
+from lcg.service.htmlexport import render_html
 from lcg.service.http import EngineBackend, HttpService
 from lcg.service.registry import dispatch
 

@@ -22,7 +22,7 @@ from test_rebuild_equivalence import snapshot
 
 from lcg import Engine, Entity, Episode, EpisodeCommit, Fact, Settings, open_engine
 from lcg.cli.main import cli
-from lcg.pointers import Endpoint, add_cross_group_edge
+from lcg.curation.pointers import Endpoint, add_cross_group_edge
 from lcg.storage.store import delete_database_files
 from lcg.wal.layout import ordered_files
 

@@ -19,8 +19,8 @@ import pytest
 from test_rebuild_equivalence import assert_same, snapshot
 
 from lcg import Engine, Entity, Episode, EpisodeCommit, Settings, open_engine
-from lcg.curation import MergeRequest, merge_entities
-from lcg.pointers import Endpoint, add_cross_group_edge, rebind
+from lcg.curation.merge import MergeRequest, merge_entities
+from lcg.curation.pointers import Endpoint, add_cross_group_edge, rebind
 from lcg.storage import graph
 from lcg.storage.store import delete_database_files
 
@@ -333,7 +333,7 @@ async def test_corrections_validate_apply_and_stamp(tmp_path: Path) -> None:
     )
     engine = open_engine(settings)
     try:
-        from lcg.corrections import apply_corrections, validate_corrections
+        from lcg.curation.corrections import apply_corrections, validate_corrections
 
         assert (await validate_corrections(engine))["message"] == "No corrections file found"
         await _entities(engine, "liminis", "Houston", "Mission Control", "MOCR")
@@ -392,7 +392,7 @@ async def test_corrections_validate_apply_and_stamp(tmp_path: Path) -> None:
 
 
 async def test_corrections_need_a_workspace_root(engine: Engine) -> None:
-    from lcg.corrections import validate_corrections
+    from lcg.curation.corrections import validate_corrections
     from lcg.errors import ConfigError
 
     with pytest.raises(ConfigError, match="LIMINIS_WORKSPACE_ROOT not set"):

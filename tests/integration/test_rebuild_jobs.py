@@ -13,7 +13,7 @@ import anyio.to_thread
 import pytest
 from rebuild_jobs import rebuild_and_wait, wait_for_job
 
-import lcg.engine
+import lcg.engine.kernel
 from lcg import Engine
 from lcg.errors import ConflictError, InvalidRequestError, StorageError
 from lcg.service.registry import REGISTRY, Context, dispatch
@@ -55,7 +55,7 @@ class Gate:
         self.release = threading.Event()
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        real = lcg.engine.replay_group
+        real = lcg.engine.kernel.replay_group
 
         def gated(*args: Any, **kwargs: Any) -> Any:
             progress = kwargs["progress"]
@@ -69,7 +69,7 @@ class Gate:
             kwargs["progress"] = hold
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(lcg.engine, "replay_group", gated)
+        monkeypatch.setattr(lcg.engine.kernel, "replay_group", gated)
 
     async def wait_reached(self) -> None:
         assert await anyio.to_thread.run_sync(self.reached.wait, WAIT)
@@ -208,7 +208,7 @@ async def test_a_failing_job_reports_its_error_and_releases_the_engine(
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise error
 
-    monkeypatch.setattr(lcg.engine, "replay_group", fail)
+    monkeypatch.setattr(lcg.engine.kernel, "replay_group", fail)
     started = await dispatch(engine, RB, {"from_seq": 1})
     status = await wait_for_job(engine, started["job_id"])
     assert set(status) == STATUS_KEYS

@@ -26,8 +26,8 @@ from lcg import (
     UnavailableError,
     open_engine,
 )
-from lcg.recovery import DEGRADED_DB_OPEN_FAILED, degraded_engine, open_or_degraded
-from lcg.recovery_admin import DID_NOT_REOPEN, find_backup, quarantine_journal
+from lcg.admin.recover import DID_NOT_REOPEN, find_backup, quarantine_journal
+from lcg.engine.recovery import DEGRADED_DB_OPEN_FAILED, degraded_engine, open_or_degraded
 from lcg.service.registry import dispatch
 from lcg.service.rpc.client import RpcClient, RpcError
 from lcg.telemetry import ListSink
@@ -138,7 +138,7 @@ async def _recover(engine: Engine, strategy: str) -> dict[str, Any]:
     return await dispatch(engine, "knowledge_recover", {"strategy": strategy})
 
 
-# -- a healthy engine: the open database is replaced, the graph is unchanged ------------------------
+# -- a healthy engine: the open database is replaced, the graph is unchanged ---------------------
 
 
 @pytest.mark.parametrize(
@@ -326,7 +326,7 @@ def test_recover_full_falls_back_to_a_full_rebuild(home: Path, expected: dict[st
         engine.close()
 
 
-# -- errors ----------------------------------------------------------------------------------------
+# -- errors --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -391,7 +391,7 @@ def test_the_journal_quarantine_picks_a_free_name(tmp_path: Path) -> None:
     ]
 
 
-# -- over the socket: the service keeps its engine, now healthy ------------------------------------
+# -- over the socket: the service keeps its engine, now healthy ----------------------------------
 
 
 def test_the_service_recovers_in_place_over_json_rpc(home: Path) -> None:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lcg import Engine
-from lcg.replay import position_key
+from lcg.engine.replay import position_key
 from lcg.service.registry import dispatch
 from lcg.storage import graph
 from lcg.wal.layout import group_dir

@@ -25,7 +25,7 @@ from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
 from lcg.storage import history
 from lcg.storage.store import delete_database_files
-from lcg.temporal import TimeFilter
+from lcg.temporal.filter import TimeFilter
 
 pytestmark = pytest.mark.anyio
 

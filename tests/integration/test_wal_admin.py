@@ -26,7 +26,7 @@ from lcg import (
     UnavailableError,
     open_engine,
 )
-from lcg.engine import Invalidation, _Batch
+from lcg.engine.kernel import Invalidation, _Batch
 from lcg.service.registry import REGISTRY, Context, dispatch
 from lcg.timeutil import now
 from lcg.wal.layout import GENERATION_FILE, group_dir, ordered_files, read_generation
@@ -357,7 +357,7 @@ async def test_prepare_checkpoint_ends_open_files(engine: Engine) -> None:
     assert len(ordered_files(group_dir(engine.settings.wal_dir, "liminis"))) == 2
 
 
-# -- dump_wal --------------------------------------------------------------------------------------
+# -- dump_wal ------------------------------------------------------------------------------------
 
 
 async def test_dump_of_one_group_replays_to_the_same_rows(

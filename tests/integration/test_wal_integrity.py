@@ -18,7 +18,7 @@ from graph_invariants import assert_no_dangling_rows
 from rebuild_jobs import rebuild_and_wait
 
 from lcg import Engine, Entity, Episode, EpisodeCommit, Fact, Settings, open_engine
-from lcg.recovery import degraded_engine
+from lcg.engine.recovery import degraded_engine
 from lcg.service.registry import dispatch
 from lcg.storage.store import delete_database_files
 from lcg.telemetry import ListSink

@@ -9,8 +9,8 @@ import numpy as np
 from lcg.embedding import HashEmbedder
 from lcg.embedding.base import EmbedderIdentity, Vectors
 from lcg.embedding.cache import CachedEmbedder
+from lcg.embedding.vectors import embed_plan, plan_for_rows
 from lcg.models import Entity
-from lcg.vectors import embed_plan, plan_for_rows
 
 
 class CountingEmbedder:

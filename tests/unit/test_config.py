@@ -153,7 +153,7 @@ def test_for_home_ignores_the_environment(tmp_path: Path, monkeypatch: pytest.Mo
     assert s.embedding_dim == 32
 
 
-# -- invalid values -------------------------------------------------------------------------------
+# -- invalid values ------------------------------------------------------------------------------
 
 WARNED = [s for s in SETTINGS if s.on_invalid == "warn"]
 STRICT = [s for s in SETTINGS if s.on_invalid == "error"]
@@ -276,7 +276,7 @@ def test_unknown_settings_in_the_config_file_are_config_errors(tmp_path: Path) -
     assert "replay_batch_sise" in info.value.message and "zzz" in info.value.message
 
 
-# -- deprecated aliases -----------------------------------------------------------------------------
+# -- deprecated aliases --------------------------------------------------------------------------
 
 ALIAS_VALUES = {
     "db_path": ("old/graph.db", "new/graph.db"),
@@ -338,7 +338,7 @@ def test_an_invalid_deprecated_value_names_the_variable_to_use(tmp_path: Path) -
     assert "LCG_EMBEDDING_DIM" in info.value.message
 
 
-# -- documentation ----------------------------------------------------------------------------------
+# -- documentation -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.env)

@@ -1,4 +1,4 @@
-"""Packing (lcg.context.pack) on generated graphs: the budget and the endpoint rule always hold."""
+"""Packing (lcg.temporal.context.pack) on generated graphs: the budget and the endpoint rule always hold."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from lcg.context import estimate_tokens, pack
 from lcg.models import Entity, Fact
+from lcg.temporal.context import estimate_tokens, pack
 
 AT = datetime(2026, 6, 1, tzinfo=UTC)
 ALPHABET = "abcdefgh ijklmn opq éü 漢字 ✨ —"

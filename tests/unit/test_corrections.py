@@ -1,4 +1,4 @@
-"""Stamping `applied_at` into the corrections file keeps the rest of its text (lcg.corrections)."""
+"""Stamping `applied_at` into the corrections file keeps the rest of its text (lcg.curation.corrections)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from lcg.corrections import stamp_applied
+from lcg.curation.corrections import stamp_applied
 
 STAMP = "2026-01-01T00:00:00+00:00"
 

@@ -1,4 +1,4 @@
-"""lcg.htmlexport: which entities and facts the exported page keeps, and how it embeds them."""
+"""lcg.service.htmlexport: which entities and facts the exported page keeps, and how it embeds them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lcg.htmlexport import render_html, select_graph
+from lcg.service.htmlexport import render_html, select_graph
 
 
 def entity(uuid: str, name: str, labels: list[str] | None = None) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def test_list_groups_of_a_missing_root_is_empty(tmp_path: Path) -> None:
     assert list_groups(tmp_path / "absent") == []
 
 
-# -- generation ------------------------------------------------------------------------------------
+# -- generation ----------------------------------------------------------------------------------
 
 
 def test_generation_is_minted_once_for_an_empty_directory(tmp_path: Path) -> None:
@@ -196,7 +196,7 @@ def test_a_missing_generation_reads_as_unknown(tmp_path: Path) -> None:
     assert read_generation(tmp_path / "absent") is None
 
 
-# -- first and last seq, file order ----------------------------------------------------------------
+# -- first and last seq, file order --------------------------------------------------------------
 
 
 def test_first_and_last_seq_skip_unparseable_lines_and_a_torn_tail(tmp_path: Path) -> None:
@@ -249,7 +249,7 @@ def test_ordered_files_of_a_missing_directory_is_empty(tmp_path: Path) -> None:
     assert ordered_files(tmp_path / "absent") == []
 
 
-# -- bounds cache ----------------------------------------------------------------------------------
+# -- bounds cache --------------------------------------------------------------------------------
 
 
 def test_bounds_are_the_lowest_first_and_highest_last_seq(tmp_path: Path) -> None:

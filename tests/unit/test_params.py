@@ -35,7 +35,7 @@ def refused(model: type[p.Params], raw: Any) -> InvalidRequestError:
     return info.value
 
 
-# -- group_ids ------------------------------------------------------------------------------------
+# -- group_ids -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -204,7 +204,7 @@ def test_rebuild_defaults_and_accepted_values(
     assert (a.group_id, a.from_seq, a.to_seq, a.dry_run, a.force_clear) == expected
 
 
-# -- single group ids -----------------------------------------------------------------------------
+# -- single group ids ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -233,7 +233,7 @@ def test_a_read_may_name_the_empty_group() -> None:
     assert refused(p.GetEpisodesParams, {"group_id": 5}).field == "group_id"
 
 
-# -- other fields -------------------------------------------------------------------------------------
+# -- other fields --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

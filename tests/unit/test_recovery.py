@@ -9,8 +9,7 @@ import pytest
 
 from lcg.config import Settings
 from lcg.engine import open_engine
-from lcg.errors import StorageError, UnavailableError
-from lcg.recovery import (
+from lcg.engine.recovery import (
     DEGRADED_DB_OPEN_FAILED,
     degraded_engine,
     is_lock_conflict,
@@ -18,6 +17,7 @@ from lcg.recovery import (
     open_or_degraded,
     rebuild_database,
 )
+from lcg.errors import StorageError, UnavailableError
 from lcg.telemetry import ListSink
 
 

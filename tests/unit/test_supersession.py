@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lcg.supersession import family_of, is_additive, relation_words
+from lcg.ontology.supersession import family_of, is_additive, relation_words
 
 
 @pytest.mark.parametrize(

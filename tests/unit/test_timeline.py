@@ -1,4 +1,4 @@
-"""Derived supersession links and fact statuses (lcg.timeline), on plain Fact values."""
+"""Derived supersession links and fact statuses (lcg.temporal.timeline), on plain Fact values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from lcg.models import Fact
-from lcg.timeline import fact_status, successions
+from lcg.temporal.timeline import fact_status, successions
 
 JAN = datetime(2024, 1, 1, tzinfo=UTC)
 JUN = datetime(2024, 6, 1, tzinfo=UTC)

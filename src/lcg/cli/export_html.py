@@ -2,7 +2,7 @@
 
 Reads entities and facts through the registry's read methods: from the running service when one
 answers on the socket (Kuzu allows one process per database), else from the database opened
-here. The page itself is built by `lcg.htmlexport`.
+here. The page itself is built by `lcg.service.htmlexport`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from lcg.cli.remote import existing_settings, service_client
 from lcg.engine import open_engine
-from lcg.htmlexport import DEFAULT_LIMIT, render_html
+from lcg.service.htmlexport import DEFAULT_LIMIT, render_html
 from lcg.service.registry import dispatch
 from lcg.timeutil import parse_timestamp
 

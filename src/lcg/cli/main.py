@@ -36,8 +36,8 @@ from lcg.cli.serve import serve
 from lcg.cli.wal import wal
 from lcg.config import load_settings
 from lcg.engine import Engine, is_mutation, open_engine
+from lcg.engine.recovery import is_lock_conflict
 from lcg.errors import LcgError, StorageError
-from lcg.recovery import is_lock_conflict
 from lcg.service.registry import dispatch
 from lcg.wal.lock import WalLockedError
 

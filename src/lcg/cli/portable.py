@@ -1,4 +1,4 @@
-"""`lcg export` / `lcg import`: the graph as a portable JSONL file (lcg.portable).
+"""`lcg export` / `lcg import`: the graph as a portable JSONL file (lcg.curation.portable).
 
 Routed through the running service when one answers on the socket, else run on an engine opened
 here. The methods accept paths inside the workspace only; the user's file, wherever it is, is

@@ -23,8 +23,8 @@ from lcg.cli.remote import existing_settings, service_client
 from lcg.cli.staging import deliver, staged, workspace_settings
 from lcg.config import load_settings
 from lcg.engine import open_engine
+from lcg.engine.recovery import open_or_degraded
 from lcg.errors import InvalidRequestError
-from lcg.recovery import open_or_degraded
 from lcg.service.registry import Context, dispatch
 
 __all__ = ["call_method", "wal"]

@@ -16,7 +16,7 @@ entity gives a fact about it when a value follows the verb: a status ("is now de
 unless the date is the fact's object.
 
 Change cues retire facts through the pipeline's rules: the verb phrase itself lands in a
-built-in single-valued family (`lcg.supersession`: "now leads", "moved to the Search Team",
+built-in single-valued family (`lcg.ontology.supersession`: "now leads", "moved to the Search Team",
 "migrated from MySQL to PostgreSQL", "promoted to", "rewritten in"), and "from X", "replaced
 X", "left", "no longer" flag the existing facts they end (reason `cue`). A sentence with
 "also"/"as well" never retires anything. It answers in the JSON shapes of the LLM prompts, so
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lcg.supersession import family_of
+from lcg.ontology.supersession import family_of
 
 __all__ = ["HEURISTIC_VERSION", "heuristic_entities", "heuristic_facts", "sentences"]
 

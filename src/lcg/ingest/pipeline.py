@@ -51,8 +51,8 @@ from lcg.ingest.resolve import (
 from lcg.ingest.supersede import FactPlan, plan_facts, superseded_report
 from lcg.models import Entity, Episode, Fact
 from lcg.ontology import Ontology, load_ontology, record_ingested_ontology, write_wal_ontology
+from lcg.ontology.supersession import Reason
 from lcg.storage import graph
-from lcg.supersession import Reason
 from lcg.timeutil import now
 
 __all__ = ["EpisodeInput", "IngestOutcome", "IngestPipeline", "extractor_for", "pipeline_for"]

@@ -5,7 +5,7 @@ of existing facts the prompt showed — reason `model`, or `caller`/`cue` for th
 extractors), when its relation type is single-valued in the ontology (`cardinality: one`: same
 source, same relation type, another target — reason `ontology`), or, for writers that ask for it
 (the caller and the heuristic extractor; a model judges for itself), by lcg's built-in
-single-valued families (reason `builtin`; `lcg.supersession` defines them). The old fact is
+single-valued families (reason `builtin`; `lcg.ontology.supersession` defines them). The old fact is
 never deleted: it gets `invalid_at` = the new fact's `valid_at` (world time) and `expired_at` =
 now (system time). If the new fact turns out to be *older* than the one it would supersede, the
 roles swap: the old one stays, and the new one is stored already ended at the old one's
@@ -32,7 +32,7 @@ from lcg.ingest.index import GroupIndex
 from lcg.ingest.resolve import ResolvedFact, relation_type_for
 from lcg.models import Fact, canonical_attributes
 from lcg.ontology import UNCLASSIFIED_RELATION, Ontology
-from lcg.supersession import Reason, contradicted, rule_for
+from lcg.ontology.supersession import Reason, contradicted, rule_for
 from lcg.timeutil import to_read_format
 
 __all__ = ["FactPlan", "plan_facts", "superseded_report"]

@@ -29,7 +29,7 @@ from lcg.search.scoring import bm25_idf, bm25_scores, cosines, mmr, rrf, top_k
 from lcg.search.strategy import HYBRID_RRF, Strategy
 from lcg.search.text import STOPWORDS, tokens
 from lcg.storage import search_rows
-from lcg.temporal import CURRENT, TimeFilter
+from lcg.temporal.filter import CURRENT, TimeFilter
 
 if TYPE_CHECKING:
     from lcg.engine import Engine

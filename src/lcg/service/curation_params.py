@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from lcg.curation.pointers import Endpoint
 from lcg.models import DEFAULT_GROUP_ID
-from lcg.pointers import Endpoint
 from lcg.service.params import (
     GroupsOptional,
     Params,

@@ -161,7 +161,7 @@ def parse_scopes(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-# -- the tool table -------------------------------------------------------------------------------
+# -- the tool table ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ def tool_table(
     return table
 
 
-# -- backends: where a call goes --------------------------------------------------------------------
+# -- backends: where a call goes -----------------------------------------------------------------
 
 ProgressSink = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -330,7 +330,7 @@ class AttachedBackend:
         return await self.client.call(name, arguments, progress)
 
 
-# -- the server -----------------------------------------------------------------------------------
+# -- the server ----------------------------------------------------------------------------------
 
 
 def _json_text(value: Any) -> str:

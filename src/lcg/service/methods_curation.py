@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lcg import corrections, curation, pointers, portable
+from lcg.curation import corrections, merge, pointers, portable
 from lcg.engine import Engine
 from lcg.service import curation_params as cp
 from lcg.service import paths
@@ -23,9 +23,9 @@ from lcg.service.registry import Context, register
     "or merge_all_by_name; dry_run shows the plan. Failures come back as success: false.",
 )
 async def _merge(engine: Engine, a: cp.MergeEntitiesParams, ctx: Context) -> dict[str, Any]:
-    return await curation.merge_entities(
+    return await merge.merge_entities(
         engine,
-        curation.MergeRequest(
+        merge.MergeRequest(
             canonical_uuid=a.canonical_uuid,
             canonical_name=a.canonical_name,
             alias_uuids=tuple(a.alias_uuids),

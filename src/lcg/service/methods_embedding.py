@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lcg.admin.reembed import backfill_embeddings
 from lcg.engine import Engine
-from lcg.reembed import backfill_embeddings
 from lcg.service.embedding_params import BackfillEmbeddingsParams
 from lcg.service.registry import Context, register
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lcg import context, timeline
 from lcg.engine import Engine
 from lcg.service import temporal_params as tp
 from lcg.service.registry import Context, register
+from lcg.temporal import context, timeline
 
 
 @register(

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
+from lcg.admin.recover import STRATEGIES
 from lcg.errors import InvalidRequestError
 from lcg.models import DEFAULT_GROUP_ID
-from lcg.recovery_admin import STRATEGIES
 from lcg.timeutil import parse_wire_timestamp
 from lcg.wal.layout import encode_group
 
@@ -56,7 +56,7 @@ def parse_params(model: type[Params], raw: Any) -> Params:
         raise InvalidRequestError(text, field=top) from None
 
 
-# -- reusable field types -------------------------------------------------------------------------
+# -- reusable field types ------------------------------------------------------------------------
 
 
 def timestamp(name: str) -> Any:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lcg import recovery_admin, waladmin
+from lcg.admin import recover, waladmin
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError, UnavailableError
 from lcg.service import params as p
@@ -199,7 +199,7 @@ async def _assert_relationship(
     )
 
 
-# -- reads ----------------------------------------------------------------------------------------
+# -- reads ---------------------------------------------------------------------------------------
 
 
 @register(
@@ -301,7 +301,7 @@ async def _by_source(engine: Engine, a: p.BySourceParams, ctx: Context) -> dict[
     return await engine.get_entities_by_source(a.source, a.num_results, a.group_ids)
 
 
-# -- deletes --------------------------------------------------------------------------------------
+# -- deletes -------------------------------------------------------------------------------------
 
 
 @register(
@@ -365,7 +365,7 @@ async def _clear_all(engine: Engine, a: p.ClearAllParams, ctx: Context) -> dict[
     return await engine.clear_all(a.confirm, a.preserve_wal)
 
 
-# -- admin ----------------------------------------------------------------------------------------
+# -- admin ---------------------------------------------------------------------------------------
 
 
 @register(
@@ -423,7 +423,7 @@ async def _rebuild_status(engine: Engine, a: p.RebuildStatusParams, ctx: Context
     return engine.rebuild_status(str(a.job_id))
 
 
-# -- WAL administration (lcg.waladmin) ------------------------------------------------------------
+# -- WAL administration (lcg.admin.waladmin) -----------------------------------------------------
 
 
 @register(
@@ -489,7 +489,7 @@ async def _mark_delete(engine: Engine, a: wp.MarkNameParams, ctx: Context) -> di
     return await waladmin.mark_delete(engine, a.name, a.group_id)
 
 
-# -- recovery (lcg.recovery_admin) ----------------------------------------------------------------
+# -- recovery (lcg.admin.recover) ----------------------------------------------------------------
 
 
 @register(
@@ -505,7 +505,7 @@ async def _mark_delete(engine: Engine, a: wp.MarkNameParams, ctx: Context) -> di
     degraded_ok=True,
 )
 async def _recover(engine: Engine, a: p.RecoverParams, ctx: Context) -> dict[str, Any]:
-    return await recovery_admin.recover(engine, a.strategy)
+    return await recover.recover(engine, a.strategy)
 
 
 @register(
@@ -518,7 +518,7 @@ async def _recover(engine: Engine, a: p.RecoverParams, ctx: Context) -> dict[str
     degraded_ok=True,
 )
 async def _recover_full(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
-    return await recovery_admin.recover_full(engine)
+    return await recover.recover_full(engine)
 
 
 # -- the other areas' declarations ---------------------------------------------------------------

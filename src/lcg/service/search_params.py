@@ -17,7 +17,7 @@ from pydantic import BeforeValidator, Field, field_validator
 
 from lcg.search.strategy import STRATEGIES, Strategy
 from lcg.service.params import GroupsOptional, Params, timestamp
-from lcg.temporal import TimeFilter
+from lcg.temporal.filter import TimeFilter
 
 __all__ = ["FindEntitiesParams", "FindRelationshipsParams", "SearchPassagesParams"]
 

@@ -26,7 +26,7 @@ from lcg.service.params import (
     ReadGroup,
     timestamp,
 )
-from lcg.temporal import TimeFilter
+from lcg.temporal.filter import TimeFilter
 
 __all__ = [
     "MAX_HOPS",
@@ -107,7 +107,7 @@ Until = Annotated[
 
 
 class _TimeFields(Params):
-    """`as_of`, `known_at`, `include_invalidated`: see lcg.temporal.TimeFilter."""
+    """`as_of`, `known_at`, `include_invalidated`: see lcg.temporal.filter.TimeFilter."""
 
     as_of: AsOf | None = None
     known_at: KnownAt | None = None

@@ -1,4 +1,4 @@
-"""Reads the portable import needs to skip rows the graph already holds (lcg.portable)."""
+"""Reads the portable import needs to skip rows the graph already holds (lcg.curation.portable)."""
 
 from __future__ import annotations
 

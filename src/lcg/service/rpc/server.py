@@ -10,7 +10,7 @@ Lifecycle:
 3. **Degraded and self-recovery.** If the database files cannot be opened the service serves a
    degraded engine (the registry's guard answers -32001 with the reason) and, in a worker
    thread, moves the broken files aside and derives a fresh database from the WAL
-   (`lcg.recovery`), then swaps it in: `health_check` goes `degraded` -> `healthy`.
+   (`lcg.engine.recovery`), then swaps it in: `health_check` goes `degraded` -> `healthy`.
 4. **Shutdown** on SIGTERM/SIGINT or after answering `knowledge_close`: stop accepting, close
    idle connections, let in-flight requests finish within `shutdown_timeout_ms` (then cancel
    them — a call running in a worker thread still completes: no write is cut mid-commit), close
@@ -48,9 +48,9 @@ import anyio.to_thread
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.engine import Engine, no_ontology
+from lcg.engine.recovery import open_or_degraded, rebuild_database
 from lcg.errors import ConfigError, ConflictError, InvalidRequestError, UnavailableError
 from lcg.fsmodes import private_dir
-from lcg.recovery import open_or_degraded, rebuild_database
 from lcg.service.registry import REGISTRY, Context, dispatch
 from lcg.service.rpc import protocol
 from lcg.telemetry import EventSink, JsonlSink

@@ -9,7 +9,7 @@ needs no swap.
 - `drop_lbug_wal`: quarantine Kuzu's own journal `<db>.wal` as
   `<db>.wal.corrupt-YYYYMMDD-HHMMSS` (UTC) and reopen at the last checkpoint; the catch-up then
   replays the WAL tail the journal held.
-- `rebuild_from_workspace_wal`: move the database files aside (`lcg.recovery`, never deleted)
+- `rebuild_from_workspace_wal`: move the database files aside (`lcg.engine.recovery`, never deleted)
   and derive a fresh database from every group's WAL.
 - `restore_from_backup`: move the database files aside, copy the newest `*.pre-*-backup` of the
   database directory over the database path, reopen and catch up from the positions the backup
@@ -33,9 +33,9 @@ from typing import Any
 import anyio.to_thread
 
 from lcg.engine import Engine
+from lcg.engine.recovery import DEGRADED_DB_OPEN_FAILED, is_lock_conflict, move_database_aside
+from lcg.engine.replay import ReplayReport
 from lcg.errors import ConflictError, StorageError
-from lcg.recovery import DEGRADED_DB_OPEN_FAILED, is_lock_conflict, move_database_aside
-from lcg.replay import ReplayReport
 from lcg.storage import graph
 from lcg.storage.store import Store
 

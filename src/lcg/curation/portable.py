@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 import orjson
 
+from lcg.embedding.vectors import embed_plan, plan_for_ops
 from lcg.errors import ConflictError, InvalidRequestError
 from lcg.fsmodes import private_dir
 from lcg.storage import dump, graph
 from lcg.storage import portable as stored
 from lcg.storage.store import schema_version
-from lcg.vectors import embed_plan, plan_for_ops
 from lcg.wal.records import (
     Op,
     data_to_entity,

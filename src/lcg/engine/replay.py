@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from lcg.embedding.base import Embedder
+from lcg.embedding.vectors import embed_plan, plan_for_ops, plan_for_rows
 from lcg.errors import StorageError
 from lcg.storage import bulk, graph
 from lcg.storage.store import Store
-from lcg.vectors import embed_plan, plan_for_ops, plan_for_rows
 from lcg.wal.fold import fold
 from lcg.wal.reader import LostBatch, ReadStats, iter_records
 from lcg.wal.records import OPS, Op, WalRecord

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from lcg.models import Entity, Fact
 from lcg.search import hybrid
 from lcg.storage import graph, history
-from lcg.temporal import CURRENT, TimeFilter
-from lcg.timeline import fact_status
+from lcg.temporal.filter import CURRENT, TimeFilter
+from lcg.temporal.timeline import fact_status
 from lcg.timeutil import now, to_read_format
 
 if TYPE_CHECKING:

@@ -32,9 +32,14 @@ from typing import Any, ParamSpec, TypeVar
 import anyio.to_thread
 
 from lcg.config import Settings
+from lcg.curation.pointers import counts_by_state, rebind_locked, unbind_plan
 from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import build_embedder
+from lcg.embedding.vectors import embed_plan, plan_for_ops, text_hash
+from lcg.engine.jobs import JobTable, RebuildJob
+from lcg.engine.names import NameIndex
+from lcg.engine.replay import ReplayReport, loss_key, position_key, replay_group, write_position
 from lcg.errors import (
     ConflictError,
     InvalidRequestError,
@@ -47,7 +52,6 @@ from lcg.errors import (
 )
 from lcg.extraction.extractor import extractor_status
 from lcg.fsmodes import private_dir
-from lcg.jobs import JobTable, RebuildJob
 from lcg.models import (
     DEFAULT_GROUP_ID,
     EmbeddingRow,
@@ -61,19 +65,15 @@ from lcg.models import (
     normalize_labels,
     normalize_name,
 )
-from lcg.names import NameIndex
 from lcg.ontology import Ontology, load_ontology, ontology_status, record_ingested_ontology
-from lcg.pointers import counts_by_state, rebind_locked, unbind_plan
-from lcg.replay import ReplayReport, loss_key, position_key, replay_group, write_position
+from lcg.ontology.supersession import Reason, contradicted, rule_for
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
 from lcg.storage import crossgroup, graph, history
 from lcg.storage.store import Conn, Store, delete_database_files, schema_version
-from lcg.supersession import Reason, contradicted, rule_for
 from lcg.telemetry import EventSink, NullSink
-from lcg.temporal import TimeFilter
+from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import from_wal, now, to_iso_z, to_read_format, to_wal
-from lcg.vectors import embed_plan, plan_for_ops, text_hash
 from lcg.wal.layout import encode_group, group_dir, ordered_files
 from lcg.wal.lock import LOCK_FILE
 from lcg.wal.reader import ReadStats, iter_records
@@ -270,7 +270,7 @@ class Engine:
 
     @property
     def write_lock(self) -> threading.RLock:
-        """The one write lock, for admin passes outside the commit path (lcg.waladmin)."""
+        """The one write lock, for admin passes outside the commit path (lcg.admin.waladmin)."""
         return self._write_lock
 
     async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -346,7 +346,7 @@ class Engine:
 
         `on_open(store)`, if given, sees the reopened database before the catch-up.
 
-        The recovery hook (lcg.recovery_admin): callers, such as the service holding this
+        The recovery hook (lcg.admin.recover): callers, such as the service holding this
         Engine, keep the same object. The caller must hold the write lock. Returns the startup
         catch-up reports. If `prepare` or the reopening raises, the engine is left degraded
         with `failed_reason` (no store) and the error propagates.
@@ -707,7 +707,7 @@ class Engine:
         with self.store.transaction() as tx:
             crossgroup.rewire_hops(tx)
 
-    # -- admin passes (lcg.curation, lcg.pointers), write lock held ----------------------------
+    # -- admin passes (lcg.curation.merge, lcg.curation.pointers), write lock held ----------------
 
     def commit_ops(self, batches: Sequence[tuple[str, list[Op]]]) -> list[tuple[int, int]]:
         """Apply, log and commit operations of several groups atomically (write lock held).
@@ -930,7 +930,7 @@ class Engine:
 
         lcg extension: the fact retires the current facts named in `supersedes`, else those the
         group's ontology (`cardinality: one`) or lcg's built-in single-valued families say it
-        contradicts (`lcg.supersession`); they end at its `valid_at` (the time of the call when
+        contradicts (`lcg.ontology.supersession`); they end at its `valid_at` (the time of the call when
         it has none) and are listed in `edges_superseded` with the reason.
         """
         predicate = predicate.strip()

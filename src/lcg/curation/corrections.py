@@ -2,7 +2,7 @@
 
 `<LIMINIS_WORKSPACE_ROOT>/.liminis/knowledge-corrections.yaml` holds
 `{corrections: [{id, type, canonical?, canonical_uuid?, aliases?, edge_uuid?, applied_at?}]}`.
-`same_as` merges the named aliases into the canonical (lcg.curation, in the canonical's group);
+`same_as` merges the named aliases into the canonical (lcg.curation.merge, in the canonical's group);
 `retract` invalidates one fact. Each applied entry gets `applied_at: "<RFC 3339>"` patched into
 the file in place — the rest of the text (comments, order, quoting) is kept — written through a
 `.yaml.tmp` sibling and a rename. Every graph change is an ordinary WAL batch of the group it
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 import yaml
 
-from lcg.curation import MergeRequest, exact_name_matches, merge_locked
+from lcg.curation.merge import MergeRequest, exact_name_matches, merge_locked
 from lcg.errors import ConfigError, NotFoundError
 from lcg.storage import graph
 from lcg.timeutil import now, to_wal

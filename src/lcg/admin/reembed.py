@@ -1,7 +1,7 @@
 """Re-embedding: bring every vector row of a group up to the embedder in use.
 
 `knowledge_backfill_summary_embeddings`. A vector row (`Embedding`, one per `<kind>:<owner>`)
-records the hash of (model, text) it was made from (lcg.vectors), so a row is *current* when
+records the hash of (model, text) it was made from (lcg.embedding.vectors), so a row is *current* when
 that hash equals the hash of its owner's text under the embedder in use, and *missing* or
 *stale* otherwise (an older model, a text edited by raw Cypher, a row never written). The pass:
 
@@ -26,11 +26,11 @@ from typing import Any
 import anyio.to_thread
 
 from lcg.embedding import stamp
+from lcg.embedding.vectors import EmbeddingPlan, plan_for_rows, text_hash
 from lcg.engine import Engine
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import graph
 from lcg.storage.store import Conn
-from lcg.vectors import EmbeddingPlan, plan_for_rows, text_hash
 
 __all__ = ["backfill_embeddings"]
 
@@ -56,7 +56,7 @@ class _GroupPlan:
 
 
 def _group_plan(conn: Conn, group_id: str, owners: list[str] | None = None) -> EmbeddingPlan:
-    """The vectors the group's rows (or only `owners`) should have, by lcg.vectors' rules."""
+    """The vectors the group's rows (or only `owners`) should have, by lcg.embedding.vectors' rules."""
     p: dict[str, Any] = {"g": group_id}
     where = "WHERE n.group_id = $g"
     if owners is not None:

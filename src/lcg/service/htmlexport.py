@@ -34,7 +34,7 @@ from lcg.timeutil import now, parse_timestamp, to_read_format
 
 __all__ = ["ExportSummary", "render_html", "select_graph"]
 
-UI_DIR = Path(__file__).resolve().parent / "service" / "ui"
+UI_DIR = Path(__file__).resolve().parent / "ui"
 DEFAULT_LIMIT = 300
 
 

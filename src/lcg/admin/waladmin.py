@@ -23,10 +23,10 @@ from typing import Any
 import anyio.to_thread
 
 from lcg.engine import Engine
+from lcg.engine.replay import position_key
 from lcg.errors import ConflictError, InvalidRequestError, LcgError
 from lcg.fsmodes import private_dir
 from lcg.models import DEFAULT_GROUP_ID
-from lcg.replay import position_key
 from lcg.storage import dump, graph
 from lcg.storage.store import Conn
 from lcg.wal import marks
@@ -61,7 +61,7 @@ def _existing_group_dir(engine: Engine, group_id: str) -> Path:
     return directory
 
 
-# -- marks ----------------------------------------------------------------------------------------
+# -- marks ---------------------------------------------------------------------------------------
 
 
 async def mark_create(engine: Engine, name: str, group_id: str) -> dict[str, Any]:
@@ -148,7 +148,7 @@ async def mark_delete(engine: Engine, name: str, group_id: str) -> dict[str, Any
     return await anyio.to_thread.run_sync(run)
 
 
-# -- prepare checkpoint ---------------------------------------------------------------------------
+# -- prepare checkpoint --------------------------------------------------------------------------
 
 
 async def prepare_checkpoint(engine: Engine) -> dict[str, Any]:
@@ -172,7 +172,7 @@ async def prepare_checkpoint(engine: Engine) -> dict[str, Any]:
     return await anyio.to_thread.run_sync(run)
 
 
-# -- dump -----------------------------------------------------------------------------------------
+# -- dump ----------------------------------------------------------------------------------------
 
 
 def _default_target(engine: Engine) -> Path:

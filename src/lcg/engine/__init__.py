@@ -1,0 +1,22 @@
+"""The kernel: lifecycle, startup catch-up, snapshot reads, the commit primitive, name
+resolution (see README.md in this directory)."""
+
+from lcg.engine.kernel import (
+    Engine,
+    EpisodeCommit,
+    Invalidation,
+    check_statement,
+    is_mutation,
+    no_ontology,
+    open_engine,
+)
+
+__all__ = [
+    "Engine",
+    "EpisodeCommit",
+    "Invalidation",
+    "check_statement",
+    "is_mutation",
+    "no_ontology",
+    "open_engine",
+]
