@@ -30,6 +30,7 @@ import anyio
 
 from ingest import _chunk, _ms, _pct, articles, llm_server
 from lcg import Settings, open_engine
+from lcg.admin import status as admin_status
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
 from lcg.extraction.select import set_llm_client
 from lcg.models import DEFAULT_GROUP_ID, Entity, Episode, Fact
@@ -136,7 +137,7 @@ def run(home: Path, n: int, corpus: list[dict[str, Any]], same_group: bool) -> d
     out["open_s"] = round(time.perf_counter() - started, 2)
     try:
         engine_s = anyio.run(_ingest, engine, corpus)
-        status = anyio.run(engine.status)
+        status = anyio.run(admin_status.status, engine)
     finally:
         engine.close()
     out["engine_ms"] = {

@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 
 from lcg import Engine, Entity, Episode, EpisodeCommit, Fact, Settings, open_engine
+from lcg.admin import rebuild
 from lcg.extraction.llm import LlmRequest, LlmResponse
 from lcg.extraction.select import set_llm_client
 from lcg.service.registry import dispatch
@@ -122,7 +123,7 @@ async def passes(engine: Engine, facts: int) -> dict[str, Any]:
         "reclassified": ent["result"]["reclassified_count"],
     }
     start = time.perf_counter()
-    await engine.rebuild_from_wal(GROUP, force_clear=True)
+    await rebuild.rebuild_from_wal(engine, GROUP, force_clear=True)
     out["rebuild_seconds"] = round(time.perf_counter() - start, 3)
     return out
 

@@ -33,6 +33,7 @@ from typing import Any
 import anyio
 
 from lcg import Settings, open_engine
+from lcg.admin import status as admin_status
 from lcg.embedding.hashing import HashEmbedder
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import REGISTRY, dispatch
@@ -199,7 +200,7 @@ def bench_size(n: int, queries: int) -> dict[str, Any]:
                     row["one_group"]["p50_ms"] / max(row["unfiltered"]["p50_ms"], 1e-9), 2
                 )
                 latency[name] = row
-            status = anyio.run(engine.status)
+            status = anyio.run(admin_status.status, engine)
         finally:
             engine.close()
     return {

@@ -32,6 +32,8 @@ from pathlib import Path
 import anyio
 
 from lcg import Settings, open_engine
+from lcg.admin import rebuild
+from lcg.admin import status as admin_status
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import Context, dispatch
 from lcg.storage.store import delete_database_files
@@ -206,13 +208,13 @@ def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
     started = time.perf_counter()
     engine = open_engine(settings)  # no database: startup catch-up replays every group
     cold_s = time.perf_counter() - started
-    status = anyio.run(engine.status)
+    status = anyio.run(admin_status.status, engine)
     assert all(g["hydration_status"] == "hydrated" for g in status["wal_groups"].values()), status
     counts = {k: status[k] for k in ("entity_count", "relationship_count", "episode_count")}
 
     async def rebuild_all() -> float:  # what `lcg rebuild` does: every group in one call
         start = time.perf_counter()
-        results = await engine.rebuild_groups(engine.wal.groups(), force_clear=True)
+        results = await rebuild.rebuild_groups(engine, engine.wal.groups(), force_clear=True)
         assert all(r["failed_lines"] == 0 for r in results), results
         return time.perf_counter() - start
 
@@ -231,7 +233,7 @@ def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
     try:
         rebuild_s = anyio.run(rebuild_all)
         each_s = anyio.run(rebuild_each)
-        after = anyio.run(engine.status)
+        after = anyio.run(admin_status.status, engine)
         assert {k: after[k] for k in counts} == counts, (after, counts)
     finally:
         engine.close()

@@ -19,8 +19,11 @@ import pytest
 from test_rebuild_equivalence import assert_same, snapshot
 
 from lcg import Engine, Entity, Episode, EpisodeCommit, Settings, open_engine
+from lcg.admin import rebuild
+from lcg.admin import status as admin_status
 from lcg.curation.merge import MergeRequest, merge_entities
 from lcg.curation.pointers import Endpoint, add_cross_group_edge, rebind
+from lcg.graph import deletes, reads
 from lcg.storage import graph
 from lcg.storage.store import delete_database_files
 
@@ -102,7 +105,7 @@ async def test_merge_rewrites_dedupes_forwards_and_rebuilds(settings: Settings) 
         assert again["skipped"] == 1 and again["merged_count"] == 0
         merged = snapshot(engine)
 
-        rebuilt = await engine.rebuild_from_wal(G, force_clear=True)
+        rebuilt = await rebuild.rebuild_from_wal(engine, G, force_clear=True)
         assert rebuilt["failed_lines"] == 0, rebuilt
         assert_same(merged, snapshot(engine), "knowledge_rebuild_from_wal force_clear")
     finally:
@@ -186,9 +189,9 @@ async def test_cross_group_pointers_bind_hide_count_and_rebind(settings: Setting
             None,
         )
         assert ambiguous["cross_group_pointers"]["src"]["binding_state"] == "ambiguous"
-        listed = (await engine.get_edges_by_group(["layer"]))["edges"]
+        listed = (await reads.get_edges_by_group(engine, ["layer"]))["edges"]
         assert [e["uuid"] for e in listed] == [bound["uuid"]], "unbound/ambiguous edges are hidden"
-        status = await engine.status()
+        status = await admin_status.status(engine)
         assert status["cross_group_pointers"] == {"bound": 4, "unbound": 1, "ambiguous": 1}
 
         # The missing entity appears: a rebind binds the pointer and the edge becomes visible.
@@ -197,13 +200,13 @@ async def test_cross_group_pointers_bind_hide_count_and_rebind(settings: Setting
         # Kranz's pointer is re-checked too: the group's position moved past its bound_at_seq.
         assert counts["bound"] == 2 and counts["checked"] == 2, counts
         assert counts["staleness_skipped"] == 0, counts
-        assert len((await engine.get_edges_by_group(["layer"]))["edges"]) == 2
+        assert len((await reads.get_edges_by_group(engine, ["layer"]))["edges"]) == 2
         assert (await rebind(engine, "people"))["checked"] == 0, "a second call is a no-op"
 
         # Purging a source group unbinds the pointers into it (in the owning group's WAL).
-        purge = await engine.delete_by_group(["people"], dry_run=False, confirm=True)
+        purge = await deletes.delete_by_group(engine, ["people"], dry_run=False, confirm=True)
         assert purge["unbound_impacts"] == [{"group_id": "layer", "pointer_count": 2}], purge
-        assert (await engine.get_edges_by_group(["layer"]))["edges"] == []
+        assert (await reads.get_edges_by_group(engine, ["layer"]))["edges"] == []
         live = snapshot(engine)
     finally:
         engine.close()
@@ -214,7 +217,7 @@ async def test_cross_group_pointers_bind_hide_count_and_rebind(settings: Setting
         await _entities(engine, "people", "Gene Kranz")
         counts = await rebind(engine, "people")
         assert counts["bound"] == 1 and counts["unbound"] == 1, counts
-        assert len((await engine.get_edges_by_group(["layer"]))["edges"]) == 1
+        assert len((await reads.get_edges_by_group(engine, ["layer"]))["edges"]) == 1
     finally:
         engine.close()
 
@@ -251,7 +254,7 @@ async def test_rebind_invalidates_self_loops_and_duplicates(engine: Engine) -> N
     counts = await rebind(engine, "people")
     assert counts["invalidated_duplicate"] == 1, counts
     assert counts["invalidated_self_loop"] == 1, counts
-    visible = (await engine.get_edges_by_group(["layer"]))["edges"]
+    visible = (await reads.get_edges_by_group(engine, ["layer"]))["edges"]
     assert len([e for e in visible if e["invalid_at"] is None]) == 2, visible
 
 
@@ -298,13 +301,13 @@ async def test_generation_reset_rebinds_pointers(tmp_path: Path) -> None:
 
     consumer = open_engine(con)
     try:
-        result = await consumer.rebuild_from_wal("shared")
+        result = await rebuild.rebuild_from_wal(consumer, "shared")
         assert result["reset_detected"] is True, result
         assert result["previous_generation"] != result["generation"]
         assert result["cross_group_rebind"]["bound"] == 2, result
-        nodes = (await consumer.get_nodes_by_group(["shared"]))["nodes"]
+        nodes = (await reads.get_nodes_by_group(consumer, ["shared"]))["nodes"]
         assert {n["uuid"] for n in nodes} == set(new.values()), "old rows gone, new rows present"
-        edges = (await consumer.get_edges_by_group(["notes"]))["edges"]
+        edges = (await reads.get_edges_by_group(consumer, ["notes"]))["edges"]
         assert [(e["source_node_uuid"], e["target_node_uuid"]) for e in edges] == [
             (new["Odyssey"], new["Aquarius"])
         ]
@@ -383,7 +386,7 @@ async def test_corrections_validate_apply_and_stamp(tmp_path: Path) -> None:
         assert entries[2]["applied_at"] == "2020-01-01T00:00:00Z"
         forwarded = await engine.entity_by_name("liminis", "Houston")
         assert forwarded is not None and forwarded.name == "Mission Control"
-        facts = (await engine.get_edges_by_uuids([edge]))["edges"]
+        facts = (await reads.get_edges_by_uuids(engine, [edge]))["edges"]
         assert facts and facts[0]["invalid_at"] is not None
         again = await apply_corrections(engine, dry_run=False)
         assert again["applied"] == 0 and again["skipped"] == 3, again

@@ -26,6 +26,7 @@ from lcg import (
     UnavailableError,
     open_engine,
 )
+from lcg.admin import status as admin_status
 from lcg.admin.recover import DID_NOT_REOPEN, find_backup, quarantine_journal
 from lcg.engine.recovery import DEGRADED_DB_OPEN_FAILED, degraded_engine, open_or_degraded
 from lcg.service.registry import dispatch
@@ -216,7 +217,7 @@ def test_rebuild_from_the_wal_brings_a_corrupt_database_back(
         result = anyio.run(_recover, engine, "rebuild_from_workspace_wal")
         assert result["success"] is True and engine.degraded_reason is None
         assert anyio.run(graph_of, engine) == expected
-        assert anyio.run(engine.health)["state"] == "healthy"
+        assert anyio.run(admin_status.health, engine)["state"] == "healthy"
     finally:
         engine.close()
 

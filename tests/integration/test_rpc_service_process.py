@@ -16,6 +16,7 @@ from rpc_support import ServiceProcess, short_socket_dir, wait_healthy
 
 from lcg.config import Settings
 from lcg.engine import open_engine
+from lcg.graph import reads
 from lcg.service.rpc.client import RpcClient, RpcError, ServiceGoneError
 
 
@@ -185,7 +186,7 @@ def test_sigterm_during_a_burst_of_writes_loses_no_acknowledged_write(
     settings = Settings.for_home(tmp_path / ".lcg", kuzu_buffer_pool_mb=256)
     engine = open_engine(settings)
     try:
-        listed = anyio.run(engine.list_entities, 100_000, None)
+        listed = anyio.run(reads.list_entities, engine, 100_000, None)
     finally:
         engine.close()
     stored = {n["name"]: n["uuid"] for n in listed["nodes"]}

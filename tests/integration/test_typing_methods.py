@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lcg import Engine, Episode, EpisodeCommit
+from lcg.admin import rebuild
 from lcg.errors import ExtractionError, InvalidRequestError
 from lcg.extraction.llm import LlmRequest, LlmResponse
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
@@ -138,7 +139,7 @@ def _max_seq(engine: Engine, group: str = "liminis") -> int | None:
 
 async def _survives_rebuild(engine: Engine, group: str = "liminis") -> None:
     before = await _rows(engine, group)
-    result = await engine.rebuild_from_wal(group, force_clear=True)
+    result = await rebuild.rebuild_from_wal(engine, group, force_clear=True)
     assert result["success"] is True
     assert await _rows(engine, group) == before
 
@@ -601,7 +602,7 @@ async def test_status_reports_the_workspace_ontology_and_drift(engine: Engine) -
     drifted = (await dispatch(engine, "knowledge_status", {}))["ontology"]
     assert drifted["drifted"] is True and drifted["drift_summary"]
 
-    await engine.rebuild_from_wal("liminis", force_clear=True)  # the graph now reflects it
+    await rebuild.rebuild_from_wal(engine, "liminis", force_clear=True)  # the graph now reflects it
     assert (await dispatch(engine, "knowledge_status", {}))["ontology"]["drifted"] is False
     recorded = _read_json(engine.settings.home / "ontology-hash.json")
     assert recorded["mode"] == "strict" and recorded["relation_types"] == ["AUTHORED", "LIVES_IN"]

@@ -7,6 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from lcg.admin import status as admin_status
 from lcg.config import Settings
 from lcg.engine import open_engine
 from lcg.engine.recovery import (
@@ -18,6 +19,7 @@ from lcg.engine.recovery import (
     rebuild_database,
 )
 from lcg.errors import StorageError, UnavailableError
+from lcg.graph import reads
 from lcg.telemetry import ListSink
 
 
@@ -46,18 +48,18 @@ def test_a_degraded_engine_answers_status_and_health_and_refuses_the_rest(
 ) -> None:
     engine = degraded_engine(settings, "lbug_wal_corrupt")
     try:
-        health = anyio.run(engine.health)
+        health = anyio.run(admin_status.health, engine)
         assert health == {
             "ok": False,
             "healthy": False,
             "state": "degraded",
             "reason": "lbug_wal_corrupt",
         }
-        status = anyio.run(engine.status)
+        status = anyio.run(admin_status.status, engine)
         assert status["degraded"] is True and status["queryable"] is False
         assert "entity_count" not in status and "wal" not in status
         with pytest.raises(UnavailableError):
-            anyio.run(engine.list_entities, 10, None)
+            anyio.run(reads.list_entities, engine, 10, None)
     finally:
         engine.close()
 
@@ -77,7 +79,7 @@ def test_an_unreadable_database_opens_degraded_then_rebuilds_from_the_wal(
     events = ListSink()
     fresh = rebuild_database(settings, reason=DEGRADED_DB_OPEN_FAILED, events=events)
     try:
-        listed = anyio.run(fresh.list_entities, 10, None)
+        listed = anyio.run(reads.list_entities, fresh, 10, None)
         assert [n["uuid"] for n in listed["nodes"]] == [created["entity_uuid"]]
     finally:
         fresh.close()

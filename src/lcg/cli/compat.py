@@ -13,7 +13,6 @@ Modes: `--mcp-stdio` (standalone MCP), `--mcp-stdio --connect SOCKET` (attached 
 from __future__ import annotations
 
 import importlib.util
-import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,10 +21,11 @@ from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import lcg
+from lcg.cli.mcp_stdio import serve_mcp
 from lcg.config import load_settings
 from lcg.errors import ConfigError, LcgError
 
-__all__ = ["Options", "main", "parse_args", "serve_mcp"]
+__all__ = ["Options", "main", "parse_args"]
 
 PROG = "liminis-context-graph"
 REFERENCE_SIDECAR = "/tmp/liminis-inference.sock"  # the reference's default embedding sidecar
@@ -134,57 +134,6 @@ def parse_args(argv: Sequence[str]) -> Options:
     return opts
 
 
-def serve_mcp(
-    scope: str,
-    socket_path: str | None,
-    allow_remote_close: bool,
-    overrides: dict[str, Any] | None = None,
-    prog: str = PROG,
-    *,
-    reference_scopes: bool = True,
-) -> None:
-    """Run MCP on stdio: attached when `socket_path` is given, standalone otherwise.
-
-    `reference_scopes`: group the tools by the reference's scopes (this entry point's promise:
-    a config that ran the reference sees the same tools); `lcg mcp` passes False unless asked,
-    so destructive tools need `admin` there.
-
-    Raises:
-        ConfigError: a bad scope list or setting.
-        LcgError: the database (standalone) or the service (attached) cannot be reached.
-    """
-    from lcg.service import mcp
-
-    _log_to_stderr()
-    scopes = mcp.parse_scopes(scope)
-    settings = load_settings(overrides=overrides)
-    if socket_path is not None:
-        mcp.run_attached(
-            socket_path,
-            scopes,
-            allow_remote_close=allow_remote_close,
-            timeout_ms=settings.attached_call_timeout_ms,
-            shutdown_timeout_ms=settings.shutdown_timeout_ms,
-            reference_scopes=reference_scopes,
-        )
-        return
-    if allow_remote_close:
-        print(
-            f"{prog}: warning: --allow-remote-close only applies with --connect; ignored",
-            file=sys.stderr,
-        )
-    mcp.run_standalone(settings, scopes, reference_scopes=reference_scopes)
-
-
-def _log_to_stderr() -> None:
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.WARNING,
-            stream=sys.stderr,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-
-
 def _fail(message: str, status: int) -> NoReturn:
     print(f"{PROG}: {message}", file=sys.stderr)
     sys.exit(status)
@@ -287,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 kind, where = endpoint
                 key = "embedding_uds" if kind == "uds" else "embedding_url"
                 overrides.update({key: where, "embedder": "http"})
-            serve_mcp(opts.scope or "all", opts.connect, opts.allow_remote_close, overrides)
+            serve_mcp(
+                opts.scope or "all", opts.connect, opts.allow_remote_close, overrides, prog=PROG
+            )
         else:
             flags = [f"--{k.replace('_', '-')}={v}" for k, v in extractor_overrides(opts).items()]
             if endpoint is not None:

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from lcg.admin.rebuild import rebuild_groups
 from lcg.cli.endpoint_options import (
     embedder_options,
     embedder_overrides,
@@ -168,8 +169,8 @@ def rebuild(ctx: click.Context, groups: tuple[str, ...], force_clear: bool, dry_
                 bar.update(task, completed=frame.get("mutations_replayed_so_far", 0))
 
             # One engine call for all groups, under one hold of the write lock.
-            return await engine.rebuild_groups(
-                targets, force_clear=force_clear, dry_run=dry_run, progress=progress
+            return await rebuild_groups(
+                engine, targets, force_clear=force_clear, dry_run=dry_run, progress=progress
             )
 
     for result in _run(engine, run_all):
@@ -250,7 +251,7 @@ def mcp_command(
     When the workspace's service answers on its socket (`lcg serve` owns the database), calls
     are forwarded to it, as with --connect; otherwise the database is opened here.
     """
-    from lcg.cli.compat import serve_mcp  # imports the MCP SDK only for this command
+    from lcg.cli.mcp_stdio import serve_mcp  # imports the MCP SDK only for this command
 
     home = ctx.obj.get("home")
     overrides: dict[str, Any] = {"home": home} if home else {}

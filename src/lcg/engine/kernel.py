@@ -32,7 +32,6 @@ from typing import Any, ParamSpec, TypeVar
 import anyio.to_thread
 
 from lcg.config import Settings
-from lcg.curation.pointers import counts_by_state, rebind_locked, unbind_plan
 from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import build_embedder
@@ -50,7 +49,6 @@ from lcg.errors import (
     WalError,
     WalGenerationError,
 )
-from lcg.extraction.extractor import extractor_status
 from lcg.fsmodes import private_dir
 from lcg.models import (
     DEFAULT_GROUP_ID,
@@ -59,22 +57,18 @@ from lcg.models import (
     Episode,
     Fact,
     canonical_attributes,
-    entity_to_wire,
-    episode_to_wire,
-    fact_to_wire,
     normalize_labels,
     normalize_name,
 )
-from lcg.ontology import Ontology, load_ontology, ontology_status, record_ingested_ontology
+from lcg.ontology import Ontology, load_ontology, record_ingested_ontology
 from lcg.ontology.supersession import Reason, contradicted, rule_for
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
-from lcg.storage import crossgroup, graph, history
-from lcg.storage.store import Conn, Store, delete_database_files, schema_version
+from lcg.storage import crossgroup, graph
+from lcg.storage.store import Conn, Store, delete_database_files
 from lcg.telemetry import EventSink, NullSink
-from lcg.temporal.filter import TimeFilter
-from lcg.timeutil import from_wal, now, to_iso_z, to_read_format, to_wal
-from lcg.wal.layout import encode_group, group_dir, ordered_files
+from lcg.timeutil import from_wal, now, to_read_format, to_wal
+from lcg.wal.layout import encode_group, ordered_files
 from lcg.wal.lock import LOCK_FILE
 from lcg.wal.reader import ReadStats, iter_records
 from lcg.wal.records import OPS, Op, entity_op, episode_op, fact_op
@@ -86,6 +80,8 @@ logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
+# A pass run after a full rebuild of a group, write lock held (cross-group pointers: lcg.admin.rebuild).
+Rebind = Callable[["Engine", str], dict[str, int]]
 
 # How long `reopen_store` waits for running reads before closing the database under them.
 _READERS_DRAIN_SECONDS = 30.0
@@ -263,6 +259,16 @@ class Engine:
         if self._store is None:
             raise UnavailableError(self.degraded_reason or "unknown")
         return self._store
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a database is open (False: degraded, or closed)."""
+        return self._store is not None
+
+    @property
+    def name_index_trusted(self) -> bool:
+        """Whether the name index is complete (raw Cypher writes make it fall back to scans)."""
+        return self._names.trusted
 
     @property
     def wal(self) -> Wal:
@@ -467,7 +473,7 @@ class Engine:
         with self.store.transaction() as tx:
             graph.set_meta(tx, loss_key(report.group_id), json.dumps(merged) if merged else None)
 
-    def _wal_problems(self, conn: Conn) -> list[dict[str, Any]]:
+    def wal_problems(self, conn: Conn) -> list[dict[str, Any]]:
         """The `wal_problems` of `knowledge_status` (an lcg extension): WAL lines lost, by group."""
         return [
             {"group_id": group_id, **loss}
@@ -718,6 +724,19 @@ class Engine:
         embeds it itself when it reloads the group.
         """
         return self._commit([self._prepare(g, ops, cache_only=True) for g, ops in batches if ops])
+
+    async def write(self, plan: Callable[[Conn], tuple[T, Sequence[tuple[str, list[Op]]]]]) -> T:
+        """Run `plan` on the writer connection under the write lock, then commit the batches it
+        returns (per group, one WAL batch; all of them in one transaction, as `commit_ops`) and
+        return its result. `plan` only reads and decides: it never calls a model."""
+
+        def run() -> T:
+            with self._write_lock:
+                result, batches = self._locked_read(plan)
+                self.commit_ops(batches)
+                return result
+
+        return await self._run(run)
 
     def name_lookup(self, group_id: str, name: str) -> list[tuple[str, bool]]:
         """(uuid, is_merged) of the entities with this name in the group, earliest first."""
@@ -1083,83 +1102,6 @@ class Engine:
 
     # -- deletes ---------------------------------------------------------------------------
 
-    def _delete_episodes(self, matches: list[tuple[str, str]]) -> None:
-        by_group: dict[str, list[Op]] = {}
-        for ep_uuid, gid in matches:
-            by_group.setdefault(gid, []).append(Op("episode.delete", {"uuid": ep_uuid}))
-        self._commit([_Batch(gid, ops) for gid, ops in by_group.items()])
-
-    async def delete_episode(self, episode_uuid: str) -> dict[str, Any]:
-        def write() -> dict[str, Any]:
-            with self._write_lock:
-                groups = self._locked_read(lambda c: graph.episode_groups(c, [episode_uuid]))
-                self._delete_episodes(list(groups.items()))
-            return {"status": "deleted"}
-
-        return await self._run(write)
-
-    async def delete_by_source(self, source_file: str, group_ids: list[str]) -> dict[str, Any]:
-        """Delete the episodes ingested from `source_file` (or its chunks) in the groups."""
-        return await self._delete_matching(
-            "source_file",
-            source_file,
-            lambda c: graph.episodes_matching(c, group_ids, source_file=source_file),
-        )
-
-    async def delete_chunk_episode(self, chunk_id: str, group_ids: list[str]) -> dict[str, Any]:
-        """Delete the episodes named `chunk_id` in the groups."""
-        return await self._delete_matching(
-            "chunk_id", chunk_id, lambda c: graph.episodes_matching(c, group_ids, chunk_id=chunk_id)
-        )
-
-    async def _delete_matching(
-        self, key: str, value: str, find: Callable[[Conn], list[tuple[str, str]]]
-    ) -> dict[str, Any]:
-        def write() -> dict[str, Any]:
-            with self._write_lock:
-                matches = self._locked_read(find)
-                self._delete_episodes(matches)
-            return {
-                "success": True,
-                key: value,
-                "deleted_count": len(matches),
-                "deleted_uuids": [m[0] for m in matches],
-            }
-
-        return await self._run(write)
-
-    async def delete_by_group(
-        self, group_ids: list[str], dry_run: bool, confirm: bool
-    ) -> dict[str, Any]:
-        if not dry_run and not confirm:
-            raise InvalidRequestError(
-                "Must set 'confirm' to true to purge group data (or 'dry_run' to preview)",
-                field="confirm",
-            )
-
-        def write() -> dict[str, Any]:
-            with self._write_lock:
-                counts = self._locked_read(lambda c: [graph.group_counts(c, g) for g in group_ids])
-                impacts, unbind = self._locked_read(lambda c: unbind_plan(self, c, group_ids))
-                if not dry_run:
-                    self._commit(
-                        [
-                            _Batch(g, [Op("group.purge", {})])
-                            for g, n in zip(group_ids, counts, strict=True)
-                            if any(n.values())
-                        ]
-                        + [self._prepare(g, ops, cache_only=True) for g, ops in unbind.items()]
-                    )
-            return {
-                "success": True,
-                "dry_run": dry_run,
-                "groups": [{"group_id": g, **n} for g, n in zip(group_ids, counts, strict=True)],
-                "unbound_impacts": impacts,
-                "applied_seq_reset": False,
-            }
-
-        return await self._run(write)
-
     async def clear_all(self, confirm: bool, preserve_wal: bool) -> dict[str, Any]:
         """Delete the whole graph (and, unless `preserve_wal`, the whole WAL); start empty."""
         if not confirm:
@@ -1284,143 +1226,9 @@ class Engine:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    async def get_episodes(self, group_id: str, last_n: int) -> dict[str, Any]:
-        def read(conn: Conn) -> dict[str, Any]:
-            episodes = graph.episodes_recent(conn, group_id, last_n) if last_n else []
-            mentions = graph.episode_mentions(conn, [e.uuid for e in episodes]) if episodes else {}
-            out = [episode_to_wire(e, mentions.get(e.uuid, [])) for e in episodes]
-            return {"episodes": out, "count": len(out)}
-
-        return await self._run(self._read, read)
-
-    async def get_nodes_by_group(self, group_ids: list[str] | None) -> dict[str, Any]:
-        def read(conn: Conn) -> dict[str, Any]:
-            nodes = (
-                []
-                if group_ids == []
-                else [entity_to_wire(e) for e in graph.entities_in_groups(conn, group_ids)]
-            )
-            return {"nodes": nodes, "count": len(nodes)}
-
-        return await self._run(self._read, read)
-
-    async def get_edges_by_group(
-        self, group_ids: list[str] | None, time: TimeFilter | None = None
-    ) -> dict[str, Any]:
-        """API.md §2.14; `time` None is the reference's rule: every edge, invalidated or not."""
-
-        def read(conn: Conn) -> dict[str, Any]:
-            if group_ids == []:
-                facts = []
-            elif time is None:
-                facts = graph.facts_with_hops(conn, group_ids)
-            else:
-                facts = history.facts_at(conn, group_ids, time, now())
-            edges = [fact_to_wire(f) for f in facts]
-            return {"edges": edges, "count": len(edges)}
-
-        return await self._run(self._read, read)
-
-    async def get_edges_by_uuids(self, uuids: list[str]) -> dict[str, Any]:
-        def read(conn: Conn) -> dict[str, Any]:
-            edges = (
-                [fact_to_wire(f) for f in graph.facts_with_hops(conn, uuids=uuids)] if uuids else []
-            )
-            return {"edges": edges, "count": len(edges)}
-
-        return await self._run(self._read, read)
-
-    def _entities_with_provenance(
-        self, conn: Conn, entities: list[Entity], groups: list[str] | None
-    ) -> list[dict[str, Any]]:
-        prov = graph.provenance(conn, [e.uuid for e in entities], groups) if entities else {}
-        return [
-            entity_to_wire(
-                e, [p[0] for p in prov.get(e.uuid, [])], [p[1] for p in prov.get(e.uuid, [])]
-            )
-            for e in entities
-        ]
-
-    def _facts_with_provenance(self, conn: Conn, facts: list[Fact]) -> list[dict[str, Any]]:
-        ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
-        prov = graph.provenance(conn, ends, None) if facts else {}
-        out = []
-        for f in facts:
-            merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
-            out.append(fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged]))
-        return out
-
-    async def list_entities(self, num_results: int, group_ids: list[str] | None) -> dict[str, Any]:
-        def read(conn: Conn) -> dict[str, Any]:
-            entities = graph.entities_in_groups(conn, group_ids, limit=num_results)
-            nodes = self._entities_with_provenance(conn, entities, group_ids)
-            return {"nodes": nodes, "count": len(nodes)}
-
-        return await self._run(self._read, read)
-
-    async def list_relationships(
-        self, num_results: int, group_ids: list[str] | None, time: TimeFilter | None = None
-    ) -> dict[str, Any]:
-        def read(conn: Conn) -> dict[str, Any]:
-            facts = (
-                graph.facts_with_hops(conn, group_ids, limit=num_results)
-                if time is None
-                else history.facts_at(conn, group_ids, time, now(), limit=num_results)
-            )
-            out = self._facts_with_provenance(conn, facts)
-            return {"facts": out, "count": len(out)}
-
-        return await self._run(self._read, read)
-
-    async def get_entity_neighbors(
-        self,
-        entity_uuid: str,
-        num_results: int,
-        group_ids: list[str] | None,
-        time: TimeFilter | None = None,
-    ) -> dict[str, Any]:
-        def read(conn: Conn) -> dict[str, Any]:
-            facts = (
-                graph.neighbor_facts(conn, entity_uuid, group_ids, num_results)
-                if time is None
-                else history.neighbor_facts_at(
-                    conn, entity_uuid, group_ids, num_results, time, now()
-                )
-            )
-            others = list(
-                dict.fromkeys(
-                    f.target_uuid if f.source_uuid == entity_uuid else f.source_uuid for f in facts
-                )
-            )
-            found = graph.entities_by_uuids(conn, others)
-            nodes = self._entities_with_provenance(
-                conn, [found[u] for u in others if u in found], None
-            )
-            edges = self._facts_with_provenance(conn, facts)
-            return {
-                "center_uuid": entity_uuid,
-                "nodes": nodes,
-                "edges": edges,
-                "count": len(nodes),
-                "node_count": len(nodes),
-                "edge_count": len(edges),
-            }
-
-        return await self._run(self._read, read)
-
-    async def get_entities_by_source(
-        self, source: str, num_results: int, group_ids: list[str] | None
-    ) -> dict[str, Any]:
-        def read(conn: Conn) -> dict[str, Any]:
-            entities = graph.entities_by_source(conn, source, group_ids, num_results)
-            nodes = self._entities_with_provenance(conn, entities, group_ids)
-            return {"source": source, "nodes": nodes, "count": len(nodes)}
-
-        return await self._run(self._read, read)
-
     # -- status ----------------------------------------------------------------------------
 
-    def _wal_state(self, conn: Conn, group_id: str) -> dict[str, Any]:
+    def wal_state(self, conn: Conn, group_id: str) -> dict[str, Any]:
         bounds = self._wal.bounds(group_id)
         generation = self._wal.generation(group_id)
         position = self._position(conn, group_id)
@@ -1446,7 +1254,7 @@ class Engine:
             "hydration_status": hydration,
         }
 
-    def _backfill_positions(self) -> None:
+    def backfill_positions(self) -> None:
         """Record a position for groups that have none where that is certain (API.md §3.1.4).
 
         Only the first backfill rule applies here: a group with no data and no WAL line gets
@@ -1476,92 +1284,6 @@ class Engine:
                 except (LcgError, OSError, ValueError) as exc:  # degrade to null, never fail
                     logger.warning("group %r: WAL position backfill failed: %s", group_id, exc)
 
-    async def status(self) -> dict[str, Any]:
-        """`knowledge_status` (API.md §3.1): counts, WAL positions, index and embedder state."""
-        if self._store is None:
-            return self.degraded_status()
-        await self._run(self._backfill_positions)
-
-        def read(conn: Conn) -> dict[str, Any]:
-            c = graph.counts(conn)
-            default_dir = group_dir(self._wal.root, DEFAULT_GROUP_ID)
-            files = ordered_files(default_dir)
-            wal = {
-                "exists": default_dir.is_dir(),
-                "file_count": len(files),
-                "byte_size": sum(p.stat().st_size for p in files),
-                **self._wal_state(conn, DEFAULT_GROUP_ID),
-            }
-            identity = self.embedder.identity
-            out: dict[str, Any] = {
-                "database_path": self.settings.database_path_text,
-                "embedding_model": identity.model,
-                "embedding_dim": identity.dim,
-                "embedding_lexical_only": identity.lexical_only,
-                "search_vector_floor": self._search.vector_floor,
-                **stamp.model_status(conn, identity),
-                "entity_count": c["entities"],
-                "relationship_count": c["facts"],
-                "episode_count": c["episodes"],
-                "last_index_time": to_read_format(c["last_episode"]),
-            }
-            if c["first_episode"] is not None:
-                out["index_created_at"] = to_iso_z(c["first_episode"])
-            out.update(
-                {
-                    "context_graph_initialized": True,
-                    "connected": True,
-                    "queryable": True,
-                    "initializing": False,
-                    "wal": wal,
-                    "wal_groups": {g: self._wal_state(conn, g) for g in self._wal.groups()},
-                    "wal_problems": self._wal_problems(conn),
-                    "indices_built": self.indices_built,
-                    "name_index_trusted": self._names.trusted,
-                    "name_index_fallback_scans": 0,
-                    "cross_group_pointers": counts_by_state(conn),
-                    "ontology": ontology_status(self.settings, has_episodes=c["episodes"] > 0),
-                    "extractor": extractor_status(self),
-                    "schema_version": schema_version(conn),
-                }
-            )
-            return out
-
-        return await self._run(self._read, read)
-
-    def degraded_status(self) -> dict[str, Any]:
-        """`knowledge_status` while no database is open (API.md §3.1.3)."""
-        return {
-            "running": True,
-            "degraded": True,
-            "reason": self.degraded_reason or "unknown",
-            "context_graph_initialized": False,
-            "connected": False,
-            "queryable": False,
-            "initializing": False,
-            "recovery_available": ["drop_lbug_wal", "rebuild_from_workspace_wal"],
-            "ontology": ontology_status(self.settings),
-            "indices_built": self.indices_built,
-            "name_index_trusted": None,
-            "name_index_fallback_scans": None,
-            "cross_group_pointers": None,
-        }
-
-    async def health(self) -> dict[str, Any]:
-        if self._store is None:
-            return {
-                "ok": False,
-                "healthy": False,
-                "state": "degraded",
-                "reason": self.degraded_reason or "unknown",
-            }
-
-        def probe(conn: Conn) -> dict[str, Any]:
-            conn.scalar("RETURN 1")
-            return {"ok": True, "healthy": True, "state": "healthy"}
-
-        return await self._run(self._read, probe)
-
     # -- rebuild ---------------------------------------------------------------------------
 
     async def rebuild_from_wal(
@@ -1572,10 +1294,13 @@ class Engine:
         dry_run: bool = False,
         force_clear: bool = False,
         progress: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        rebind: Rebind | None,
     ) -> dict[str, Any]:
-        """Replay a group's WAL into the graph (API.md §2.34, synchronous form)."""
+        """Replay a group's WAL into the graph (API.md §2.34, synchronous form); `rebind` runs
+        after a full rebuild (`lcg.admin.rebuild` passes the cross-group pointer pass)."""
         return await self._run(
-            self._rebuild, group_id, from_seq, to_seq, dry_run, force_clear, progress
+            self._rebuild, group_id, from_seq, to_seq, dry_run, force_clear, progress, rebind
         )
 
     async def rebuild_groups(
@@ -1585,6 +1310,7 @@ class Engine:
         force_clear: bool = True,
         dry_run: bool = False,
         progress: Callable[[dict[str, Any]], None] | None = None,
+        rebind: Rebind | None,
     ) -> list[dict[str, Any]]:
         """Rebuild several groups from their WALs, under one hold of the write lock."""
 
@@ -1592,10 +1318,12 @@ class Engine:
             with self._write_lock:
                 if dry_run:
                     return [
-                        self._rebuild(g, 0, None, True, force_clear, progress) for g in group_ids
+                        self._rebuild(g, 0, None, True, force_clear, progress, rebind)
+                        for g in group_ids
                     ]
                 results = [
-                    self._rebuild(g, 0, None, False, force_clear, progress) for g in group_ids
+                    self._rebuild(g, 0, None, False, force_clear, progress, rebind)
+                    for g in group_ids
                 ]
                 self.indices_built = all(r["indices_built"] for r in results)
                 return results
@@ -1603,7 +1331,13 @@ class Engine:
         return await self._run(run)
 
     async def start_rebuild(
-        self, group_id: str, from_seq: int = 0, to_seq: int | None = None, force_clear: bool = False
+        self,
+        group_id: str,
+        from_seq: int = 0,
+        to_seq: int | None = None,
+        force_clear: bool = False,
+        *,
+        rebind: Rebind | None,
     ) -> dict[str, Any]:
         """Start a real rebuild as a background job (API.md §2.34 step 9, non-streaming form).
 
@@ -1611,10 +1345,15 @@ class Engine:
         snapshot; the job repeats them under the write lock, and fails if the state changed in
         between). If a job is already running (any group), that job is returned instead.
         """
-        return await self._run(self._start_rebuild, group_id, from_seq, to_seq, force_clear)
+        return await self._run(self._start_rebuild, group_id, from_seq, to_seq, force_clear, rebind)
 
     def _start_rebuild(
-        self, group_id: str, from_seq: int, to_seq: int | None, force_clear: bool
+        self,
+        group_id: str,
+        from_seq: int,
+        to_seq: int | None,
+        force_clear: bool,
+        rebind: Rebind | None,
     ) -> dict[str, Any]:
         directory = self._rebuild_directory(group_id)
         self._read(
@@ -1624,7 +1363,9 @@ class Engine:
         )
 
         def work(job: RebuildJob) -> dict[str, Any]:
-            result = self._rebuild(group_id, from_seq, to_seq, False, force_clear, job.progress)
+            result = self._rebuild(
+                group_id, from_seq, to_seq, False, force_clear, job.progress, rebind
+            )
             result.pop("success", None)
             return result
 
@@ -1709,6 +1450,7 @@ class Engine:
         dry_run: bool,
         force_clear: bool,
         progress: Callable[[dict[str, Any]], None] | None,
+        rebind: Rebind | None,
     ) -> dict[str, Any]:
         directory = self._rebuild_directory(group_id)
         with self._write_lock:
@@ -1759,7 +1501,7 @@ class Engine:
             self._rewire_cross_group()
             # Pointers into a re-derived group are re-resolved by name, ignoring the staleness
             # gate: after a reset or a bounded restore, positions are not comparable.
-            rebind = rebind_locked(self, group_id, force=True) if from_seq == 0 else None
+            rebound = rebind(self, group_id) if rebind is not None and from_seq == 0 else None
             # The group's texts were just embedded by the replay: loading it hits the cache.
             self.indices_built = self._warm_search([group_id])
             self._emit_replay(report)
@@ -1775,7 +1517,7 @@ class Engine:
                     "reset_detected": reset,
                     "previous_generation": previous,
                     "generation": generation,
-                    "cross_group_rebind": rebind if reset else None,
+                    "cross_group_rebind": rebound if reset else None,
                 }
             )
             return result

@@ -8,11 +8,13 @@ from lcg.curation import corrections, merge, pointers, portable
 from lcg.engine import Engine
 from lcg.service import curation_params as cp
 from lcg.service import paths
+from lcg.service.declare import Context, Declarations
 from lcg.service.params import Empty
-from lcg.service.registry import Context, register
+
+declare = Declarations()
 
 
-@register(
+@declare(
     "knowledge_merge_entities",
     "write",
     cp.MergeEntitiesParams,
@@ -37,7 +39,7 @@ async def _merge(engine: Engine, a: cp.MergeEntitiesParams, ctx: Context) -> dic
     )
 
 
-@register(
+@declare(
     "knowledge_validate_corrections",
     "read",
     Empty,
@@ -49,7 +51,7 @@ async def _validate(engine: Engine, a: Empty, ctx: Context) -> dict[str, Any]:
     return await corrections.validate_corrections(engine)
 
 
-@register(
+@declare(
     "knowledge_apply_corrections",
     "write",
     cp.ApplyCorrectionsParams,
@@ -61,7 +63,7 @@ async def _apply(engine: Engine, a: cp.ApplyCorrectionsParams, ctx: Context) -> 
     return await corrections.apply_corrections(engine, a.dry_run)
 
 
-@register(
+@declare(
     "knowledge_add_cross_group_edge",
     "write",
     cp.CrossGroupEdgeParams,
@@ -77,7 +79,7 @@ async def _cross_edge(engine: Engine, a: cp.CrossGroupEdgeParams, ctx: Context) 
     )
 
 
-@register(
+@declare(
     "knowledge_rebind_pointers",
     "admin",
     cp.RebindParams,
@@ -89,7 +91,7 @@ async def _rebind(engine: Engine, a: cp.RebindParams, ctx: Context) -> dict[str,
     return await pointers.rebind(engine, a.source_group_id)
 
 
-@register(
+@declare(
     "knowledge_export_graph",
     "admin",
     cp.ExportParams,
@@ -108,7 +110,7 @@ async def _export(engine: Engine, a: cp.ExportParams, ctx: Context) -> dict[str,
     )
 
 
-@register(
+@declare(
     "knowledge_import_graph",
     "admin",
     cp.ImportParams,

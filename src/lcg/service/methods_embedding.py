@@ -6,15 +6,18 @@ from typing import Any
 
 from lcg.admin.reembed import backfill_embeddings
 from lcg.engine import Engine
+from lcg.service.declare import Context, Declarations
 from lcg.service.embedding_params import BackfillEmbeddingsParams
-from lcg.service.registry import Context, register
 
 __all__: list[str] = []
 
 
 # Scope `write`, like knowledge_backfill_relation_types: it rewrites derived data of the graph
 # (vector rows), appends nothing to the WAL, and administers neither the database nor the log.
-@register(
+declare = Declarations()
+
+
+@declare(
     "knowledge_backfill_summary_embeddings",
     "write",
     BackfillEmbeddingsParams,

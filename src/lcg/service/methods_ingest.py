@@ -17,9 +17,9 @@ from typing import Any
 from lcg.engine import Engine
 from lcg.extraction.select import default_reference_time
 from lcg.ingest.pipeline import EpisodeInput, IngestOutcome, pipeline_for
+from lcg.service.declare import Context, Declarations
 from lcg.service.facts_params import AddFactsParams
 from lcg.service.ingest_params import AddEpisodeParams, ProcessChunkParams
-from lcg.service.registry import Context, register
 
 __all__: list[str] = []
 
@@ -63,7 +63,10 @@ def _oversized(engine: Engine, a: ProcessChunkParams) -> dict[str, Any] | None:
     }
 
 
-@register(
+declare = Declarations()
+
+
+@declare(
     "knowledge_process_chunk",
     "write",
     ProcessChunkParams,
@@ -118,7 +121,7 @@ def _chunk_result(
     }
 
 
-@register(
+@declare(
     "knowledge_add_episode",
     "write",
     AddEpisodeParams,
@@ -143,7 +146,7 @@ async def _add_episode(engine: Engine, a: AddEpisodeParams, ctx: Context) -> dic
     return {"episode_uuid": outcome.episode_uuid, **_extras(outcome)}
 
 
-@register(
+@declare(
     "knowledge_add_facts",
     "write",
     AddFactsParams,

@@ -15,7 +15,7 @@ import anyio.to_thread
 from lcg.engine import Engine
 from lcg.models import entity_to_wire, fact_to_wire
 from lcg.search.hybrid import episode_hits, search_entities, search_facts
-from lcg.service.registry import Context, register
+from lcg.service.declare import Context, Declarations
 from lcg.service.search_params import (
     FindEntitiesParams,
     FindRelationshipsParams,
@@ -23,8 +23,10 @@ from lcg.service.search_params import (
 )
 from lcg.timeutil import to_read_format
 
+declare = Declarations()
 
-@register(
+
+@declare(
     "knowledge_find_entities",
     "read",
     FindEntitiesParams,
@@ -48,7 +50,7 @@ async def _find_entities(engine: Engine, a: FindEntitiesParams, ctx: Context) ->
     return {"nodes": nodes, "count": len(nodes)}
 
 
-@register(
+@declare(
     "knowledge_find_relationships",
     "read",
     FindRelationshipsParams,
@@ -76,7 +78,7 @@ async def _find_relationships(
     return {"facts": facts, "count": len(facts)}
 
 
-@register(
+@declare(
     "knowledge_search_passages",
     "read",
     SearchPassagesParams,

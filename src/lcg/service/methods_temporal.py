@@ -7,11 +7,13 @@ from typing import Any
 
 from lcg.engine import Engine
 from lcg.service import temporal_params as tp
-from lcg.service.registry import Context, register
+from lcg.service.declare import Context, Declarations
 from lcg.temporal import context, timeline
 
+declare = Declarations()
 
-@register(
+
+@declare(
     "knowledge_get_changes",
     "read",
     tp.ChangesParams,
@@ -25,7 +27,7 @@ async def _changes(engine: Engine, a: tp.ChangesParams, ctx: Context) -> dict[st
     )
 
 
-@register(
+@declare(
     "knowledge_get_entity_timeline",
     "read",
     tp.TimelineParams,
@@ -37,7 +39,7 @@ async def _timeline(engine: Engine, a: tp.TimelineParams, ctx: Context) -> dict[
     return await timeline.entity_timeline(engine, a.entity_uuid, a.name, a.group_id)
 
 
-@register(
+@declare(
     "knowledge_get_context",
     "read",
     tp.ContextParams,

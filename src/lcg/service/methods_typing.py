@@ -13,10 +13,12 @@ from lcg.engine import Engine
 from lcg.extraction.select import llm_client
 from lcg.ontology import maintenance
 from lcg.service import typing_params as tp
-from lcg.service.registry import Context, register
+from lcg.service.declare import Context, Declarations
+
+declare = Declarations()
 
 
-@register(
+@declare(
     "knowledge_reprocess_entity_types",
     "write",
     tp.ReprocessTypesParams,
@@ -34,7 +36,7 @@ async def _reprocess_entity_types(
     )
 
 
-@register(
+@declare(
     "knowledge_canonicalize_relations",
     "write",
     tp.CanonicalizeRelationsParams,
@@ -52,7 +54,7 @@ async def _canonicalize_relations(
     )
 
 
-@register(
+@declare(
     "knowledge_backfill_relation_types",
     "write",
     tp.GroupDryRunParams,
@@ -67,7 +69,7 @@ async def _backfill_relation_types(
     return await maintenance.backfill_relation_types(engine, a.group_id, a.dry_run, ctx.progress)
 
 
-@register(
+@declare(
     "knowledge_reprocess_relation_types",
     "write",
     tp.ReprocessTypesParams,

@@ -1,106 +1,37 @@
-"""The method registry: every method lcg serves, declared exactly once.
+"""The method registry: every method lcg serves, declared exactly once, and `dispatch`.
 
-A declaration names the method, its MCP scope (None: not exposed over MCP), its params model,
-its handler and a description written for an LLM reader. Transports (JSON-RPC, MCP, HTTP, the
-CLI) are derived from this table; they parse, call `dispatch`, and map results and errors.
-
-Scopes come in two groupings derived from the same declarations (`Method.scope_for`): the
-reference's, where `scope` is used as declared, and lcg's own (HTTP, and `lcg mcp` unless
-`--reference-scopes`), where a method declared `destructive` (it wipes data of a whole
-workspace or group) needs `admin` whatever its declared scope. A method declared `replaced_by`
-is deprecated: its description says so and names the replacement.
+A declaration (`lcg.service.declare`) names the method, its MCP scope (None: not exposed over
+MCP), its params model, its handler and a description written for an LLM reader. This module
+declares the core methods and gathers its own and each area's declarations (`methods_*`) into
+`REGISTRY`, in a fixed order. Transports (JSON-RPC, MCP, HTTP, the CLI) are derived from this
+table; they parse, call `dispatch`, and map results and errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from lcg.admin import recover, waladmin
+from lcg.admin import rebuild, recover, status, waladmin
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError, UnavailableError
+from lcg.graph import deletes, reads
+from lcg.service import (
+    methods_curation,
+    methods_embedding,
+    methods_ingest,
+    methods_search,
+    methods_temporal,
+    methods_typing,
+    paths,
+)
 from lcg.service import params as p
-from lcg.service import paths
 from lcg.service import temporal_params as tp
 from lcg.service import wal_params as wp
+from lcg.service.declare import Context, Declarations, Method
 
-__all__ = ["REGISTRY", "Context", "Method", "dispatch", "register"]
+__all__ = ["REGISTRY", "Context", "Method", "dispatch"]
 
-Scope = Literal["read", "write", "cypher", "admin"]
-Progress = Callable[[dict[str, Any]], None]
-
-
-@dataclass(frozen=True)
-class Context:
-    """Per-call context a transport passes in: where progress frames go, if anywhere."""
-
-    progress: Progress | None = None
-
-
-Handler = Callable[[Engine, Any, Context], Awaitable[dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class Method:
-    name: str
-    scope: Scope | None
-    params: type[p.Params]
-    handler: Handler
-    description: str
-    long_running: bool = False
-    degraded_ok: bool = False
-    destructive: bool = False
-    replaced_by: str | None = None
-
-    def scope_for(self, reference: bool) -> Scope | None:
-        """The scope that exposes this method: as declared in the reference's grouping; in
-        lcg's own, `admin` for a destructive method."""
-        if self.scope is None or reference or not self.destructive:
-            return self.scope
-        return "admin"
-
-
-REGISTRY: dict[str, Method] = {}
-
-
-def register(
-    name: str,
-    scope: Scope | None,
-    params: type[p.Params],
-    description: str,
-    *,
-    long_running: bool = False,
-    degraded_ok: bool = False,
-    destructive: bool = False,
-    replaced_by: str | None = None,
-) -> Callable[[Handler], Handler]:
-    """Declare a method; each area's methods module (lcg.service.methods_*) uses this too.
-
-    `destructive`: the method deletes a whole workspace's or group's data (lcg's own scopes put
-    it behind `admin`). `replaced_by`: the method is deprecated in favour of that one; the
-    description is prefixed with a notice naming it.
-    """
-    if replaced_by is not None:
-        description = f"Deprecated (use {replaced_by} instead): {description}"
-
-    def wrap(handler: Handler) -> Handler:
-        if name in REGISTRY:
-            raise RuntimeError(f"method {name} declared twice")
-        REGISTRY[name] = Method(
-            name,
-            scope,
-            params,
-            handler,
-            description,
-            long_running,
-            degraded_ok,
-            destructive,
-            replaced_by,
-        )
-        return handler
-
-    return wrap
+declare = Declarations()
 
 
 async def dispatch(
@@ -125,12 +56,12 @@ async def dispatch(
 # -- lifecycle and status -----------------------------------------------------------------------
 
 
-@register("health_check", None, p.Empty, "Liveness and readiness probe.", degraded_ok=True)
+@declare("health_check", None, p.Empty, "Liveness and readiness probe.", degraded_ok=True)
 async def _health(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
-    return await engine.health()
+    return await status.health(engine)
 
 
-@register(
+@declare(
     "knowledge_status",
     "read",
     p.Empty,
@@ -139,10 +70,10 @@ async def _health(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
     degraded_ok=True,
 )
 async def _status(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
-    return await engine.status()
+    return await status.status(engine)
 
 
-@register(
+@declare(
     "knowledge_close",
     "admin",
     p.Empty,
@@ -157,7 +88,7 @@ async def _close(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
 # -- direct writes -----------------------------------------------------------------------------
 
 
-@register(
+@declare(
     "knowledge_assert_entity",
     "write",
     p.AssertEntityParams,
@@ -170,7 +101,7 @@ async def _assert_entity(engine: Engine, a: p.AssertEntityParams, ctx: Context) 
     )
 
 
-@register(
+@declare(
     "knowledge_assert_relationship",
     "write",
     p.AssertRelationshipParams,
@@ -202,7 +133,7 @@ async def _assert_relationship(
 # -- reads ---------------------------------------------------------------------------------------
 
 
-@register(
+@declare(
     "knowledge_get_episodes",
     "read",
     p.GetEpisodesParams,
@@ -210,10 +141,10 @@ async def _assert_relationship(
     "the entities each one mentions.",
 )
 async def _get_episodes(engine: Engine, a: p.GetEpisodesParams, ctx: Context) -> dict[str, Any]:
-    return await engine.get_episodes(a.group_id, a.last_n)
+    return await reads.get_episodes(engine, a.group_id, a.last_n)
 
 
-@register(
+@declare(
     "knowledge_get_nodes_by_group",
     "read",
     p.GroupsParams,
@@ -223,10 +154,10 @@ async def _get_episodes(engine: Engine, a: p.GetEpisodesParams, ctx: Context) ->
     "mention them, knowledge_list_entities.",
 )
 async def _nodes_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> dict[str, Any]:
-    return await engine.get_nodes_by_group(a.group_ids)
+    return await reads.get_nodes_by_group(engine, a.group_ids)
 
 
-@register(
+@declare(
     "knowledge_get_edges_by_group",
     "read",
     tp.EdgesByGroupParams,
@@ -237,10 +168,10 @@ async def _nodes_by_group(engine: Engine, a: p.GroupsParams, ctx: Context) -> di
     "knowledge_get_entity_neighbors.",
 )
 async def _edges_by_group(engine: Engine, a: tp.EdgesByGroupParams, ctx: Context) -> dict[str, Any]:
-    return await engine.get_edges_by_group(a.group_ids, a.optional_time_filter())
+    return await reads.get_edges_by_group(engine, a.group_ids, a.optional_time_filter())
 
 
-@register(
+@declare(
     "knowledge_get_edges_by_uuids",
     "read",
     p.EdgesByUuidsParams,
@@ -248,10 +179,10 @@ async def _edges_by_group(engine: Engine, a: tp.EdgesByGroupParams, ctx: Context
     "find facts by content use knowledge_find_relationships.",
 )
 async def _edges_by_uuids(engine: Engine, a: p.EdgesByUuidsParams, ctx: Context) -> dict[str, Any]:
-    return await engine.get_edges_by_uuids(a.uuids)
+    return await reads.get_edges_by_uuids(engine, a.uuids)
 
 
-@register(
+@declare(
     "knowledge_list_entities",
     "read",
     p.ListEntitiesParams,
@@ -260,10 +191,10 @@ async def _edges_by_uuids(engine: Engine, a: p.EdgesByUuidsParams, ctx: Context)
     "entity of a group at once, knowledge_get_nodes_by_group.",
 )
 async def _list_entities(engine: Engine, a: p.ListEntitiesParams, ctx: Context) -> dict[str, Any]:
-    return await engine.list_entities(a.num_results, a.group_ids)
+    return await reads.list_entities(engine, a.num_results, a.group_ids)
 
 
-@register(
+@declare(
     "knowledge_list_relationships",
     "read",
     tp.TemporalListRelationshipsParams,
@@ -275,10 +206,12 @@ async def _list_entities(engine: Engine, a: p.ListEntitiesParams, ctx: Context) 
 async def _list_relationships(
     engine: Engine, a: tp.TemporalListRelationshipsParams, ctx: Context
 ) -> dict[str, Any]:
-    return await engine.list_relationships(a.num_results, a.group_ids, a.optional_time_filter())
+    return await reads.list_relationships(
+        engine, a.num_results, a.group_ids, a.optional_time_filter()
+    )
 
 
-@register(
+@declare(
     "knowledge_get_entity_neighbors",
     "read",
     tp.TemporalNeighborsParams,
@@ -286,35 +219,35 @@ async def _list_relationships(
     "their other ends (optionally filtered by as_of / known_at / include_invalidated).",
 )
 async def _neighbors(engine: Engine, a: tp.TemporalNeighborsParams, ctx: Context) -> dict[str, Any]:
-    return await engine.get_entity_neighbors(
-        a.entity_uuid, a.num_results, a.group_ids, a.optional_time_filter()
+    return await reads.get_entity_neighbors(
+        engine, a.entity_uuid, a.num_results, a.group_ids, a.optional_time_filter()
     )
 
 
-@register(
+@declare(
     "knowledge_get_entities_by_source",
     "read",
     p.BySourceParams,
     "Entities mentioned by episodes whose source_description contains the given text.",
 )
 async def _by_source(engine: Engine, a: p.BySourceParams, ctx: Context) -> dict[str, Any]:
-    return await engine.get_entities_by_source(a.source, a.num_results, a.group_ids)
+    return await reads.get_entities_by_source(engine, a.source, a.num_results, a.group_ids)
 
 
 # -- deletes -------------------------------------------------------------------------------------
 
 
-@register(
+@declare(
     "knowledge_delete_episode",
     "write",
     p.DeleteEpisodeParams,
     "Delete one episode by uuid. Entities and facts extracted from it are kept.",
 )
 async def _delete_episode(engine: Engine, a: p.DeleteEpisodeParams, ctx: Context) -> dict[str, Any]:
-    return await engine.delete_episode(a.episode_uuid)
+    return await deletes.delete_episode(engine, a.episode_uuid)
 
 
-@register(
+@declare(
     "knowledge_delete_by_source",
     "write",
     p.DeleteBySourceParams,
@@ -323,20 +256,20 @@ async def _delete_episode(engine: Engine, a: p.DeleteEpisodeParams, ctx: Context
 async def _delete_by_source(
     engine: Engine, a: p.DeleteBySourceParams, ctx: Context
 ) -> dict[str, Any]:
-    return await engine.delete_by_source(a.source_file, a.group_ids)
+    return await deletes.delete_by_source(engine, a.source_file, a.group_ids)
 
 
-@register(
+@declare(
     "knowledge_delete_chunk_episode",
     "write",
     p.DeleteChunkParams,
     "Delete every episode whose name is the given chunk id within the given groups.",
 )
 async def _delete_chunk(engine: Engine, a: p.DeleteChunkParams, ctx: Context) -> dict[str, Any]:
-    return await engine.delete_chunk_episode(a.chunk_id, a.group_ids)
+    return await deletes.delete_chunk_episode(engine, a.chunk_id, a.group_ids)
 
 
-@register(
+@declare(
     "knowledge_delete_by_group",
     "admin",
     p.DeleteByGroupParams,
@@ -348,10 +281,10 @@ async def _delete_chunk(engine: Engine, a: p.DeleteChunkParams, ctx: Context) ->
 async def _delete_by_group(
     engine: Engine, a: p.DeleteByGroupParams, ctx: Context
 ) -> dict[str, Any]:
-    return await engine.delete_by_group(a.group_ids, a.dry_run, a.confirm)
+    return await deletes.delete_by_group(engine, a.group_ids, a.dry_run, a.confirm)
 
 
-@register(
+@declare(
     "knowledge_clear_all",
     "write",
     p.ClearAllParams,
@@ -368,7 +301,7 @@ async def _clear_all(engine: Engine, a: p.ClearAllParams, ctx: Context) -> dict[
 # -- admin ---------------------------------------------------------------------------------------
 
 
-@register(
+@declare(
     "knowledge_query_cypher",
     "cypher",
     p.QueryCypherParams,
@@ -380,7 +313,7 @@ async def _cypher(engine: Engine, a: p.QueryCypherParams, ctx: Context) -> dict[
     return await engine.query_cypher(a.query)
 
 
-@register(
+@declare(
     "knowledge_build_indices",
     "admin",
     p.Empty,
@@ -391,7 +324,7 @@ async def _build_indices(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, 
     return await engine.build_indices()
 
 
-@register(
+@declare(
     "knowledge_rebuild_from_wal",
     "admin",
     p.RebuildParams,
@@ -405,13 +338,13 @@ async def _rebuild(engine: Engine, a: p.RebuildParams, ctx: Context) -> dict[str
     # A streaming call (progress wanted) and a dry run answer synchronously; any other call
     # starts a background job, polled with knowledge_rebuild_status (API.md §2.34 step 9).
     if ctx.progress is None and not a.dry_run:
-        return await engine.start_rebuild(a.group_id, a.from_seq, a.to_seq, a.force_clear)
-    return await engine.rebuild_from_wal(
-        a.group_id, a.from_seq, a.to_seq, a.dry_run, a.force_clear, progress=ctx.progress
+        return await rebuild.start_rebuild(engine, a.group_id, a.from_seq, a.to_seq, a.force_clear)
+    return await rebuild.rebuild_from_wal(
+        engine, a.group_id, a.from_seq, a.to_seq, a.dry_run, a.force_clear, progress=ctx.progress
     )
 
 
-@register(
+@declare(
     "knowledge_rebuild_status",
     "read",
     p.RebuildStatusParams,
@@ -420,13 +353,13 @@ async def _rebuild(engine: Engine, a: p.RebuildParams, ctx: Context) -> dict[str
     "completed, the replay statistics. Jobs are kept in memory only and are lost on restart.",
 )
 async def _rebuild_status(engine: Engine, a: p.RebuildStatusParams, ctx: Context) -> dict[str, Any]:
-    return engine.rebuild_status(str(a.job_id))
+    return rebuild.rebuild_status(engine, str(a.job_id))
 
 
 # -- WAL administration (lcg.admin.waladmin) -----------------------------------------------------
 
 
-@register(
+@declare(
     "knowledge_dump_wal",
     "admin",
     wp.DumpWalParams,
@@ -443,7 +376,7 @@ async def _dump_wal(engine: Engine, a: wp.DumpWalParams, ctx: Context) -> dict[s
     return await waladmin.dump_wal(engine, a.group_id, target)
 
 
-@register(
+@declare(
     "knowledge_prepare_checkpoint",
     "admin",
     p.Empty,
@@ -454,7 +387,7 @@ async def _prepare_checkpoint(engine: Engine, a: p.Empty, ctx: Context) -> dict[
     return await waladmin.prepare_checkpoint(engine)
 
 
-@register(
+@declare(
     "knowledge_wal_mark_create",
     "admin",
     wp.MarkNameParams,
@@ -466,7 +399,7 @@ async def _mark_create(engine: Engine, a: wp.MarkNameParams, ctx: Context) -> di
     return await waladmin.mark_create(engine, a.name, a.group_id)
 
 
-@register(
+@declare(
     "knowledge_wal_mark_list",
     "admin",
     wp.MarkGroupParams,
@@ -478,7 +411,7 @@ async def _mark_list(engine: Engine, a: wp.MarkGroupParams, ctx: Context) -> dic
     return await waladmin.mark_list(engine, a.group_id)
 
 
-@register(
+@declare(
     "knowledge_wal_mark_delete",
     "admin",
     wp.MarkNameParams,
@@ -492,7 +425,7 @@ async def _mark_delete(engine: Engine, a: wp.MarkNameParams, ctx: Context) -> di
 # -- recovery (lcg.admin.recover) ----------------------------------------------------------------
 
 
-@register(
+@declare(
     "knowledge_recover",
     "admin",
     p.RecoverParams,
@@ -508,7 +441,7 @@ async def _recover(engine: Engine, a: p.RecoverParams, ctx: Context) -> dict[str
     return await recover.recover(engine, a.strategy)
 
 
-@register(
+@declare(
     "knowledge_recover_full",
     "admin",
     p.Empty,
@@ -521,23 +454,25 @@ async def _recover_full(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, A
     return await recover.recover_full(engine)
 
 
-# -- the other areas' declarations ---------------------------------------------------------------
-# Each module below declares its own methods with `register` when imported; they are imported
-# here, last, so that importing the registry always yields the complete table.
-from lcg.service import (  # noqa: E402  (after the declarations above, which they extend)
-    methods_curation,
-    methods_embedding,
-    methods_ingest,
-    methods_search,
-    methods_temporal,
-    methods_typing,
-)
+# -- the table ----------------------------------------------------------------------------------
 
-_AREAS = (
-    methods_curation,
-    methods_embedding,
-    methods_ingest,
-    methods_search,
-    methods_temporal,
-    methods_typing,
+
+def _gather(*modules: Declarations) -> dict[str, Method]:
+    table: dict[str, Method] = {}
+    for declared in modules:
+        for method in declared.methods:
+            if method.name in table:
+                raise RuntimeError(f"method {method.name} declared twice")
+            table[method.name] = method
+    return table
+
+
+REGISTRY: dict[str, Method] = _gather(
+    declare,
+    methods_curation.declare,
+    methods_embedding.declare,
+    methods_ingest.declare,
+    methods_search.declare,
+    methods_temporal.declare,
+    methods_typing.declare,
 )
