@@ -14,6 +14,8 @@ import pytest
 
 from lcg.errors import InvalidRequestError
 from lcg.service import params as p
+from lcg.service.methods import admin as admin_methods
+from lcg.service.methods import graph as graph_methods
 from lcg.service.params import parse_params
 from lcg.service.registry import REGISTRY
 
@@ -53,7 +55,7 @@ def refused(model: type[p.Params], raw: Any) -> InvalidRequestError:
 def test_variant_a_omitted_means_all_and_empty_means_none(
     raw: dict[str, Any], expected: list[str] | None
 ) -> None:
-    assert parsed(p.GroupsParams, raw).group_ids == expected
+    assert parsed(graph_methods.GroupsParams, raw).group_ids == expected
 
 
 @pytest.mark.parametrize(
@@ -68,7 +70,12 @@ def test_variant_a_omitted_means_all_and_empty_means_none(
 )
 @pytest.mark.parametrize(
     "model",
-    [p.ListEntitiesParams, p.ListRelationshipsParams, p.NeighborsParams, p.BySourceParams],
+    [
+        graph_methods.ListEntitiesParams,
+        graph_methods.ListRelationshipsParams,
+        graph_methods.NeighborsParams,
+        graph_methods.BySourceParams,
+    ],
 )
 def test_variant_b_omitted_or_empty_means_all(
     model: type[p.Params], raw: dict[str, Any], expected: list[str] | None
@@ -78,7 +85,7 @@ def test_variant_b_omitted_or_empty_means_all(
     assert parsed(model, {**fields, **raw}).group_ids == expected
 
 
-@pytest.mark.parametrize("model", [p.GroupsParams, p.ListEntitiesParams])
+@pytest.mark.parametrize("model", [graph_methods.GroupsParams, graph_methods.ListEntitiesParams])
 @pytest.mark.parametrize("value", [5, True, {"g": 1}, ["g", 5], [None]])
 def test_optional_group_ids_of_the_wrong_type_are_refused(
     model: type[p.Params], value: Any
@@ -113,7 +120,12 @@ def test_optional_group_ids_of_the_wrong_type_are_refused(
     ],
 )
 @pytest.mark.parametrize(
-    "model", [p.DeleteBySourceParams, p.DeleteChunkParams, p.DeleteByGroupParams]
+    "model",
+    [
+        graph_methods.DeleteBySourceParams,
+        graph_methods.DeleteChunkParams,
+        graph_methods.DeleteByGroupParams,
+    ],
 )
 def test_variant_c_requires_a_non_empty_array_of_non_empty_strings(
     model: type[p.Params], raw: dict[str, Any]
@@ -126,13 +138,13 @@ def test_variant_c_requires_a_non_empty_array_of_non_empty_strings(
 
 
 def test_variant_c_removes_duplicates_keeping_first_seen_order() -> None:
-    a = parsed(p.DeleteByGroupParams, {"group_ids": ["b", "a", "b", "c", "a"]})
+    a = parsed(graph_methods.DeleteByGroupParams, {"group_ids": ["b", "a", "b", "c", "a"]})
     assert a.group_ids == ["b", "a", "c"]
 
 
 def test_variant_c_checks_the_source_file_first() -> None:
-    assert refused(p.DeleteBySourceParams, {}).field == "source_file"
-    assert refused(p.DeleteChunkParams, {"group_ids": []}).field == "chunk_id"
+    assert refused(graph_methods.DeleteBySourceParams, {}).field == "source_file"
+    assert refused(graph_methods.DeleteChunkParams, {"group_ids": []}).field == "chunk_id"
 
 
 # -- knowledge_rebuild_from_wal (API.md §2.34) --------------------------------------------------
@@ -156,14 +168,14 @@ def test_variant_c_checks_the_source_file_first() -> None:
 def test_rebuild_seqs_are_validated_strictly_with_the_reference_messages(
     name: str, value: Any, message: str
 ) -> None:
-    err = refused(p.RebuildParams, {name: value})
+    err = refused(admin_methods.RebuildParams, {name: value})
     assert err.field == name
     assert err.message == message.format(name)
     assert err.wire_message() == "IPC error: " + message.format(name)
 
 
 def test_to_seq_before_from_seq_is_refused_with_the_reference_message() -> None:
-    err = refused(p.RebuildParams, {"from_seq": 5, "to_seq": 3})
+    err = refused(admin_methods.RebuildParams, {"from_seq": 5, "to_seq": 3})
     assert err.field == "to_seq"
     assert err.message == (
         "knowledge_rebuild_from_wal: to_seq (3) must not be less than from_seq (5) — bounded "
@@ -172,16 +184,19 @@ def test_to_seq_before_from_seq_is_refused_with_the_reference_message() -> None:
 
 
 def test_to_seq_before_the_default_from_seq_is_impossible() -> None:
-    assert parsed(p.RebuildParams, {"to_seq": 0}).to_seq == 0
+    assert parsed(admin_methods.RebuildParams, {"to_seq": 0}).to_seq == 0
 
 
 def test_from_seq_is_checked_before_to_seq() -> None:
-    assert refused(p.RebuildParams, {"from_seq": -1, "to_seq": "x"}).field == "from_seq"
+    assert refused(admin_methods.RebuildParams, {"from_seq": -1, "to_seq": "x"}).field == "from_seq"
 
 
 def test_seqs_are_checked_before_the_group_id() -> None:
-    assert refused(p.RebuildParams, {"group_id": 5, "from_seq": -1}).field == "from_seq"
-    assert refused(p.RebuildParams, {"group_id": "/" * 67, "to_seq": True}).field == "to_seq"
+    assert refused(admin_methods.RebuildParams, {"group_id": 5, "from_seq": -1}).field == "from_seq"
+    assert (
+        refused(admin_methods.RebuildParams, {"group_id": "/" * 67, "to_seq": True}).field
+        == "to_seq"
+    )
 
 
 @pytest.mark.parametrize(
@@ -200,7 +215,7 @@ def test_seqs_are_checked_before_the_group_id() -> None:
 def test_rebuild_defaults_and_accepted_values(
     raw: dict[str, Any], expected: tuple[Any, ...]
 ) -> None:
-    a = parsed(p.RebuildParams, raw)
+    a = parsed(admin_methods.RebuildParams, raw)
     assert (a.group_id, a.from_seq, a.to_seq, a.dry_run, a.force_clear) == expected
 
 
@@ -216,7 +231,9 @@ def test_rebuild_defaults_and_accepted_values(
         ("é" * 34, "1-200"),
     ],
 )
-@pytest.mark.parametrize("model", [p.AssertEntityParams, p.AssertRelationshipParams])
+@pytest.mark.parametrize(
+    "model", [graph_methods.AssertEntityParams, graph_methods.AssertRelationshipParams]
+)
 def test_write_group_ids_must_be_loggable(
     model: type[p.Params], group_id: Any, fragment: str
 ) -> None:
@@ -229,8 +246,8 @@ def test_write_group_ids_must_be_loggable(
 
 
 def test_a_read_may_name_the_empty_group() -> None:
-    assert parsed(p.GetEpisodesParams, {"group_id": ""}).group_id == ""
-    assert refused(p.GetEpisodesParams, {"group_id": 5}).field == "group_id"
+    assert parsed(graph_methods.GetEpisodesParams, {"group_id": ""}).group_id == ""
+    assert refused(graph_methods.GetEpisodesParams, {"group_id": 5}).field == "group_id"
 
 
 # -- other fields --------------------------------------------------------------------------------
@@ -239,36 +256,40 @@ def test_a_read_may_name_the_empty_group() -> None:
 @pytest.mark.parametrize(
     ("model", "raw", "field"),
     [
-        (p.AssertEntityParams, {}, "name"),
-        (p.AssertEntityParams, {"name": "  "}, "name"),
-        (p.AssertEntityParams, {"name": "n", "entity_uuid": ""}, "entity_uuid"),
-        (p.AssertEntityParams, {"name": "n", "labels": "Person"}, "labels"),
-        (p.AssertEntityParams, {"name": "n", "labels": ["Person", None]}, "labels"),
-        (p.AssertEntityParams, {"name": "n", "summary": 3}, "summary"),
-        (p.AssertEntityParams, {"name": "n", "attributes": "{}"}, "attributes"),
-        (p.AssertEntityParams, {"name": "n", "attributes": [["a", 1]]}, "attributes"),
-        (p.AssertRelationshipParams, {"source_name": "a", "target_name": "b"}, "predicate"),
+        (graph_methods.AssertEntityParams, {}, "name"),
+        (graph_methods.AssertEntityParams, {"name": "  "}, "name"),
+        (graph_methods.AssertEntityParams, {"name": "n", "entity_uuid": ""}, "entity_uuid"),
+        (graph_methods.AssertEntityParams, {"name": "n", "labels": "Person"}, "labels"),
+        (graph_methods.AssertEntityParams, {"name": "n", "labels": ["Person", None]}, "labels"),
+        (graph_methods.AssertEntityParams, {"name": "n", "summary": 3}, "summary"),
+        (graph_methods.AssertEntityParams, {"name": "n", "attributes": "{}"}, "attributes"),
+        (graph_methods.AssertEntityParams, {"name": "n", "attributes": [["a", 1]]}, "attributes"),
         (
-            p.AssertRelationshipParams,
+            graph_methods.AssertRelationshipParams,
+            {"source_name": "a", "target_name": "b"},
+            "predicate",
+        ),
+        (
+            graph_methods.AssertRelationshipParams,
             {"source_name": "a", "target_name": "b", "predicate": "P", "valid_at": "soon"},
             "valid_at",
         ),
         (
-            p.AssertRelationshipParams,
+            graph_methods.AssertRelationshipParams,
             {"source_name": "a", "target_name": "b", "predicate": "P", "valid_at": 0},
             "valid_at",
         ),
-        (p.DeleteByGroupParams, {"group_ids": ["g"], "confirm": "true"}, "confirm"),
-        (p.DeleteByGroupParams, {"group_ids": ["g"], "dry_run": 1}, "dry_run"),
-        (p.ClearAllParams, {"confirm": "true"}, "confirm"),
-        (p.ClearAllParams, {"confirm": True, "preserve_wal": "false"}, "preserve_wal"),
-        (p.ListEntitiesParams, {"num_results": 0}, "num_results"),
-        (p.ListEntitiesParams, {"num_results": "5"}, "num_results"),
-        (p.ListEntitiesParams, {"num_results": 5.0}, "num_results"),
-        (p.NeighborsParams, {"entity_uuid": "e", "num_results": -1}, "num_results"),
-        (p.GetEpisodesParams, {"last_n": True}, "last_n"),
-        (p.EdgesByUuidsParams, {"uuids": "u"}, "uuids"),
-        (p.QueryCypherParams, {"query": ""}, "query"),
+        (graph_methods.DeleteByGroupParams, {"group_ids": ["g"], "confirm": "true"}, "confirm"),
+        (graph_methods.DeleteByGroupParams, {"group_ids": ["g"], "dry_run": 1}, "dry_run"),
+        (graph_methods.ClearAllParams, {"confirm": "true"}, "confirm"),
+        (graph_methods.ClearAllParams, {"confirm": True, "preserve_wal": "false"}, "preserve_wal"),
+        (graph_methods.ListEntitiesParams, {"num_results": 0}, "num_results"),
+        (graph_methods.ListEntitiesParams, {"num_results": "5"}, "num_results"),
+        (graph_methods.ListEntitiesParams, {"num_results": 5.0}, "num_results"),
+        (graph_methods.NeighborsParams, {"entity_uuid": "e", "num_results": -1}, "num_results"),
+        (graph_methods.GetEpisodesParams, {"last_n": True}, "last_n"),
+        (graph_methods.EdgesByUuidsParams, {"uuids": "u"}, "uuids"),
+        (admin_methods.QueryCypherParams, {"query": ""}, "query"),
     ],
 )
 def test_wrongly_typed_fields_are_refused_by_name(
@@ -280,19 +301,19 @@ def test_wrongly_typed_fields_are_refused_by_name(
 
 
 def test_the_reference_messages_for_required_text() -> None:
-    assert refused(p.AssertEntityParams, {}).message == "name is required"
-    assert refused(p.AssertEntityParams, {"name": " "}).message == (
+    assert refused(graph_methods.AssertEntityParams, {}).message == "name is required"
+    assert refused(graph_methods.AssertEntityParams, {"name": " "}).message == (
         "name is required and must be a non-empty string"
     )
     assert refused(
-        p.AssertRelationshipParams,
+        graph_methods.AssertRelationshipParams,
         {"source_name": "a", "target_name": "b", "predicate": "P", "valid_at": "soon"},
     ).message == ("valid_at 'soon' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp")
 
 
 def test_valid_at_is_parsed_to_aware_utc() -> None:
     a = parsed(
-        p.AssertRelationshipParams,
+        graph_methods.AssertRelationshipParams,
         {
             "source_name": "a",
             "target_name": "b",
@@ -305,7 +326,7 @@ def test_valid_at_is_parsed_to_aware_utc() -> None:
 
 def test_null_means_absent_and_unknown_members_are_ignored() -> None:
     a = parsed(
-        p.AssertEntityParams,
+        graph_methods.AssertEntityParams,
         {"name": "n", "summary": None, "labels": None, "_progress_token": 7, "extra": {"x": 1}},
     )
     assert (a.summary, a.labels, a.group_id) == ("", None, "liminis")
@@ -313,12 +334,12 @@ def test_null_means_absent_and_unknown_members_are_ignored() -> None:
 
 @pytest.mark.parametrize("raw", [None, [], ["n"], "n", 5])
 def test_params_that_are_not_an_object_read_as_empty(raw: Any) -> None:
-    assert parsed(p.ClearAllParams, raw) == p.ClearAllParams()
-    assert refused(p.AssertEntityParams, raw).field == "name"
+    assert parsed(graph_methods.ClearAllParams, raw) == graph_methods.ClearAllParams()
+    assert refused(graph_methods.AssertEntityParams, raw).field == "name"
 
 
 def test_parsed_params_are_frozen() -> None:
-    a = parsed(p.ClearAllParams, {"confirm": True})
+    a = parsed(graph_methods.ClearAllParams, {"confirm": True})
     with pytest.raises(pydantic.ValidationError):
         a.confirm = False  # type: ignore[misc]  # assigning is the point
 
@@ -332,10 +353,11 @@ def test_every_registered_method_has_a_params_model() -> None:
 def test_a_bare_date_is_its_midnight_utc_wherever_a_timestamp_is_accepted() -> None:
     # Issue 14 item 7: `since: "2025-05-01"` was refused by knowledge_get_changes. All four
     # param modules share one validator (lcg.service.params.timestamp), so all accept it.
-    from lcg.service.curation_params import CrossGroupEdgeParams
-    from lcg.service.ingest_params import ProcessChunkParams
-    from lcg.service.search_params import FindRelationshipsParams
-    from lcg.service.temporal_params import ChangesParams, EdgesByGroupParams
+    from lcg.service.methods.curation import CrossGroupEdgeParams
+    from lcg.service.methods.graph import EdgesByGroupParams
+    from lcg.service.methods.ingest import ProcessChunkParams
+    from lcg.service.methods.search import FindRelationshipsParams
+    from lcg.service.methods.temporal import ChangesParams
 
     midnight = datetime(2025, 5, 1, tzinfo=UTC)
     assert parsed(ChangesParams, {"since": "2025-05-01"}).since == midnight
@@ -344,7 +366,7 @@ def test_a_bare_date_is_its_midnight_utc_wherever_a_timestamp_is_accepted() -> N
         midnight
     )
     edge = {"source_name": "a", "target_name": "b", "predicate": "P", "valid_at": "2025-05-01"}
-    assert parsed(p.AssertRelationshipParams, edge).valid_at == midnight
+    assert parsed(graph_methods.AssertRelationshipParams, edge).valid_at == midnight
     cross = {"source": {"uuid": "u1"}, "target": {"uuid": "u2"}, "valid_at": "2025-05-01"}
     assert parsed(CrossGroupEdgeParams, cross).valid_at == midnight
     chunk = {"chunk_text": "t", "chunk_id": "c", "source_file": "f", "reference_time": "2025-05-01"}

@@ -1,8 +1,8 @@
 """How a method is declared: its name, MCP scope, params model, handler and description.
 
-Every method module (`lcg.service.registry` for the core methods, `lcg.service.methods_*` for
-each area's) collects its declarations in a `Declarations` of its own; the registry gathers them
-into one table, in a fixed order. Nothing registers itself by being imported.
+Every methods module (`lcg.service.methods.<area>`) collects its declarations in a
+`Declarations` of its own; the registry gathers them into one table, in the fixed order of
+`lcg.service.methods.TABLES`. Nothing registers itself by being imported.
 
 Scopes come in two groupings derived from the same declarations (`Method.scope_for`): the
 reference's, where `scope` is used as declared, and lcg's own (HTTP, and `lcg mcp` unless
@@ -47,6 +47,7 @@ class Method:
     degraded_ok: bool = False
     destructive: bool = False
     replaced_by: str | None = None
+    required: tuple[str, ...] | None = None
 
     def scope_for(self, reference: bool) -> Scope | None:
         """The scope that exposes this method: as declared in the reference's grouping; in
@@ -73,12 +74,15 @@ class Declarations:
         degraded_ok: bool = False,
         destructive: bool = False,
         replaced_by: str | None = None,
+        required: tuple[str, ...] | None = None,
     ) -> Callable[[Handler], Handler]:
         """Declare a method.
 
         `destructive`: the method deletes a whole workspace's or group's data (lcg's own scopes
         put it behind `admin`). `replaced_by`: the method is deprecated in favour of that one;
-        the description is prefixed with a notice naming it.
+        the description is prefixed with a notice naming it. `required`: the arguments MCP
+        advertises as required, where the reference lists more than the params model alone would
+        (a model default the reference still requires); None: the model's own list.
         """
         if replaced_by is not None:
             description = f"Deprecated (use {replaced_by} instead): {description}"
@@ -95,6 +99,7 @@ class Declarations:
                     degraded_ok,
                     destructive,
                     replaced_by,
+                    required,
                 )
             )
             return handler

@@ -72,35 +72,6 @@ METHOD_NOT_FOUND = -32601
 MISSING_ARGUMENT = -32602
 CLOSE_TOOL = "knowledge_close"
 
-# `required` as the reference advertises it (API.md §4.3), where it differs from what the params
-# model alone would say (a model default that the reference still lists as required).
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "knowledge_find_entities": ("query",),
-    "knowledge_find_relationships": ("query",),
-    "knowledge_get_edges_by_uuids": ("uuids",),
-    "knowledge_search_passages": ("query",),
-    "knowledge_get_entity_neighbors": ("entity_uuid",),
-    "knowledge_get_entities_by_source": ("source",),
-    "knowledge_rebuild_status": ("job_id",),
-    "knowledge_process_chunk": ("chunk_text", "chunk_id", "source_file"),
-    "knowledge_add_episode": ("name", "episode_body"),
-    "knowledge_delete_episode": ("episode_uuid",),
-    "knowledge_delete_by_source": ("source_file", "group_ids"),
-    "knowledge_delete_chunk_episode": ("chunk_id", "group_ids"),
-    "knowledge_clear_all": ("confirm",),
-    "knowledge_canonicalize_relations": ("group_id",),
-    "knowledge_backfill_relation_types": ("group_id",),
-    "knowledge_add_cross_group_edge": ("name", "source", "target", "fact"),
-    "knowledge_assert_entity": ("name",),
-    "knowledge_assert_relationship": ("source_name", "target_name", "predicate"),
-    "knowledge_add_facts": ("reference_time",),  # lcg's own
-    "knowledge_query_cypher": ("query",),
-    "knowledge_wal_mark_create": ("name",),
-    "knowledge_wal_mark_delete": ("name",),
-    "knowledge_recover": ("strategy",),
-    "knowledge_rebind_pointers": ("source_group_id",),
-    "knowledge_delete_by_group": ("group_ids",),
-}
 
 # Property hints for an LLM reader; the params models carry none of their own.
 _HINTS: dict[str, str] = {
@@ -204,7 +175,7 @@ def input_schema(method: Method) -> tuple[dict[str, Any], tuple[str, ...]]:
     properties: dict[str, Any] = {
         name: _tidy(prop) for name, prop in raw.get("properties", {}).items()
     }
-    required = REQUIRED.get(method.name, tuple(raw.get("required", ())))
+    required = method.required if method.required is not None else tuple(raw.get("required", ()))
     for name, prop in properties.items():
         if name in _HINTS and "description" not in prop:
             prop["description"] = _HINTS[name]

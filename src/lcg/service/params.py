@@ -1,4 +1,7 @@
-"""Parameter models for the registered methods: validation at the wire edge, before any write.
+"""What every method's parameters are built from: the base model, `parse_params`, and the shared
+field types (timestamps, the time fields of the time-aware reads, group ids, counts). Each area's
+params models sit next to their handlers in `lcg.service.methods.<area>`. Validation happens at
+the wire edge, before any write.
 
 Names, defaults and the four `group_ids` behaviours follow spec/API.md §1.11 and §2. Where the
 reference silently treats a wrongly typed value as absent, lcg rejects it with an error naming
@@ -11,11 +14,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
 
-from lcg.admin.recover import STRATEGIES
 from lcg.errors import InvalidRequestError
-from lcg.models import DEFAULT_GROUP_ID
+from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import parse_wire_timestamp
 from lcg.wal.layout import encode_group
 
@@ -76,7 +87,7 @@ def timestamp(name: str) -> Any:
     return BeforeValidator(check)
 
 
-def _required_text(name: str) -> Any:
+def required_text(name: str) -> Any:
     def check(value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{name} is required and must be a non-empty string")
@@ -85,7 +96,7 @@ def _required_text(name: str) -> Any:
     return BeforeValidator(check)
 
 
-def _write_group(value: Any) -> str:
+def write_group(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("group_id must be a string")
     if not value:
@@ -117,7 +128,7 @@ def _groups_required(value: Any) -> list[str]:
     return list(dict.fromkeys(value))
 
 
-def _count(name: str, positive: bool = False) -> Any:
+def count_field(name: str, positive: bool = False) -> Any:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{name} must be an integer")
@@ -130,7 +141,7 @@ def _count(name: str, positive: bool = False) -> Any:
     return BeforeValidator(check)
 
 
-def _seq(name: str) -> Any:
+def seq_field(name: str) -> Any:
     def check(value: Any) -> int:
         if isinstance(value, bool):
             raise ValueError(f"{name} must be a non-negative integer, not a boolean")
@@ -149,7 +160,7 @@ def _object(value: Any) -> dict[str, Any]:
     return value
 
 
-def _string_list(name: str) -> Any:
+def string_list(name: str) -> Any:
     def check(value: Any) -> list[str]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"{name} must be an array of strings")
@@ -158,7 +169,7 @@ def _string_list(name: str) -> Any:
     return BeforeValidator(check)
 
 
-WriteGroup = Annotated[str, BeforeValidator(_write_group)]
+WriteGroup = Annotated[str, BeforeValidator(write_group)]
 ReadGroup = Annotated[str, BeforeValidator(_read_group)]
 GroupsOptional = Annotated[list[str] | None, BeforeValidator(_groups_optional)]
 GroupsRequired = Annotated[list[str], BeforeValidator(_groups_required)]
@@ -169,51 +180,7 @@ class Empty(Params):
     """No parameters."""
 
 
-class AssertEntityParams(Params):
-    name: Annotated[str, _required_text("name")]
-    entity_uuid: Annotated[str, _required_text("entity_uuid")] | None = None
-    group_id: WriteGroup = DEFAULT_GROUP_ID
-    labels: Annotated[list[str], _string_list("labels")] | None = None
-    summary: str = ""
-    attributes: Attributes = Field(default_factory=dict)
-
-
-class AssertRelationshipParams(Params):
-    source_name: Annotated[str, _required_text("source_name")]
-    target_name: Annotated[str, _required_text("target_name")]
-    predicate: Annotated[str, _required_text("predicate")]
-    group_id: WriteGroup = DEFAULT_GROUP_ID
-    fact: str | None = None
-    attributes: Attributes = Field(default_factory=dict)
-    valid_at: Annotated[datetime, timestamp("valid_at")] | None = None
-    relation_type: str | None = None
-    # lcg extension: uuids of current facts this one replaces.
-    supersedes: list[str] = Field(default_factory=list)
-
-    @field_validator("supersedes", mode="before")
-    @classmethod
-    def _check_supersedes(cls, value: Any) -> list[str]:
-        if not isinstance(value, list) or not all(isinstance(x, str) and x.strip() for x in value):
-            raise ValueError("supersedes must be an array of fact uuid strings")
-        return list(dict.fromkeys(x.strip() for x in value))
-
-
-class GetEpisodesParams(Params):
-    group_id: ReadGroup = DEFAULT_GROUP_ID
-    last_n: Annotated[int, _count("last_n")] = 50
-
-
-class GroupsParams(Params):
-    """`group_ids` variant A: omitted means all groups, `[]` means none."""
-
-    group_ids: GroupsOptional = None
-
-
-class EdgesByUuidsParams(Params):
-    uuids: Annotated[list[str], _string_list("uuids")] = Field(default_factory=list)
-
-
-class _CollapsingGroups(Params):
+class CollapsingGroupsParams(Params):
     """`group_ids` variant B: omitted or `[]` means all groups."""
 
     group_ids: GroupsOptional = None
@@ -224,96 +191,57 @@ class _CollapsingGroups(Params):
         return value or None
 
 
-class ListEntitiesParams(_CollapsingGroups):
-    num_results: Annotated[int, _count("num_results", positive=True)] = 500
+# -- time fields (as_of, known_at, include_invalidated) ------------------------------------------
 
 
-class ListRelationshipsParams(_CollapsingGroups):
-    num_results: Annotated[int, _count("num_results", positive=True)] = 1000
+def timestamp_schema(description: str) -> Any:
+    """Advertised as a plain string: the DB read format is accepted too, not only date-time."""
+    return WithJsonSchema(
+        {
+            "type": "string",
+            "description": f"{description} (RFC 3339, 'YYYY-MM-DD HH:MM:SS' UTC, or a date "
+            "YYYY-MM-DD: its midnight UTC).",
+        }
+    )
 
 
-class NeighborsParams(_CollapsingGroups):
-    entity_uuid: Annotated[str, _required_text("entity_uuid")]
-    num_results: Annotated[int, _count("num_results")] = 50
+def _collapse(value: list[str] | None) -> list[str] | None:
+    return value or None
 
 
-class BySourceParams(_CollapsingGroups):
-    source: Annotated[str, _required_text("source")]
-    num_results: Annotated[int, _count("num_results")] = 100
+# `group_ids` variant B (API.md §1.11): omitted or `[]` means all groups.
+CollapsingGroups = Annotated[GroupsOptional, AfterValidator(_collapse)]
+
+AsOf = Annotated[
+    datetime,
+    timestamp("as_of"),
+    timestamp_schema("Valid time: only facts true in the world at this instant"),
+]
+
+KnownAt = Annotated[
+    datetime,
+    timestamp("known_at"),
+    timestamp_schema("System time: read the graph as it was at this instant"),
+]
 
 
-class DeleteEpisodeParams(Params):
-    episode_uuid: Annotated[str, _required_text("episode_uuid")]
+class TimeFields(Params):
+    """`as_of`, `known_at`, `include_invalidated`: see lcg.temporal.filter.TimeFilter."""
 
+    as_of: AsOf | None = None
+    known_at: KnownAt | None = None
+    include_invalidated: bool | None = Field(
+        default=None,
+        description="false: only facts current at known_at (or now); true: superseded and "
+        "ended facts too.",
+    )
 
-class DeleteBySourceParams(Params):
-    source_file: Annotated[str, _required_text("source_file")]
-    group_ids: GroupsRequired
+    def time_filter(self) -> TimeFilter:
+        """The filter asked for; an absent `include_invalidated` means false."""
+        return TimeFilter(self.as_of, self.known_at, bool(self.include_invalidated))
 
-
-class DeleteChunkParams(Params):
-    chunk_id: Annotated[str, _required_text("chunk_id")]
-    group_ids: GroupsRequired
-
-
-class DeleteByGroupParams(Params):
-    group_ids: GroupsRequired
-    dry_run: bool = False
-    confirm: bool = False
-
-
-class ClearAllParams(Params):
-    confirm: bool = False
-    # lcg keeps the WAL unless told otherwise (API.md §2.24 defaults to false).
-    preserve_wal: bool = True
-
-
-class QueryCypherParams(Params):
-    query: Annotated[str, _required_text("query")]
-
-
-def _job_id(value: Any) -> Any:
-    if not isinstance(value, str) or not value:
-        raise ValueError("job_id is required and must be non-empty")
-    return value
-
-
-class RebuildStatusParams(Params):
-    # Validated even when absent: a missing job_id gets the same message as an empty one.
-    job_id: Annotated[str, BeforeValidator(_job_id)] = Field(default="", validate_default=True)
-
-
-class RebuildParams(Params):
-    # Fields validate in declaration order: the seqs before the group (API.md §2.34 steps 1-4).
-    from_seq: Annotated[int, _seq("from_seq")] = 0
-    to_seq: Annotated[int, _seq("to_seq")] | None = None
-    group_id: str = DEFAULT_GROUP_ID
-    dry_run: bool = False
-    force_clear: bool = False
-
-    @field_validator("group_id", mode="before")
-    @classmethod
-    def _default_group(cls, value: Any) -> str:
-        if value == "":
-            return DEFAULT_GROUP_ID
-        return _write_group(value)
-
-    def model_post_init(self, context: Any) -> None:
-        if self.to_seq is not None and self.to_seq < self.from_seq:
-            raise InvalidRequestError(
-                f"knowledge_rebuild_from_wal: to_seq ({self.to_seq}) must not be less than from_seq "
-                f"({self.from_seq}) — bounded replay requires from_seq <= to_seq.",
-                field="to_seq",
-            )
-
-
-def _strategy(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError("strategy is required")
-    if value not in STRATEGIES:
-        raise ValueError(f"Unknown strategy: {value}")
-    return value
-
-
-class RecoverParams(Params):
-    strategy: Annotated[str, BeforeValidator(_strategy)]
+    def optional_time_filter(self) -> TimeFilter | None:
+        """None when no time parameter was given: the reference's unfiltered reads."""
+        if self.as_of is None and self.known_at is None and self.include_invalidated is None:
+            return None
+        return self.time_filter()

@@ -1,57 +1,31 @@
-"""Parameter models of the time-aware reads and of the temporal and context methods.
-
-`as_of`/`known_at` accept RFC 3339 or the DB read format `YYYY-MM-DD HH:MM:SS` (UTC), like every
-timestamp input (API.md §1.12). On the reference's reads (`knowledge_get_edges_by_group`,
-`knowledge_list_relationships`, `knowledge_get_entity_neighbors`) the time parameters are
-optional extensions: with none of them given, those reads keep the reference's rule and return
-every edge, invalidated or not (API.md §1.12); giving any of them filters (docs/temporal.md).
-lcg's own methods default to current facts only.
-"""
+"""Temporal and context methods: knowledge_get_changes, knowledge_get_entity_timeline,
+knowledge_get_context (docs/temporal.md). All are MCP `read` tools."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
+from pydantic import BeforeValidator, Field
 
+from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
 from lcg.models import DEFAULT_GROUP_ID
+from lcg.service.declare import Context, Declarations
 from lcg.service.params import (
-    GroupsOptional,
-    GroupsParams,
-    ListRelationshipsParams,
-    NeighborsParams,
+    AsOf,
+    CollapsingGroups,
     Params,
     ReadGroup,
     timestamp,
+    timestamp_schema,
 )
-from lcg.temporal.filter import TimeFilter
-
-__all__ = [
-    "MAX_HOPS",
-    "MIN_TOKEN_BUDGET",
-    "ChangesParams",
-    "ContextParams",
-    "EdgesByGroupParams",
-    "TemporalListRelationshipsParams",
-    "TemporalNeighborsParams",
-    "TimelineParams",
-]
+from lcg.temporal import context, timeline
 
 MIN_TOKEN_BUDGET = 256
+
+
 MAX_HOPS = 3
-
-
-def _timestamp_schema(description: str) -> Any:
-    """Advertised as a plain string: the DB read format is accepted too, not only date-time."""
-    return WithJsonSchema(
-        {
-            "type": "string",
-            "description": f"{description} (RFC 3339, 'YYYY-MM-DD HH:MM:SS' UTC, or a date "
-            "YYYY-MM-DD: its midnight UTC).",
-        }
-    )
 
 
 def _non_empty(name: str) -> Any:
@@ -83,62 +57,12 @@ def _int_schema(description: str, low: int, high: int | None = None) -> Any:
     return Field(json_schema_extra=schema)
 
 
-def _collapse(value: list[str] | None) -> list[str] | None:
-    return value or None
+Since = Annotated[datetime, timestamp("since"), timestamp_schema("Start of the window, inclusive")]
 
 
-# `group_ids` variant B (API.md §1.11): omitted or `[]` means all groups.
-CollapsingGroups = Annotated[GroupsOptional, AfterValidator(_collapse)]
-
-AsOf = Annotated[
-    datetime,
-    timestamp("as_of"),
-    _timestamp_schema("Valid time: only facts true in the world at this instant"),
-]
-KnownAt = Annotated[
-    datetime,
-    timestamp("known_at"),
-    _timestamp_schema("System time: read the graph as it was at this instant"),
-]
-Since = Annotated[datetime, timestamp("since"), _timestamp_schema("Start of the window, inclusive")]
 Until = Annotated[
-    datetime, timestamp("until"), _timestamp_schema("End of the window, exclusive (default: now)")
+    datetime, timestamp("until"), timestamp_schema("End of the window, exclusive (default: now)")
 ]
-
-
-class _TimeFields(Params):
-    """`as_of`, `known_at`, `include_invalidated`: see lcg.temporal.filter.TimeFilter."""
-
-    as_of: AsOf | None = None
-    known_at: KnownAt | None = None
-    include_invalidated: bool | None = Field(
-        default=None,
-        description="false: only facts current at known_at (or now); true: superseded and "
-        "ended facts too.",
-    )
-
-    def time_filter(self) -> TimeFilter:
-        """The filter asked for; an absent `include_invalidated` means false."""
-        return TimeFilter(self.as_of, self.known_at, bool(self.include_invalidated))
-
-    def optional_time_filter(self) -> TimeFilter | None:
-        """None when no time parameter was given: the reference's unfiltered reads."""
-        if self.as_of is None and self.known_at is None and self.include_invalidated is None:
-            return None
-        return self.time_filter()
-
-
-# The reference's fields first (pydantic orders fields from the last base to the first).
-class EdgesByGroupParams(_TimeFields, GroupsParams):
-    """knowledge_get_edges_by_group: `group_ids` variant A plus the time parameters."""
-
-
-class TemporalListRelationshipsParams(_TimeFields, ListRelationshipsParams):
-    """knowledge_list_relationships plus the time parameters."""
-
-
-class TemporalNeighborsParams(_TimeFields, NeighborsParams):
-    """knowledge_get_entity_neighbors plus the time parameters."""
 
 
 class ChangesParams(Params):
@@ -197,3 +121,53 @@ class ContextParams(Params):
         _bounded_int("num_seeds", 1, 50),
         _int_schema("Entities and facts taken from hybrid search.", 1, 50),
     ] = 8
+
+
+declare = Declarations()
+
+
+@declare(
+    "knowledge_get_changes",
+    "read",
+    ChangesParams,
+    "What changed in a time window [since, until): facts that became valid (started), stopped "
+    "being valid (ended), were learned or were retired, each entry tagged with its kind, in time "
+    "order. Filter by group_ids and by entity_uuid (facts touching that entity).",
+)
+async def _changes(engine: Engine, a: ChangesParams, ctx: Context) -> dict[str, Any]:
+    return await timeline.fact_changes(
+        engine, a.since, a.until, a.group_ids, a.entity_uuid, a.num_results
+    )
+
+
+@declare(
+    "knowledge_get_entity_timeline",
+    "read",
+    TimelineParams,
+    "Every fact about one entity (by entity_uuid, or by name within group_id), current and "
+    "superseded, ordered by when it became true, each with its status and the facts it "
+    "superseded / was superseded by.",
+)
+async def _timeline(engine: Engine, a: TimelineParams, ctx: Context) -> dict[str, Any]:
+    return await timeline.entity_timeline(engine, a.entity_uuid, a.name, a.group_id)
+
+
+@declare(
+    "knowledge_get_context",
+    "read",
+    ContextParams,
+    "Graph context for a question, ready to paste into a prompt: entities and facts found by "
+    "hybrid search, expanded `hops` steps through the graph, packed into a cited text block of "
+    "at most token_budget tokens (estimated as UTF-8 bytes / 4). Currently valid facts come "
+    "first; superseded ones are marked with their validity window. Reports what it omitted.",
+)
+async def _context(engine: Engine, a: ContextParams, ctx: Context) -> dict[str, Any]:
+    return await context.get_context(
+        engine,
+        a.query,
+        group_ids=a.group_ids,
+        token_budget=a.token_budget,
+        hops=a.hops,
+        as_of=a.as_of,
+        num_seeds=a.num_seeds,
+    )

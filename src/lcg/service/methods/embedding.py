@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 from lcg.admin.reembed import backfill_embeddings
 from lcg.engine import Engine
 from lcg.service.declare import Context, Declarations
-from lcg.service.embedding_params import BackfillEmbeddingsParams
+from lcg.service.params import CollapsingGroupsParams, GroupsOptional
 
 __all__: list[str] = []
+
+
+BACKFILL_MAX_BATCH = 4096
+
+
+def _batch_size(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("batch_size must be an integer")
+    if not 1 <= value <= BACKFILL_MAX_BATCH:
+        raise ValueError(f"batch_size must be between 1 and {BACKFILL_MAX_BATCH}, got {value}")
+    return value
+
+
+class BackfillEmbeddingsParams(CollapsingGroupsParams):
+    """`group_ids` omitted or `[]`: every group that holds data."""
+
+    group_ids: GroupsOptional = None
+    batch_size: Annotated[int, BeforeValidator(_batch_size)] = 256
+    dry_run: bool = False
 
 
 # Scope `write`, like knowledge_backfill_relation_types: it rewrites derived data of the graph
