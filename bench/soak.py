@@ -48,7 +48,7 @@ READS: tuple[tuple[str, float], ...] = (
 WRITE_SHARE = 0.2
 NAME_POOL = 200  # names the writes update (besides the seeded ones)
 PREDICATES = ("works_with", "mentions", "depends_on")
-PER_METHOD = ("knowledge_status", "knowledge_list_entities", "knowledge_find_entities")
+PER_METHOD = tuple(m for m, _ in READS)  # --per-method: each read of the mix, in isolation
 
 
 class Conn:
@@ -143,6 +143,10 @@ def _request(
             "predicate": rng.choice(PREDICATES),
         }
     method = rng.choices([m for m, _ in READS], [w for _, w in READS])[0]
+    return method, _read_params(method, rng, uuids, seeded)
+
+
+def _read_params(method: str, rng: random.Random, uuids: list[str], seeded: int) -> dict[str, Any]:
     word = f"seed {rng.randrange(seeded)}"
     params: dict[str, Any] = {
         "knowledge_status": {},
@@ -154,7 +158,7 @@ def _request(
         "knowledge_list_relationships": {"num_results": 20},
         "knowledge_get_context": {"query": word, "token_budget": 500},
     }[method]
-    return method, params
+    return params
 
 
 def _soak(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Path) -> None:
@@ -243,19 +247,12 @@ def _per_method(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_pa
     rng = random.Random(0)
     out: dict[str, Any] = {"calls_per_method": args.per_method, "seeded_entities": len(uuids)}
     for method in PER_METHOD:
-        params: dict[str, Any] = {
-            "knowledge_status": {},
-            "knowledge_list_entities": {"num_results": 20},
-            "knowledge_find_entities": {"query": "seed", "num_results": 10},
-        }[method]
         for _ in range(200):  # warm every path and cache first
-            conn.call(method, params)
+            conn.call(method, _read_params(method, rng, uuids, len(uuids)))
         before = _rss_mb(proc.pid)
         errors = 0
         for _ in range(args.per_method):
-            if method == "knowledge_find_entities":
-                params = {"query": f"seed {rng.randrange(len(uuids))}", "num_results": 10}
-            errors += "error" in conn.call(method, params)
+            errors += "error" in conn.call(method, _read_params(method, rng, uuids, len(uuids)))
         after = _rss_mb(proc.pid)
         out[method] = {
             "rss_mb_before": round(before, 1),
