@@ -26,7 +26,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from service import Conn  # one JSON-RPC line client for both benchmarks
 
 READS: tuple[tuple[str, float], ...] = (
     ("knowledge_status", 1.0),
@@ -49,30 +51,6 @@ WRITE_SHARE = 0.2
 NAME_POOL = 200  # names the writes update (besides the seeded ones)
 PREDICATES = ("works_with", "mentions", "depends_on")
 PER_METHOD = tuple(m for m, _ in READS)  # --per-method: each read of the mix, in isolation
-
-
-class Conn:
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(120)
-        self.sock.connect(str(path))
-        self.reader = self.sock.makefile("rb")
-        self.next_id = 0
-
-    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        line = json.dumps(
-            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        )
-        self.sock.sendall(line.encode() + b"\n")
-        answer = json.loads(self.reader.readline())
-        if answer.get("id") != self.next_id:
-            raise RuntimeError(f"id mismatch: {answer!r}")
-        return dict(answer)
-
-    def close(self) -> None:
-        self.reader.close()
-        self.sock.close()
 
 
 def _rss_mb(pid: int) -> float:
