@@ -1,0 +1,151 @@
+"""The questions asked of the code graph: where a symbol is defined, who calls it and what it
+calls, which symbols a path held at a time, and what changed in a path between two dates.
+
+Owns these reads (one snapshot each, through `Engine.read`). A symbol is named by its
+qualified name (`lcg.code.sync.commit_changes`) or, when that is unambiguous, its short name
+(`commit_changes`); answers carry `path:line_start-line_end`, never source text. Time follows
+the facts: a symbol is present at `t` while the DEFINES/CONTAINS fact that places it is valid
+at `t` (valid_at <= t < invalid_at).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from lcg.engine import Engine
+from lcg.errors import NotFoundError
+from lcg.storage.store import Conn
+from lcg.timeutil import to_db, to_read_format
+
+__all__ = ["callers_and_callees", "code_changes", "symbols_at", "where_defined"]
+
+_SYMBOL_LABELS = ("Class", "Function", "Method")
+
+
+def _entity_rows(conn: Conn, group_id: str, name: str) -> list[list[Any]]:
+    rows = conn.rows(
+        "MATCH (e:Entity) WHERE e.group_id = $g AND list_contains(e.labels, 'Code') "
+        "AND (e.name = $n OR ends_with(e.name, $suffix)) "
+        "RETURN e.uuid, e.name, e.labels, e.attributes ORDER BY e.name",
+        {"g": group_id, "n": name, "suffix": "." + name},
+    )
+    exact = [r for r in rows if r[1] == name]
+    return exact or rows
+
+
+def _describe(row: list[Any]) -> dict[str, Any]:
+    attrs = json.loads(row[3] or "{}")
+    kind = next((label for label in row[2] if label in (*_SYMBOL_LABELS, "File", "Module")), "")
+    out: dict[str, Any] = {"uuid": row[0], "name": row[1], "kind": kind}
+    for key in ("path", "line_start", "line_end", "signature", "doc", "language"):
+        if key in attrs:
+            out[key] = attrs[key]
+    if "path" in attrs and "line_start" in attrs:
+        out["location"] = f"{attrs['path']}:{attrs['line_start']}-{attrs['line_end']}"
+    out["present"] = not attrs.get("removed")
+    return out
+
+
+async def where_defined(engine: Engine, group_id: str, name: str) -> dict[str, Any]:
+    """Every code entity the name designates, with its location (path and line range)."""
+
+    def read(conn: Conn) -> dict[str, Any]:
+        return {"symbols": [_describe(r) for r in _entity_rows(conn, group_id, name)]}
+
+    return await engine.read(read)
+
+
+def _resolve_one(conn: Conn, group_id: str, name: str) -> list[Any]:
+    rows = _entity_rows(conn, group_id, name)
+    if not rows:
+        raise NotFoundError("symbol", name, f"no code symbol named '{name}' in group '{group_id}'")
+    return rows[0]
+
+
+async def callers_and_callees(
+    engine: Engine, group_id: str, name: str, *, as_of: datetime | None = None
+) -> dict[str, Any]:
+    """Who calls the symbol and what it calls (current CALLS facts, or those valid at `as_of`)."""
+
+    def read(conn: Conn) -> dict[str, Any]:
+        row = _resolve_one(conn, group_id, name)
+        out: dict[str, Any] = {"symbol": _describe(row)}
+        for side, query in (
+            (
+                "callers",
+                "MATCH (o:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(e:Entity {uuid: $u})",
+            ),
+            (
+                "callees",
+                "MATCH (e:Entity {uuid: $u})-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(o:Entity)",
+            ),
+        ):
+            time = (
+                "f.valid_at <= $t AND (f.invalid_at IS NULL OR f.invalid_at > $t)"
+                if as_of is not None
+                else "f.invalid_at IS NULL AND f.expired_at IS NULL"
+            )
+            params: dict[str, Any] = {"u": row[0]}
+            if as_of is not None:
+                params["t"] = to_db(as_of)
+            rows = conn.rows(
+                f"{query} WHERE f.name = 'CALLS' AND {time} "
+                "RETURN o.uuid, o.name, o.labels, o.attributes ORDER BY o.name",
+                params,
+            )
+            out[side] = [_describe(r) for r in rows]
+        return out
+
+    return await engine.read(read)
+
+
+async def symbols_at(
+    engine: Engine, group_id: str, at: datetime, path_prefix: str = ""
+) -> dict[str, dict[str, Any]]:
+    """qualified name -> {signature, path} of the symbols present at `at` (under a path prefix)."""
+
+    def read(conn: Conn) -> dict[str, dict[str, Any]]:
+        rows = conn.rows(
+            "MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(e:Entity) "
+            "WHERE f.group_id = $g AND f.name IN ['DEFINES', 'CONTAINS'] AND f.valid_at <= $t "
+            "AND (f.invalid_at IS NULL OR f.invalid_at > $t) "
+            "RETURN e.name, e.labels, f.attributes, e.attributes",
+            {"g": group_id, "t": to_db(at)},
+        )
+        out: dict[str, dict[str, Any]] = {}
+        for name, labels, attributes, entity_attributes in rows:
+            if not any(label in labels for label in _SYMBOL_LABELS):
+                continue
+            path = str(json.loads(entity_attributes or "{}").get("path", ""))
+            if path_prefix and not path.startswith(path_prefix):
+                continue
+            detail = json.loads(attributes or "{}").get("detail", "")
+            out[name] = {"signature": detail, "path": path}
+        return out
+
+    return await engine.read(read)
+
+
+async def code_changes(
+    engine: Engine, group_id: str, since: datetime, until: datetime, path_prefix: str = ""
+) -> dict[str, Any]:
+    """Symbols added, removed and re-signed under `path_prefix` in [since, until)."""
+    before = await symbols_at(engine, group_id, since, path_prefix)
+    after = await symbols_at(engine, group_id, until, path_prefix)
+    added = sorted(set(after) - set(before))
+    removed = sorted(set(before) - set(after))
+    changed = [
+        {"name": n, "before": before[n]["signature"], "after": after[n]["signature"]}
+        for n in sorted(set(before) & set(after))
+        if before[n]["signature"] != after[n]["signature"]
+    ]
+    return {
+        "since": to_read_format(since),
+        "until": to_read_format(until),
+        "path": path_prefix,
+        "added": added,
+        "removed": removed,
+        "signature_changed": changed,
+    }

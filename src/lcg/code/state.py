@@ -1,0 +1,103 @@
+"""What the graph already holds of a group's code: its code entities and their live facts.
+
+Owns the two reads a code sync starts from (one snapshot): every entity labelled `Code` in the
+group, and every code fact (DEFINES, CONTAINS, IMPORTS, INHERITS, CALLS with a `file` attribute)
+that is still current, grouped by the file that asserted it. The graph is the only record: the
+content hash of each file is an attribute of its `File` entity, so a rebuild from the WAL keeps
+what a re-run compares against.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from lcg.code.resolve import PREDICATES, file_key, module_key, symbol_key
+from lcg.engine import Engine
+from lcg.models import Entity, Fact
+from lcg.storage.store import Conn
+from lcg.timeutil import from_db
+
+__all__ = ["CodeState", "load_state"]
+
+
+@dataclass
+class CodeState:
+    entities: dict[str, Entity] = field(default_factory=dict)  # uuid -> entity
+    attrs: dict[str, dict[str, Any]] = field(default_factory=dict)  # uuid -> attributes
+    by_key: dict[str, str] = field(default_factory=dict)  # entity key -> uuid
+    owned: dict[str, list[Fact]] = field(default_factory=lambda: defaultdict(list))
+    fact_keys: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
+
+    def key_of(self, entity: Entity) -> str:
+        attrs = self.attrs[entity.uuid]
+        if "File" in entity.labels:
+            return file_key(entity.name)
+        if "Module" in entity.labels:
+            return module_key(entity.name)
+        del attrs
+        return symbol_key(entity.name)
+
+    def files(self) -> dict[str, str]:
+        """path -> uuid of every File entity whose file exists (not deleted)."""
+        return {
+            e.name: u
+            for u, e in self.entities.items()
+            if "File" in e.labels and not self.attrs[u].get("removed")
+        }
+
+
+_ENTITY = (
+    "MATCH (e:Entity) WHERE e.group_id = $g AND list_contains(e.labels, 'Code') "
+    "RETURN e.uuid, e.name, e.labels, e.summary, e.attributes, e.created_at"
+)
+_FACTS = (
+    "MATCH (f:Fact) WHERE f.group_id = $g AND f.invalid_at IS NULL AND f.expired_at IS NULL "
+    "AND f.name IN $p RETURN f.uuid, f.name, f.source_uuid, f.target_uuid, f.fact, "
+    "f.attributes, f.valid_at, f.created_at"
+)
+
+
+def read_state(conn: Conn, group_id: str) -> CodeState:
+    state = CodeState()
+    for uuid, name, labels, summary, attributes, created in conn.rows(_ENTITY, {"g": group_id}):
+        entity = Entity(
+            uuid,
+            group_id,
+            name,
+            tuple(labels or ()),
+            summary or "",
+            attributes or "{}",
+            from_db(created),
+        )
+        state.entities[uuid] = entity
+        state.attrs[uuid] = json.loads(attributes or "{}")
+    for e in sorted(state.entities.values(), key=lambda e: (str(e.created_at), e.uuid)):
+        state.by_key.setdefault(state.key_of(e), e.uuid)
+    for uuid, name, src, tgt, text, attributes, valid, created in conn.rows(
+        _FACTS, {"g": group_id, "p": list(PREDICATES)}
+    ):
+        attrs = json.loads(attributes or "{}")
+        owner = attrs.get("file")
+        if not isinstance(owner, str):
+            continue
+        fact = Fact(
+            uuid,
+            group_id,
+            src,
+            tgt,
+            name,
+            text or "",
+            attributes=attributes or "{}",
+            valid_at=from_db(valid),
+            created_at=from_db(created),
+        )
+        state.owned[owner].append(fact)
+        state.fact_keys[uuid] = (name, src, tgt, str(attrs.get("detail", "")))
+    return state
+
+
+async def load_state(engine: Engine, group_id: str) -> CodeState:
+    return await engine.read(lambda conn: read_state(conn, group_id))

@@ -1,0 +1,311 @@
+"""Committing changed files as one episode: the diff between what the graph holds and what the
+files now say, written through `Engine.commit_episode`.
+
+Owns entity identity and the bi-temporal diff. An entity's uuid is derived from the group and
+its key (`file:<path>`, `module:<name>`, `sym:<qualified name>`) the first time it appears, so
+a re-run or a rebuild finds the same one; a key already in the graph keeps its entity, and a
+file renamed by git keeps its `File` entity (and so its facts). Symbols are keyed by qualified
+name: where the module name follows the file name (Python, TypeScript) a rename ends them under
+the old name and starts them under the new one; where it does not (a Go file renamed within its
+package) nothing about them changes. A fact is keyed by (predicate,
+source, target, detail — the signature for DEFINES/CONTAINS) and owned by the file that
+asserted it: a fact the file no longer asserts ends (`invalid_at` = the episode's reference
+time, `expired_at` = now), a new one starts at the reference time. Nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuidlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from lcg.code.extract import FileStructure
+from lcg.code.resolve import DesiredFact, EntitySpec, desired_file, qualified
+from lcg.code.state import CodeState, load_state
+from lcg.engine import Engine
+from lcg.engine.kernel import EpisodeCommit, Invalidation
+from lcg.models import Entity, Episode, Fact, canonical_attributes
+from lcg.timeutil import now, to_wal
+
+__all__ = ["BatchResult", "FileChange", "commit_changes"]
+
+_NAMESPACE = uuidlib.UUID("6c5b1e9e-6a43-4f0e-9a3c-2f7d0c0de000")
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file of a batch: its new structure (None: deleted), and its old path if renamed."""
+
+    path: str
+    structure: FileStructure | None
+    content_hash: str = ""
+    old_path: str | None = None
+
+
+@dataclass
+class BatchResult:
+    episode_uuid: str | None = None
+    files: int = 0
+    symbols_added: list[str] = field(default_factory=list)
+    symbols_removed: list[str] = field(default_factory=list)
+    signatures_changed: list[str] = field(default_factory=list)
+    facts_started: int = 0
+    facts_ended: int = 0
+    entities_written: int = 0
+    unresolved_calls: int = 0
+    unresolved_bases: int = 0
+
+
+def _uuid(*parts: str) -> str:
+    return str(uuidlib.uuid5(_NAMESPACE, "\x00".join(parts)))
+
+
+def _is_symbol(entity: Entity) -> bool:
+    return any(label in entity.labels for label in ("Class", "Function", "Method"))
+
+
+async def commit_changes(
+    engine: Engine,
+    group_id: str,
+    changes: Sequence[FileChange],
+    *,
+    when: datetime,
+    name: str,
+    description: str,
+    content: str = "",
+) -> BatchResult:
+    """Write one batch of file changes as one episode at reference time `when`."""
+    state = await load_state(engine, group_id)
+    plan = _plan(state, group_id, changes, when, name, description, content)
+    if plan is None:
+        return BatchResult(files=len(changes))
+    commit, result = plan
+    await engine.commit_episode(commit)
+    return result
+
+
+def _plan(
+    state: CodeState,
+    group_id: str,
+    changes: Sequence[FileChange],
+    when: datetime,
+    name: str,
+    description: str,
+    content: str,
+) -> tuple[EpisodeCommit, BatchResult] | None:
+    result = BatchResult(files=len(changes))
+    stamp = now()
+    taken = set(state.entities)
+
+    def new_uuid(key: str) -> str:
+        n = 0
+        while True:
+            candidate = _uuid(group_id, key, str(n))
+            if candidate not in taken:
+                taken.add(candidate)
+                return candidate
+            n += 1
+
+    changed_paths = {c.path for c in changes} | {c.old_path for c in changes if c.old_path}
+    # Renames: the File entity follows the file (its facts with it: they are owned by its uuid).
+    renamed: dict[str, str] = {}  # new path -> old path
+    for change in changes:
+        if change.old_path and f"file:{change.old_path}" in state.by_key:
+            file_uuid = state.by_key.pop(f"file:{change.old_path}")
+            state.by_key[f"file:{change.path}"] = file_uuid
+            renamed[change.path] = change.old_path
+    # Everything the repository defines once this batch is applied.
+    known_symbols: set[str] = set()
+    known_modules: set[str] = set()
+    for u, e in state.entities.items():
+        attrs = state.attrs[u]
+        if attrs.get("removed") or attrs.get("path") in changed_paths:
+            continue
+        if _is_symbol(e) and attrs.get("path"):
+            known_symbols.add(e.name)
+        elif "File" in e.labels and attrs.get("module"):
+            known_modules.add(str(attrs["module"]))
+    for c in changes:
+        if c.structure is not None:
+            known_modules.add(c.structure.module)
+            known_symbols.update(
+                qualified(c.structure, s) for s in c.structure.symbols if s.kind != "impl"
+            )
+    desired = [
+        desired_file(c.structure, known_symbols, known_modules, c.content_hash)
+        for c in changes
+        if c.structure is not None
+    ]
+    # Entity specs, merged by key: a real definition wins over a placeholder.
+    specs: dict[str, EntitySpec] = {}
+    for d in desired:
+        result.unresolved_calls += d.unresolved_calls
+        result.unresolved_bases += d.unresolved_bases
+        for spec in d.entities:
+            old = specs.get(spec.key)
+            if old is None or len(spec.attributes) >= len(old.attributes):
+                specs[spec.key] = spec
+    uuids: dict[str, str] = {}
+
+    def uuid_of(key: str) -> str:
+        found = uuids.get(key) or state.by_key.get(key)
+        if found is None:
+            found = new_uuid(key)
+        uuids[key] = found
+        return found
+
+    entities: dict[str, Entity] = {}
+    defined: set[str] = set()
+    for key, spec in specs.items():
+        u = uuid_of(key)
+        attrs = dict(spec.attributes)
+        previous = state.entities.get(u)
+        if spec.label == "File":
+            # The paths a file had before (canonical_attributes keeps a list as JSON text).
+            earlier = json.loads(state.attrs[u].get("renamed_from") or "[]") if previous else []
+            if spec.attributes.get("path") in renamed:
+                earlier.append(renamed[str(spec.attributes["path"])])
+            if earlier:
+                attrs["renamed_from"] = earlier
+        if previous is not None and "path" not in attrs:  # a placeholder: keep what is known
+            attrs = {**state.attrs[u], **attrs}
+        if "path" in attrs:
+            defined.add(u)
+        entity = Entity(
+            u,
+            group_id,
+            spec.name,
+            ("Entity", "Code", spec.label),
+            _summary(attrs),
+            canonical_attributes(attrs),
+            previous.created_at if previous is not None else stamp,
+        )
+        if previous is None or (
+            previous.name,
+            previous.labels,
+            previous.summary,
+            previous.attributes,
+        ) != (entity.name, entity.labels, entity.summary, entity.attributes):
+            entities[u] = entity
+        is_symbol = spec.label in ("Class", "Function", "Method") and "path" in attrs
+        if is_symbol and (previous is None or state.attrs[u].get("removed")):
+            result.symbols_added.append(spec.name)
+    # Symbols and files of the changed paths that nothing defines any more.
+    gone_uuids: set[str] = set()
+    for u, e in state.entities.items():
+        attrs = state.attrs[u]
+        if u in defined or attrs.get("removed") or attrs.get("path") not in changed_paths:
+            continue
+        if _is_symbol(e) or "File" in e.labels:
+            gone = {**attrs, "removed": True}
+            entities[u] = Entity(
+                u, group_id, e.name, e.labels, e.summary, canonical_attributes(gone), e.created_at
+            )
+            if _is_symbol(e):
+                result.symbols_removed.append(e.name)
+                gone_uuids.add(u)
+    # Facts: per changed file, what it asserts now against what it asserted.
+    episode_uuid = _uuid(group_id, "episode", name, to_wal(when) or "")
+    new_facts: list[Fact] = []
+    ended: list[Invalidation] = []
+    by_path = {d.path: d for d in desired}
+    for change in changes:
+        owner = state.by_key.get(f"file:{change.path}") or uuids.get(f"file:{change.path}")
+        if owner is None:
+            continue
+        current = {state.fact_keys[f.uuid]: f for f in state.owned.get(owner, [])}
+        wanted: dict[tuple[str, str, str, str], DesiredFact] = {}
+        asserted = by_path.get(change.path)
+        for want in asserted.facts if asserted is not None else []:
+            wanted[(want.predicate, uuid_of(want.source), uuid_of(want.target), want.detail)] = want
+        for fkey, stale in current.items():
+            if fkey not in wanted:
+                ended.append(Invalidation(stale.uuid, when, stamp))
+        for fkey, want in wanted.items():
+            if fkey in current:
+                continue
+            predicate, source, target, detail = fkey
+            fact_attrs: dict[str, Any] = {"file": owner}
+            if detail:
+                fact_attrs["detail"] = detail
+            new_facts.append(
+                Fact(
+                    _uuid(group_id, *fkey, owner, to_wal(when) or ""),
+                    group_id,
+                    source,
+                    target,
+                    predicate,
+                    want.text,
+                    relation_type=predicate,
+                    attributes=canonical_attributes(fact_attrs),
+                    episodes=(episode_uuid,),
+                    valid_at=when,
+                    created_at=stamp,
+                )
+            )
+    # Facts of unchanged files about a symbol that is gone (a call into it) end with it.
+    ending = {inv.fact_uuid for inv in ended}
+    for owned in state.owned.values():
+        for live in owned:
+            touches = live.source_uuid in gone_uuids or live.target_uuid in gone_uuids
+            if touches and live.uuid not in ending:
+                ended.append(Invalidation(live.uuid, when, stamp))
+                ending.add(live.uuid)
+    # A symbol whose defining fact was replaced by one with another signature.
+    started = {f.target_uuid for f in new_facts if f.name in ("DEFINES", "CONTAINS")}
+    replaced = {
+        state.fact_keys[inv.fact_uuid][2]
+        for inv in ended
+        if state.fact_keys[inv.fact_uuid][0] in ("DEFINES", "CONTAINS")
+    }
+    added = set(result.symbols_added)
+    result.signatures_changed = sorted(
+        state.entities[u].name
+        for u in started & replaced
+        if u in state.entities
+        and _is_symbol(state.entities[u])
+        and state.entities[u].name not in added
+    )
+    result.facts_started, result.facts_ended = len(new_facts), len(ended)
+    result.entities_written = len(entities)
+    if not new_facts and not ended and not entities:
+        return None
+    result.episode_uuid = episode_uuid
+    episode = Episode(
+        episode_uuid,
+        group_id,
+        name,
+        content or _episode_text(changes, result),
+        source_description=description,
+        created_at=stamp,
+        valid_at=when,
+    )
+    mentions = [u for u in entities if u in defined]
+    commit = EpisodeCommit(
+        group_id, episode, list(entities.values()), new_facts, ended, mentions=mentions
+    )
+    return commit, result
+
+
+def _summary(attrs: dict[str, Any]) -> str:
+    signature = str(attrs.get("signature") or "")
+    doc = str(attrs.get("doc") or "")
+    return f"{signature} — {doc}" if signature and doc else signature or doc
+
+
+def _episode_text(changes: Sequence[FileChange], result: BatchResult) -> str:
+    lines = [f"code: {len(changes)} files"]
+    for label, names in (
+        ("added", result.symbols_added),
+        ("removed", result.symbols_removed),
+        ("signature changed", result.signatures_changed),
+    ):
+        if names:
+            shown = ", ".join(names[:20]) + (
+                f" and {len(names) - 20} more" if len(names) > 20 else ""
+            )
+            lines.append(f"{label}: {shown}")
+    return "\n".join(lines)
