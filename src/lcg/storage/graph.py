@@ -262,6 +262,10 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
         row[0]: (row[1], row[2])
         for row in _by_uuid(conn, "Fact", "f", "f.uuid, f.source_uuid, f.target_uuid", final)
     }
+    fresh = [f for u, f in final.items() if u not in before]
+    if len(fresh) > conn.point_limit("Entity", _NEW_FACT_MS):
+        _create_facts(conn, fresh)
+        final = {u: f for u, f in final.items() if u in before}
     for uuid, fact in final.items():
         row = _fact_params(fact)
         if uuid not in before:
@@ -290,6 +294,30 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
             "MATCH (f:Fact {uuid: $f}), (b:Entity {uuid: $t}) CREATE (f)-[:RELATES_TO]->(b)",
             {"f": uuid, "t": fact.target_uuid},
         )
+
+
+# What creating one new fact with its two hops costs as a prepared statement (two primary-key
+# lookups and three creations), for `Conn.point_limit`: above that many, `_create_facts`.
+_NEW_FACT_MS = 2.0
+
+
+def _create_facts(conn: Conn, facts: Sequence[Fact]) -> None:
+    """Create many new facts and their hops in three statements: the Fact rows in one `UNWIND
+    ... CREATE`, then each hop direction in one `UNWIND ... MATCH ... CREATE` (a hash join over
+    Entity and Fact, cheaper than one statement per fact past `Conn.point_limit`). A fact whose
+    endpoint is missing gets the hops it can, as in `upsert_facts`."""
+    _create(conn, "Fact", [_fact_params(f) for f in facts], _FACT_SET)
+    rows = [{"f": f.uuid, "s": f.source_uuid, "t": f.target_uuid} for f in facts]
+    conn.run(
+        "UNWIND $rows AS r MATCH (a:Entity {uuid: r.s}), (f:Fact {uuid: r.f}) "
+        "CREATE (a)-[:RELATES_TO]->(f)",
+        {"rows": rows},
+    )
+    conn.run(
+        "UNWIND $rows AS r MATCH (f:Fact {uuid: r.f}), (b:Entity {uuid: r.t}) "
+        "CREATE (f)-[:RELATES_TO]->(b)",
+        {"rows": rows},
+    )
 
 
 def invalidate_facts(conn: Conn, rows: Sequence[dict[str, Any]]) -> None:
