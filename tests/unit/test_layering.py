@@ -141,8 +141,9 @@ BELOW_THE_KERNEL = (
 TIME_FILTER = "lcg.temporal.filter"
 PROTOCOL_TRANSPORTS = ("lcg/service/mcp.py", "lcg/service/http.py", "lcg/service/rpc/")
 # The CLI's own commands that are not methods: `lcg ingest` (folder/), `lcg eval` (evals/) and
-# `lcg rebuild` (several groups under one hold of the write lock, admin/rebuild.py).
-CLI_FEATURES = ("lcg.folder", "lcg.evals", "lcg.admin.rebuild")
+# `lcg rebuild` (several groups under one hold of the write lock, admin/rebuild.py), `lcg code
+# ingest` (code/: its progress bar needs the run in this process).
+CLI_FEATURES = ("lcg.folder", "lcg.evals", "lcg.admin.rebuild", "lcg.code")
 
 
 def _foundation(path: str) -> bool:

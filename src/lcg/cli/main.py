@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lcg.admin.rebuild import rebuild_groups
+from lcg.cli.code import code
 from lcg.cli.endpoint_options import (
     embedder_options,
     embedder_overrides,
@@ -209,6 +210,7 @@ cli.add_command(import_command)
 cli.add_command(ingest)
 cli.add_command(eval_command)
 cli.add_command(models)
+cli.add_command(code)
 
 
 @cli.command("mcp")

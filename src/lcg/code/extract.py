@@ -56,8 +56,6 @@ _DOC_MAX = 200
 class CodeParserUnavailable(LcgError):
     """tree-sitter or its grammars are not installed."""
 
-    code = -32603
-
     def __init__(self) -> None:
         super().__init__(INSTALL_HINT)
 

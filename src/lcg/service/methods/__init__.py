@@ -8,6 +8,7 @@ lifecycle, the graph, administration, then the areas alphabetically.
 from lcg.service.declare import Declarations
 from lcg.service.methods import (
     admin,
+    code,
     curation,
     embedding,
     graph,
@@ -30,4 +31,5 @@ TABLES: tuple[Declarations, ...] = (
     search.declare,
     temporal.declare,
     ontology.declare,
+    code.declare,
 )
