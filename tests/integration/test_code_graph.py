@@ -18,6 +18,8 @@ from lcg.code.history import ingest_history
 from lcg.code.ingest import ingest_tree
 from lcg.code.queries import callers_and_callees, code_changes, symbols_at, where_defined
 from lcg.engine import Engine
+from lcg.errors import InvalidRequestError
+from lcg.service.registry import dispatch
 
 pytestmark = pytest.mark.anyio
 
@@ -241,3 +243,42 @@ async def test_tree_ingest_is_idempotent_and_incremental(engine: Engine, tmp_pat
     assert fourth.files_deleted == 1 and fourth.batch is not None
     assert fourth.batch.symbols_removed == ["pkg.use.run"]
     assert "pkg.use.run" not in await symbols_at(engine, GROUP, datetime.now(UTC))
+
+
+async def test_methods_answer_through_dispatch(
+    engine: Engine, repo: tuple[Path, list[datetime]]
+) -> None:
+    path, times = repo
+    done = await dispatch(
+        engine, "knowledge_code_ingest", {"path": str(path), "group_id": GROUP, "history": "all"}
+    )
+    assert done["commits_walked"] == 4
+    where = await dispatch(engine, "knowledge_code_where", {"name": "m", "group_id": GROUP})
+    assert [s["name"] for s in where["symbols"]] == ["a.Bar.m", "c.Bar.m"]
+    assert [s["present"] for s in where["symbols"]] == [False, True]
+    calls = await dispatch(
+        engine,
+        "knowledge_code_calls",
+        {"name": "a.foo", "group_id": GROUP, "as_of": times[0].isoformat()},
+    )
+    assert sorted(c["name"] for c in calls["callers"]) == ["a.Bar.m", "b.use"]
+    changes = await dispatch(
+        engine,
+        "knowledge_code_changes",
+        {"since": times[2].isoformat(), "until": times[3].isoformat(), "group_id": GROUP},
+    )
+    assert changes["added"] == ["c.gone"] and changes["removed"] == ["c.foo"]
+    with pytest.raises(InvalidRequestError):
+        await dispatch(
+            engine, "knowledge_code_ingest", {"path": str(path / "nope"), "group_id": GROUP}
+        )
+    context = await dispatch(
+        engine, "knowledge_get_context", {"query": "c.gone", "group_ids": [GROUP], "hops": 0}
+    )
+    assert "c.gone (Code, Function) — c.py:4-7 def gone()" in context["context"]
+
+
+async def test_a_repository_without_commits_is_refused(engine: Engine, tmp_path: Path) -> None:
+    _git(tmp_path, "init", "-q")
+    with pytest.raises(InvalidRequestError, match="no commits"):
+        await ingest_history(engine, tmp_path, GROUP)

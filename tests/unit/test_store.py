@@ -274,3 +274,31 @@ def test_facts_around_finds_each_fact_once_by_either_endpoint(store: Store) -> N
             assert around("a", groups=["other"]) == []
     finally:
         store.close()
+
+
+def test_many_new_facts_are_copied_with_the_hops_their_endpoints_allow(store: Store) -> None:
+    """Past `point_limit`, new facts go in by COPY (issue 20: a code ingest's thousands): each
+    gets both hops when its endpoints exist, only the hops it can when one is missing (replayed
+    or cross-group data), and the rows equal what the one-by-one path writes."""
+    try:
+        with store.writer() as w:
+            many = w.point_limit("Entity", graph._NEW_FACT_MS) + 5
+        entities = [_entity(f"e{i}", f"n{i}") for i in range(many + 1)]
+        facts = [_fact(f"f{i}", f"e{i}", f"e{i + 1}", f"fact {i}") for i in range(many)]
+        facts.append(_fact("dangling", "e0", "missing"))
+        with store.transaction() as tx:
+            graph.upsert_entities(tx, entities)
+            graph.upsert_facts(tx, facts)
+        with store.writer() as r:
+            stored = graph.facts_by_uuids(r, [f.uuid for f in facts])
+            assert stored == {f.uuid: f for f in facts}
+            wired = {f.uuid for f in graph.facts_with_hops(r, ["g"])}
+            assert wired == {f.uuid for f in facts} - {"dangling"}
+            hop = r.rows(
+                "MATCH (a:Entity)-[:RELATES_TO]->(f:Fact {uuid: 'dangling'}) RETURN a.uuid", {}
+            )
+            assert hop == [["e0"]]
+            around = graph.neighbor_facts(r, "e1", ["g"], 10)
+            assert sorted(f.uuid for f in around) == ["f0", "f1"]
+    finally:
+        store.close()

@@ -291,9 +291,16 @@ def _plan(
 
 
 def _summary(attrs: dict[str, Any]) -> str:
-    signature = str(attrs.get("signature") or "")
+    """What search and knowledge_get_context show of a symbol: where it is, its signature and
+    the first line of its docstring (`src/a.py:4-7 def foo(x) — Return x doubled.`)."""
+    where = ""
+    if attrs.get("path") and attrs.get("line_start"):
+        where = f"{attrs['path']}:{attrs['line_start']}-{attrs['line_end']}"
+    elif attrs.get("path") and attrs.get("code") == "file":
+        where = f"{attrs.get('language', '')} file, {attrs.get('lines', 0)} lines"
+    parts = [p for p in (where, str(attrs.get("signature") or "")) if p]
     doc = str(attrs.get("doc") or "")
-    return f"{signature} — {doc}" if signature and doc else signature or doc
+    return " ".join(parts) + (f" — {doc}" if doc else "")
 
 
 def _episode_text(changes: Sequence[FileChange], result: BatchResult) -> str:

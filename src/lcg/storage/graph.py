@@ -21,6 +21,8 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
+
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage.store import Conn
 from lcg.timeutil import from_db, to_db
@@ -296,28 +298,54 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
         )
 
 
+_TS = pa.timestamp("us")
+_STRS = pa.list_(pa.string())
+
 # What creating one new fact with its two hops costs as a prepared statement (two primary-key
 # lookups and three creations), for `Conn.point_limit`: above that many, `_create_facts`.
 _NEW_FACT_MS = 2.0
 
 
 def _create_facts(conn: Conn, facts: Sequence[Fact]) -> None:
-    """Create many new facts and their hops in three statements: the Fact rows in one `UNWIND
-    ... CREATE`, then each hop direction in one `UNWIND ... MATCH ... CREATE` (a hash join over
-    Entity and Fact, cheaper than one statement per fact past `Conn.point_limit`). A fact whose
-    endpoint is missing gets the hops it can, as in `upsert_facts`."""
-    _create(conn, "Fact", [_fact_params(f) for f in facts], _FACT_SET)
-    rows = [{"f": f.uuid, "s": f.source_uuid, "t": f.target_uuid} for f in facts]
-    conn.run(
-        "UNWIND $rows AS r MATCH (a:Entity {uuid: r.s}), (f:Fact {uuid: r.f}) "
-        "CREATE (a)-[:RELATES_TO]->(f)",
-        {"rows": rows},
+    """Create many new facts and their hops: the Fact rows and each hop direction with one
+    `COPY` from a pyarrow table each (the bulk load's statements, storage/bulk.py), the hops
+    only where the endpoint exists (a missing one, possible for replayed or cross-group data,
+    gets no hop, as in `upsert_facts`)."""
+    present = _existing(conn, "Entity", [u for f in facts for u in (f.source_uuid, f.target_uuid)])
+    conn.copy_from(
+        "Fact",
+        pa.table(
+            {
+                "uuid": [f.uuid for f in facts],
+                "group_id": [f.group_id for f in facts],
+                "source_uuid": [f.source_uuid for f in facts],
+                "target_uuid": [f.target_uuid for f in facts],
+                "name": [f.name for f in facts],
+                "fact": [f.fact for f in facts],
+                "relation_type": pa.array([f.relation_type for f in facts], type=pa.string()),
+                "attributes": [f.attributes for f in facts],
+                "episodes": pa.array([list(f.episodes) for f in facts], type=_STRS),
+                "valid_at": pa.array([to_db(f.valid_at) for f in facts], type=_TS),
+                "invalid_at": pa.array([to_db(f.invalid_at) for f in facts], type=_TS),
+                "created_at": pa.array([to_db(f.created_at) for f in facts], type=_TS),
+                "expired_at": pa.array([to_db(f.expired_at) for f in facts], type=_TS),
+            }
+        ),
     )
-    conn.run(
-        "UNWIND $rows AS r MATCH (f:Fact {uuid: r.f}), (b:Entity {uuid: r.t}) "
-        "CREATE (f)-[:RELATES_TO]->(b)",
-        {"rows": rows},
-    )
+    outgoing = [f for f in facts if f.source_uuid in present]
+    incoming = [f for f in facts if f.target_uuid in present]
+    if outgoing:
+        conn.copy_from(
+            "RELATES_TO",
+            pa.table({"from": [f.source_uuid for f in outgoing], "to": [f.uuid for f in outgoing]}),
+            " (from='Entity', to='Fact')",
+        )
+    if incoming:
+        conn.copy_from(
+            "RELATES_TO",
+            pa.table({"from": [f.uuid for f in incoming], "to": [f.target_uuid for f in incoming]}),
+            " (from='Fact', to='Entity')",
+        )
 
 
 def invalidate_facts(conn: Conn, rows: Sequence[dict[str, Any]]) -> None:
