@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from lcg.code.history import ingest_history
 from lcg.code.ingest import ingest_tree
 from lcg.code.queries import callers_and_callees, code_changes, symbols_at, where_defined
 from lcg.engine import Engine
+from lcg.engine.kernel import EpisodeCommit
 from lcg.errors import InvalidRequestError
+from lcg.models import Episode
 from lcg.service.registry import dispatch
 
 pytestmark = pytest.mark.anyio
@@ -282,3 +285,39 @@ async def test_a_repository_without_commits_is_refused(engine: Engine, tmp_path:
     _git(tmp_path, "init", "-q")
     with pytest.raises(InvalidRequestError, match="no commits"):
         await ingest_history(engine, tmp_path, GROUP)
+
+
+async def test_notes_that_name_a_symbol_are_linked_to_it(engine: Engine, tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    (root / "billing").mkdir(parents=True)
+    (root / "billing" / "__init__.py").write_text("")
+    (root / "billing" / "service.py").write_text(
+        "class BillingService:\n    def charge(self):\n        pass\n\n"
+        "def parse_config(path):\n    pass\n\ndef load():\n    pass\n"
+    )
+    text = (
+        "We moved BillingService off MySQL; parse_config now validates paths. "
+        "See billing/service.py. We load the data and charge() twice. The service is fine."
+    )
+    note = Episode(str(uuid.uuid4()), GROUP, "note", text, created_at=datetime.now(UTC))
+    await engine.commit_episode(EpisodeCommit(GROUP, note))
+    report = await ingest_tree(engine, root, GROUP)
+    assert report.notes == {"notes_linked": 1, "mentions_added": 4}
+    linked = await engine.read(
+        lambda conn: conn.rows(
+            "MATCH (ep:Episode {uuid: $u})-[:MENTIONS]->(e:Entity) RETURN e.name ORDER BY e.name",
+            {"u": note.uuid},
+        )
+    )
+    # "load" and "service" are ordinary words: not linked; charge() is written as a call.
+    assert [r[0] for r in linked] == [
+        "billing.service.BillingService",
+        "billing.service.BillingService.charge",
+        "billing.service.parse_config",
+        "billing/service.py",
+    ]
+    (root / "billing" / "service.py").write_text(
+        (root / "billing" / "service.py").read_text() + "\ndef extra_step():\n    pass\n"
+    )
+    again = await ingest_tree(engine, root, GROUP)
+    assert again.notes == {"notes_linked": 0, "mentions_added": 0}

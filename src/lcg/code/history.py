@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from lcg.code.extract import ParseFailure, language_of
 from lcg.code.ingest import RepoLayout, content_hash, parse_source
+from lcg.code.notes import link_notes
 from lcg.code.sync import BatchResult, FileChange, commit_changes
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
@@ -48,6 +49,7 @@ class HistoryReport:
     skipped: list[dict[str, str]] = field(default_factory=list)
     per_commit: list[dict[str, Any]] = field(default_factory=list)
     unresolved_calls: int = 0
+    notes: dict[str, Any] = field(default_factory=dict)  # lcg.code.notes.link_notes
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -253,4 +255,6 @@ async def ingest_history(
             )
     finally:
         blobs.close()
+    if report.episodes:
+        report.notes = await link_notes(engine, group_id)
     return report

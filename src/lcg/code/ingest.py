@@ -21,6 +21,7 @@ from typing import Any
 import anyio.to_thread
 
 from lcg.code.extract import EXTENSIONS, FileStructure, ParseFailure, language_of, parse_file
+from lcg.code.notes import link_notes
 from lcg.code.state import CodeState, load_state
 from lcg.code.sync import BatchResult, FileChange, commit_changes
 from lcg.engine import Engine
@@ -41,6 +42,7 @@ class IngestReport:
     files_parsed: int = 0
     files_deleted: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)  # lcg.code.notes.link_notes
     batch: BatchResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -230,4 +232,6 @@ async def ingest_tree(
             name=f"code ingest {root.name or 'tree'}",
             description=f"code:{root}",
         )
+        if report.batch.episode_uuid is not None:
+            report.notes = await link_notes(engine, group_id)
     return report
