@@ -32,12 +32,10 @@ class CodeState:
     fact_keys: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
 
     def key_of(self, entity: Entity) -> str:
-        attrs = self.attrs[entity.uuid]
         if "File" in entity.labels:
             return file_key(entity.name)
         if "Module" in entity.labels:
             return module_key(entity.name)
-        del attrs
         return symbol_key(entity.name)
 
     def files(self) -> dict[str, str]:
