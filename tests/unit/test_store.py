@@ -282,7 +282,7 @@ def test_many_new_facts_are_copied_with_the_hops_their_endpoints_allow(store: St
     or cross-group data), and the rows equal what the one-by-one path writes."""
     try:
         with store.writer() as w:
-            many = w.point_limit("Entity", graph._NEW_FACT_MS) + 5
+            many = max(graph._COPY_MIN_FACTS, w.point_limit("Entity", graph._NEW_FACT_MS)) + 5
         entities = [_entity(f"e{i}", f"n{i}") for i in range(many + 1)]
         facts = [_fact(f"f{i}", f"e{i}", f"e{i + 1}", f"fact {i}") for i in range(many)]
         facts.append(_fact("dangling", "e0", "missing"))

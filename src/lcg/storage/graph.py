@@ -265,7 +265,7 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
         for row in _by_uuid(conn, "Fact", "f", "f.uuid, f.source_uuid, f.target_uuid", final)
     }
     fresh = [f for u, f in final.items() if u not in before]
-    if len(fresh) > conn.point_limit("Entity", _NEW_FACT_MS):
+    if len(fresh) >= max(_COPY_MIN_FACTS, conn.point_limit("Entity", _NEW_FACT_MS)):
         _create_facts(conn, fresh)
         final = {u: f for u, f in final.items() if u in before}
     for uuid, fact in final.items():
@@ -304,6 +304,9 @@ _STRS = pa.list_(pa.string())
 # What creating one new fact with its two hops costs as a prepared statement (two primary-key
 # lookups and three creations), for `Conn.point_limit`: above that many, `_create_facts`.
 _NEW_FACT_MS = 2.0
+# Fewer new facts than this always go one by one (an episode of text brings a handful): the
+# three COPY statements have a fixed cost of their own.
+_COPY_MIN_FACTS = 64
 
 
 def _create_facts(conn: Conn, facts: Sequence[Fact]) -> None:
