@@ -26,6 +26,7 @@ from typing import IO, Any
 from lcg.code.extract import ParseFailure, language_of
 from lcg.code.ingest import RepoLayout, content_hash, parse_source
 from lcg.code.notes import link_notes
+from lcg.code.state import load_state
 from lcg.code.sync import BatchResult, FileChange, commit_changes
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
@@ -192,6 +193,7 @@ async def ingest_history(
         else set()
     )
     blobs = _Blobs(top)
+    state = await load_state(engine, group_id)
     try:
         for i, commit in enumerate(todo):
             if on_progress is not None:
@@ -239,6 +241,7 @@ async def ingest_history(
                 name=f"commit {commit.sha[:12]}",
                 description=f"git:{commit.sha}",
                 content=f"commit {commit.sha[:12]}: {commit.subject}",
+                state=state,
             )
             report.unresolved_calls += batch.unresolved_calls
             if batch.episode_uuid is not None:

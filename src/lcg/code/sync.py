@@ -76,15 +76,45 @@ async def commit_changes(
     name: str,
     description: str,
     content: str = "",
+    state: CodeState | None = None,
 ) -> BatchResult:
-    """Write one batch of file changes as one episode at reference time `when`."""
-    state = await load_state(engine, group_id)
+    """Write one batch of file changes as one episode at reference time `when`.
+
+    `state`: what the graph holds, read before (None: read now). It is updated with what the
+    batch wrote, so a caller committing batch after batch (history) reads the graph once; a
+    failed commit leaves it unusable (the caller stops).
+    """
+    state = state if state is not None else await load_state(engine, group_id)
     plan = _plan(state, group_id, changes, when, name, description, content)
     if plan is None:
         return BatchResult(files=len(changes))
     commit, result = plan
     await engine.commit_episode(commit)
+    _apply(state, commit)
     return result
+
+
+def _apply(state: CodeState, commit: EpisodeCommit) -> None:
+    """Bring `state` up to date with a committed batch."""
+    for entity in commit.entities:
+        state.entities[entity.uuid] = entity
+        state.attrs[entity.uuid] = json.loads(entity.attributes)
+        state.by_key.setdefault(state.key_of(entity), entity.uuid)
+    ended = {inv.fact_uuid for inv in commit.invalidations}
+    for owner, facts in state.owned.items():
+        if any(f.uuid in ended for f in facts):
+            state.owned[owner] = [f for f in facts if f.uuid not in ended]
+    for uuid in ended:
+        state.fact_keys.pop(uuid, None)
+    for fact in commit.facts:
+        attrs = json.loads(fact.attributes)
+        state.owned[str(attrs["file"])].append(fact)
+        state.fact_keys[fact.uuid] = (
+            fact.name,
+            fact.source_uuid,
+            fact.target_uuid,
+            str(attrs.get("detail", "")),
+        )
 
 
 def _plan(
