@@ -1,0 +1,67 @@
+"""`lcg code ingest` (issue 20) from the command line: a working tree, a re-run that writes
+nothing, git history, and a plain install without the `code` extra."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+pytest.importorskip("tree_sitter_language_pack")
+
+from lcg.cli.main import cli
+from lcg.code import extract
+
+
+def run(home: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--home", str(home), "code", "ingest", *args])
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "m.py").write_text(
+        'def f(x):\n    """F."""\n    return g(x)\n\n\ndef g(x):\n    return x\n'
+    )
+    (root / "bad.py").write_text("def (:\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    return root
+
+
+def test_ingest_then_rerun_then_history(tmp_path: Path, repo: Path) -> None:
+    home = tmp_path / ".lcg"
+    first = run(home, str(repo), "--group", "c", "--json")
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.stdout[first.stdout.index("{") :])
+    assert report["files_parsed"] == 1 and report["symbols_added"] == 2
+    assert report["skipped"] == [{"path": "bad.py", "reason": "syntax error near line 1"}]
+    again = run(home, str(repo), "--group", "c")
+    assert again.exit_code == 0, again.output
+    assert "0 parsed, 1 unchanged" in again.stdout
+    history = run(home, str(repo), "--group", "h", "--history")
+    assert history.exit_code == 0, history.output
+    assert "1 commits walked, 1 episodes written" in history.stdout
+    assert "symbols added 2, removed 0" in history.stdout
+
+
+def test_without_the_extra_the_command_says_how_to_install_it(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "tree_sitter_language_pack", None)  # import raises
+    extract._parser.cache_clear()
+    try:
+        result = run(tmp_path / ".lcg", str(repo))
+        assert result.exit_code == 1
+        assert "pip install 'lcg[code]'" in result.output
+        with pytest.raises(extract.CodeParserUnavailable, match=r"lcg\[code\]"):
+            extract.parse_file("m.py", b"x = 1\n")
+    finally:
+        extract._parser.cache_clear()
