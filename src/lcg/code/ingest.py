@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from lcg.code.extract import EXTENSIONS, FileStructure, ParseFailure, language_of, parse_file
 from lcg.code.notes import link_notes
-from lcg.code.state import CodeState, load_state
+from lcg.code.state import read_file_hashes
 from lcg.code.sync import BatchResult, FileChange, commit_changes
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
@@ -166,9 +166,10 @@ def list_sources(root: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def _scan(
-    root: Path, state: CodeState, on_progress: Callable[[str, int, int], None] | None
+    root: Path, known: dict[str, str], on_progress: Callable[[str, int, int], None] | None
 ) -> tuple[IngestReport, list[FileChange]]:
-    """Read, hash and parse what changed since `state` (blocking: run in a worker thread)."""
+    """Read, hash and parse what changed since the hashes `known` (path -> hash; blocking:
+    run in a worker thread)."""
     if not root.is_dir():
         raise InvalidRequestError(f"not a directory: {root}", field="path")
     report = IngestReport()
@@ -176,7 +177,6 @@ def _scan(
     report.files_seen = len(paths)
     go_mod = (root / "go.mod").read_bytes() if (root / "go.mod").is_file() else None
     layout = RepoLayout.of(paths, go_mod)
-    known = state.files()
     changes: list[FileChange] = []
     for i, rel in enumerate(paths):
         if on_progress is not None:
@@ -187,8 +187,7 @@ def _scan(
             report.skipped.append({"path": rel, "reason": str(exc)})
             continue
         digest = content_hash(data)
-        file_uuid = known.get(rel)
-        if file_uuid is not None and state.attrs[file_uuid].get("content_hash") == digest:
+        if known.get(rel) == digest:
             report.files_unchanged += 1
             continue
         try:
@@ -221,8 +220,8 @@ async def ingest_tree(
         InvalidRequestError: `root` is not a directory.
         CodeParserUnavailable: tree-sitter is not installed.
     """
-    state = await load_state(engine, group_id)
-    report, changes = await anyio.to_thread.run_sync(_scan, root, state, on_progress)
+    known = await engine.read(lambda conn: read_file_hashes(conn, group_id))
+    report, changes = await anyio.to_thread.run_sync(_scan, root, known, on_progress)
     if changes:
         report.batch = await commit_changes(
             engine,

@@ -20,7 +20,7 @@ from lcg.models import Entity, Fact
 from lcg.storage.store import Conn
 from lcg.timeutil import from_db
 
-__all__ = ["CodeState", "load_state"]
+__all__ = ["CodeState", "load_state", "read_file_hashes"]
 
 
 @dataclass
@@ -99,3 +99,18 @@ def read_state(conn: Conn, group_id: str) -> CodeState:
 
 async def load_state(engine: Engine, group_id: str) -> CodeState:
     return await engine.read(lambda conn: read_state(conn, group_id))
+
+
+def read_file_hashes(conn: Conn, group_id: str) -> dict[str, str]:
+    """path -> content hash of every file of the group that exists (what a re-run compares)."""
+    out: dict[str, str] = {}
+    for name, attributes in conn.rows(
+        "MATCH (e:Entity) WHERE e.group_id = $g AND list_contains(e.labels, 'File') "
+        "AND list_contains(e.labels, 'Code') "
+        "RETURN e.name, e.attributes",
+        {"g": group_id},
+    ):
+        attrs = json.loads(attributes or "{}")
+        if not attrs.get("removed"):
+            out[name] = str(attrs.get("content_hash", ""))
+    return out
