@@ -962,6 +962,15 @@ CASES = [
         {"source_group_id": 3},
         field="source_group_id",
     ),
+    bad("code_ingest/path-missing", "knowledge_code_ingest", {}, field="path"),
+    bad("code_ingest/path-blank", "knowledge_code_ingest", {"path": "  "}, field="path"),
+    bad(
+        "code_ingest/not-a-directory",
+        "knowledge_code_ingest",
+        {"path": "/nonexistent-lcg-dir"},
+        field="path",
+        mentions="not a directory",
+    ),
     bad("export/path-missing", "knowledge_export_graph", {}, field="path"),
     bad("import/path-missing", "knowledge_import_graph", {}, field="path"),
     bad(

@@ -75,6 +75,11 @@ REFERENCE: dict[str, tuple[str, tuple[str, ...]]] = {
     "knowledge_import_graph": ("admin", ("path",)),
     # lcg's own: caller-written episodes (README, knowledge_add_facts)
     "knowledge_add_facts": ("write", ("reference_time",)),
+    # lcg's own: the code graph (docs/code-graph.md)
+    "knowledge_code_ingest": ("admin", ("path",)),
+    "knowledge_code_where": ("read", ("name",)),
+    "knowledge_code_calls": ("read", ("name",)),
+    "knowledge_code_changes": ("read", ("since",)),
 }
 
 

@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from lcg.engine import Engine
-from lcg.errors import NotFoundError
 from lcg.storage.store import Conn
 from lcg.timeutil import to_db, to_read_format
 
@@ -57,20 +56,19 @@ async def where_defined(engine: Engine, group_id: str, name: str) -> dict[str, A
     return await engine.read(read)
 
 
-def _resolve_one(conn: Conn, group_id: str, name: str) -> list[Any]:
-    rows = _entity_rows(conn, group_id, name)
-    if not rows:
-        raise NotFoundError("symbol", name, f"no code symbol named '{name}' in group '{group_id}'")
-    return rows[0]
 
 
 async def callers_and_callees(
     engine: Engine, group_id: str, name: str, *, as_of: datetime | None = None
 ) -> dict[str, Any]:
-    """Who calls the symbol and what it calls (current CALLS facts, or those valid at `as_of`)."""
+    """Who calls the symbol and what it calls (current CALLS facts, or those valid at `as_of`);
+    `symbol` is None, and both lists empty, when no code symbol has that name."""
 
     def read(conn: Conn) -> dict[str, Any]:
-        row = _resolve_one(conn, group_id, name)
+        rows = _entity_rows(conn, group_id, name)
+        if not rows:
+            return {"symbol": None, "callers": [], "callees": []}
+        row = rows[0]
         out: dict[str, Any] = {"symbol": _describe(row)}
         for side, query in (
             (
