@@ -56,8 +56,6 @@ async def where_defined(engine: Engine, group_id: str, name: str) -> dict[str, A
     return await engine.read(read)
 
 
-
-
 async def callers_and_callees(
     engine: Engine, group_id: str, name: str, *, as_of: datetime | None = None
 ) -> dict[str, Any]:

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from lcg.code.resolve import PREDICATES, file_key, module_key, symbol_key
 from lcg.engine import Engine
@@ -53,12 +56,17 @@ _ENTITY = (
 )
 _FACTS = (
     "MATCH (f:Fact) WHERE f.group_id = $g AND f.invalid_at IS NULL AND f.expired_at IS NULL "
-    "AND f.name IN $p RETURN f.uuid, f.name, f.source_uuid, f.target_uuid, f.fact, "
-    "f.attributes, f.valid_at, f.created_at"
+    "AND f.name IN $p {extra} RETURN f.uuid, f.name, f.source_uuid, f.target_uuid, f.attributes"
 )
+# Only the facts a batch of files can change: those the files asserted (their owner's uuid is
+# in the attributes), and those of other files that point at the files' symbols.
+_OWNED = "AND contains(f.attributes, $owner)"
+_TOUCHING = "AND (f.source_uuid IN $syms OR f.target_uuid IN $syms)"
 
 
-def read_state(conn: Conn, group_id: str) -> CodeState:
+def read_state(conn: Conn, group_id: str, paths: Collection[str] | None = None) -> CodeState:
+    """The group's code entities, and its live code facts: all of them, or (`paths`) only
+    those a batch of changes to these files can end."""
     state = CodeState()
     for uuid, name, labels, summary, attributes, created in conn.rows(_ENTITY, {"g": group_id}):
         entity = Entity(
@@ -71,34 +79,39 @@ def read_state(conn: Conn, group_id: str) -> CodeState:
             from_db(created),
         )
         state.entities[uuid] = entity
-        state.attrs[uuid] = json.loads(attributes or "{}")
+        state.attrs[uuid] = orjson.loads(attributes or "{}")
     for e in sorted(state.entities.values(), key=lambda e: (str(e.created_at), e.uuid)):
         state.by_key.setdefault(state.key_of(e), e.uuid)
-    for uuid, name, src, tgt, text, attributes, valid, created in conn.rows(
-        _FACTS, {"g": group_id, "p": list(PREDICATES)}
-    ):
-        attrs = json.loads(attributes or "{}")
+    params: dict[str, Any] = {"g": group_id, "p": list(PREDICATES)}
+    if paths is None:
+        rows = conn.rows(_FACTS.format(extra=""), params)
+    else:
+        owners = [state.by_key[file_key(p)] for p in paths if file_key(p) in state.by_key]
+        syms = [u for u, a in state.attrs.items() if a.get("path") in paths]
+        rows = []
+        for owner in owners:
+            rows += conn.rows(_FACTS.format(extra=_OWNED), {**params, "owner": owner})
+        if syms:
+            rows += conn.rows(_FACTS.format(extra=_TOUCHING), {**params, "syms": syms})
+    seen: set[str] = set()
+    for uuid, name, src, tgt, attributes in rows:
+        if uuid in seen:
+            continue
+        seen.add(uuid)
+        attrs = orjson.loads(attributes or "{}")
         owner = attrs.get("file")
         if not isinstance(owner, str):
             continue
-        fact = Fact(
-            uuid,
-            group_id,
-            src,
-            tgt,
-            name,
-            text or "",
-            attributes=attributes or "{}",
-            valid_at=from_db(valid),
-            created_at=from_db(created),
-        )
+        fact = Fact(uuid, group_id, src, tgt, name, "", attributes=attributes or "{}")
         state.owned[owner].append(fact)
         state.fact_keys[uuid] = (name, src, tgt, str(attrs.get("detail", "")))
     return state
 
 
-async def load_state(engine: Engine, group_id: str) -> CodeState:
-    return await engine.read(lambda conn: read_state(conn, group_id))
+async def load_state(
+    engine: Engine, group_id: str, paths: Collection[str] | None = None
+) -> CodeState:
+    return await engine.read(lambda conn: read_state(conn, group_id, paths))
 
 
 def read_file_hashes(conn: Conn, group_id: str) -> dict[str, str]:

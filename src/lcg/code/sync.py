@@ -84,7 +84,9 @@ async def commit_changes(
     batch wrote, so a caller committing batch after batch (history) reads the graph once; a
     failed commit leaves it unusable (the caller stops).
     """
-    state = state if state is not None else await load_state(engine, group_id)
+    if state is None:  # only the facts these files can end are read
+        paths = {c.path for c in changes} | {c.old_path for c in changes if c.old_path}
+        state = await load_state(engine, group_id, paths)
     plan = _plan(state, group_id, changes, when, name, description, content)
     if plan is None:
         return BatchResult(files=len(changes))
