@@ -69,6 +69,10 @@ def _git(repo: Path, *args: str, when: int = 0) -> str:
 T0 = 1_700_000_000
 
 
+def _db(when: datetime) -> str:
+    return when.strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _commit(repo: Path, message: str, n: int) -> datetime:
     when = T0 + n * 3600
     _git(repo, "add", "-A")
@@ -271,6 +275,14 @@ async def test_methods_answer_through_dispatch(
         {"since": times[2].isoformat(), "until": times[3].isoformat(), "group_id": GROUP},
     )
     assert changes["added"] == ["c.gone"] and changes["removed"] == ["c.foo"]
+    timeline = await dispatch(
+        engine, "knowledge_get_entity_timeline", {"name": "a.foo", "group_id": GROUP}
+    )
+    defines = [f for f in timeline["facts"] if f["name"] == "DEFINES"]
+    assert [(f["fact"], f["valid_at"], f["invalid_at"]) for f in defines] == [
+        ("a.py defines a.foo: def foo(x)", _db(times[0]), _db(times[1])),
+        ("a.py defines a.foo: def foo(x, y)", _db(times[1]), _db(times[2])),
+    ]
     with pytest.raises(InvalidRequestError):
         await dispatch(
             engine, "knowledge_code_ingest", {"path": str(path / "nope"), "group_id": GROUP}
