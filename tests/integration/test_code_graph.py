@@ -333,3 +333,17 @@ async def test_notes_that_name_a_symbol_are_linked_to_it(engine: Engine, tmp_pat
     )
     again = await ingest_tree(engine, root, GROUP)
     assert again.notes == {"notes_linked": 0, "mentions_added": 0}
+
+
+async def test_uncommitted_changes_sync_on_top_of_history(
+    engine: Engine, repo: tuple[Path, list[datetime]]
+) -> None:
+    path, _ = repo
+    await ingest_history(engine, path, GROUP)
+    (path / "b.py").write_text(
+        B_V1.replace("from a import", "from c import") + "\ndef wip():\n    pass\n"
+    )
+    synced = await ingest_tree(engine, path, GROUP)
+    assert synced.files_parsed == 1 and synced.files_unchanged == 1
+    assert synced.batch is not None and synced.batch.symbols_added == ["b.wip"]
+    assert "b.wip" in await symbols_at(engine, GROUP, datetime.now(UTC))
