@@ -127,6 +127,7 @@ AREAS = (
     "lcg.ingest",
     "lcg.folder",
     "lcg.evals",
+    "lcg.code",
 )
 BELOW_THE_KERNEL = (
     "lcg/storage/",
