@@ -13,8 +13,12 @@ from click.testing import CliRunner, Result
 
 pytest.importorskip("tree_sitter_language_pack")
 
+from rpc_support import running_server, wait_settled
+
 from lcg.cli.main import cli
 from lcg.code import extract
+from lcg.config import Settings
+from lcg.service.rpc.client import RpcClient
 
 
 def run(home: Path, *args: str) -> Result:
@@ -65,3 +69,16 @@ def test_without_the_extra_the_command_says_how_to_install_it(
             extract.parse_file("m.py", b"x = 1\n")
     finally:
         extract._parser.cache_clear()
+
+
+def test_with_a_service_running_the_run_goes_to_it(settings: Settings, repo: Path) -> None:
+    with running_server(settings) as (server, path, _):
+        wait_settled(server)
+        args = ["code", "ingest", str(repo), "--socket", str(path), "--group", "svc", "--json"]
+        result = CliRunner().invoke(cli, ["--home", str(settings.home), *args])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout[result.stdout.index("{") :])
+        assert report["files_parsed"] == 1 and report["symbols_added"] == 2
+        with RpcClient(path, timeout=60) as client:
+            where = client.call("knowledge_code_where", {"name": "g", "group_id": "svc"})
+    assert where["symbols"][0]["location"] == "m.py:6-7"
