@@ -5,9 +5,14 @@ each unprepared `execute(text, params)`, notes/PLATFORM.md §6)."""
 
 from __future__ import annotations
 
+import gc
+import sys
 import threading
 import time
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -15,6 +20,7 @@ import pytest
 
 from lcg import Engine
 from lcg.service.registry import dispatch
+from lcg.storage import graph
 from lcg.storage import store as store_module
 from lcg.storage.schema import MIGRATIONS
 from lcg.storage.store import ReentrantReadError, Store, schema_version
@@ -169,3 +175,73 @@ def test_commits_trigger_a_checkpoint_under_constant_reads(engine: Engine) -> No
         reader.join(10)
     assert highest <= 200  # the drain threshold: never more commits owed than that
     assert engine.store.commits_since_checkpoint < 200
+
+
+# Kuzu 0.11.3's binding leaks one reference to every date/timestamp it converts, so each one
+# read stayed in memory: knowledge_get_nodes_by_group grew the service by 20.7 MB per 1,500
+# calls (issue 15; storage/leaked_refs.py). Counted in Python's allocated blocks, not timed.
+_TS = "timestamp('2026-01-01 10:00:00.123456') + interval(string(i) + ' seconds')"
+
+
+def _seed_entities(store: Store, n: int) -> None:
+    with store.transaction() as tx:
+        tx.run(
+            "UNWIND range(1, $n) AS i CREATE (:Entity {uuid: 'u' + string(i), group_id: 'g', "
+            f"name: 'e' + string(i), labels: ['Entity'], created_at: {_TS}}})",
+            {"n": n},
+        )
+
+
+def _blocks_kept(read: Callable[[], object], times: int) -> int:
+    read()
+    gc.collect()
+    before = sys.getallocatedblocks()
+    for _ in range(times):
+        read()
+    gc.collect()
+    return sys.getallocatedblocks() - before
+
+
+def test_reading_timestamps_keeps_nothing_in_memory(store: Store) -> None:
+    _seed_entities(store, 200)
+    with store.read() as conn:
+        # the group read of knowledge_get_nodes_by_group: 40 x 200 timestamps, 8,000 leaked before
+        kept = _blocks_kept(lambda: graph.entities_in_groups(conn, ["g"]), 40)
+        assert kept < 500
+        nested = "MATCH (e:Entity) RETURN e.created_at, [e.created_at], {t: e.created_at}, e"
+        assert _blocks_kept(lambda: conn.rows(nested), 20) < 500  # lists, structs, nodes too
+        assert _blocks_kept(lambda: conn.columns_and_rows(nested), 20) < 500  # raw Cypher's path
+
+
+def _owners(container: Any, key: Any) -> int:
+    """References to `container[key]` besides getrefcount's own argument."""
+    return sys.getrefcount(container[key]) - 1
+
+
+def test_timestamps_read_stay_valid_and_owned_once(store: Store) -> None:
+    _seed_entities(store, 3)
+    with store.read() as conn:
+        rows = conn.rows(
+            "MATCH (e:Entity) RETURN e.created_at, [e.created_at], {t: e.created_at}, e, "
+            "date('2026-01-02') ORDER BY e.uuid"
+        )
+    owners = [
+        _owners(rows[0], 0),
+        _owners(rows[0][1], 0),
+        _owners(rows[0][2], "t"),
+        _owners(rows[0][3], "created_at"),
+        _owners(rows[0], 4),
+    ]
+    assert owners == [1, 1, 1, 1, 1]  # the row or its container, nothing else
+    kept = [rows[i][0] for i in range(3)] + [rows[0][1][0], rows[0][2]["t"], rows[0][4]]
+    del rows
+    gc.collect()
+    first = datetime(2026, 1, 1, 10, 0, 1, 123456)
+    assert kept == [
+        first,
+        first + timedelta(seconds=1),
+        first + timedelta(seconds=2),
+        first,
+        first,
+        date(2026, 1, 2),
+    ]

@@ -35,6 +35,7 @@ import kuzu
 
 from lcg.errors import StorageError
 from lcg.fsmodes import private_dir
+from lcg.storage.leaked_refs import give_back, leak_per_value
 from lcg.storage.schema import MIGRATIONS
 
 __all__ = ["Conn", "ReentrantReadError", "Store", "delete_database_files", "schema_version"]
@@ -104,6 +105,11 @@ class Conn:
     (`schema_owner=True`), any parameterless statement other than BEGIN/COMMIT/CHECKPOINT —
     notably ROLLBACK, migrations and raw Cypher — bumps the database's schema epoch, which
     empties every connection's cache before its next statement.
+
+    Rows are only materialised here (`rows`, `columns_and_rows`), which give back the reference
+    the binding leaks on every date and timestamp value (`lcg.storage.leaked_refs`): a caller
+    that fetches from `run()`'s result itself must not read TIMESTAMP/DATE columns as Python
+    objects (`search_rows` reads them through Arrow, which does not leak).
     """
 
     def __init__(
@@ -116,6 +122,10 @@ class Conn:
         self._prepared_at = self._epoch.value
         self.prepares = 0  # statements prepared on this connection (tests and benchmarks read it)
         self._sizes: dict[str, list[int]] = {}  # table -> [rows, uses before a recount]
+        try:
+            leak_per_value(raw)  # measured once per process, on the first connection
+        except RuntimeError as exc:
+            raise StorageError(str(exc)) from exc
 
     @property
     def prepared_count(self) -> int:
@@ -161,9 +171,14 @@ class Conn:
     def rows(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         result = self.run(query, params)
         try:
-            return list(result.get_all())
+            rows = list(result.get_all())
+            if rows:
+                give_back(rows, result.get_column_data_types())
+            return rows
         except RuntimeError as exc:
             raise StorageError(str(exc)) from exc
+        finally:
+            result.close()
 
     def table_rows(self, table: str) -> int:
         """About how many rows node table `table` holds (recounted every `_RECOUNT_EVERY` uses;
@@ -210,9 +225,14 @@ class Conn:
     def columns_and_rows(self, query: str) -> tuple[list[str], list[list[Any]]]:
         result = self.run(query)
         try:
-            return list(result.get_column_names()), list(result.get_all())
+            rows = list(result.get_all())
+            if rows:
+                give_back(rows, result.get_column_data_types())
+            return list(result.get_column_names()), rows
         except RuntimeError as exc:
             raise StorageError(str(exc)) from exc
+        finally:
+            result.close()
 
     def scalar(self, query: str, params: dict[str, Any] | None = None) -> Any:
         rows = self.rows(query, params)
