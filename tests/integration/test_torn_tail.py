@@ -97,6 +97,17 @@ async def test_torn_final_line_is_cut_reported_and_writing_resumes(settings: Set
             2,
             "hydrated",
         )
+        torn_problem = {
+            "group_id": GROUP,
+            "kind": "torn_tail",
+            "file": last.name,
+            "first_seq": 3,
+            "last_seq": None,
+            "bytes_dropped": len(torn),
+            "lines": 1,
+        }
+        # In knowledge_status too, not only in telemetry.
+        assert (await dispatch(engine, "knowledge_status", {}))["wal_problems"] == [torn_problem]
 
         await dispatch(engine, "knowledge_assert_entity", {"name": "Barbara", "group_id": GROUP})
         assert _seqs(settings, GROUP) == [0, 1, 2, 3]
@@ -110,6 +121,8 @@ async def test_torn_final_line_is_cut_reported_and_writing_resumes(settings: Set
     try:
         assert sink.of_type("wal_torn_tail") == []
         assert await _names(engine, GROUP) == {"Ada", "Grace", "Linus", "Barbara"}
+        # Kept across restarts, like the other WAL problems.
+        assert (await dispatch(engine, "knowledge_status", {}))["wal_problems"] == [torn_problem]
         assert _fulltext(engine, "barbara") == {"Barbara"}
     finally:
         engine.close()

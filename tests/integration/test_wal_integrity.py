@@ -150,6 +150,55 @@ async def test_a_batch_with_a_corrupt_line_is_not_applied_and_is_reported(
         engine.close()
 
 
+async def test_a_batch_with_an_unknown_operation_is_not_applied_and_is_reported(
+    settings: Settings,
+) -> None:
+    """An 8-line episode batch whose third line names an operation this version does not know
+    (a newer lcg's, or damage that left valid JSON): none of the batch is applied, and it is
+    reported like a batch with a corrupt line. Before, that line alone was skipped and the
+    other seven applied: an episode with 2 of its 3 entities and a fact without its source."""
+    engine = open_engine(settings)
+    try:
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Before", "group_id": GROUP})
+        await _commit_episode(engine)
+        await dispatch(engine, "knowledge_assert_entity", {"name": "After", "group_id": GROUP})
+    finally:
+        engine.close()
+    lines = _lines(settings)
+    batch = [(p, i, r) for p, i, raw in lines if (r := parse_line(raw)) and 1 <= r.seq <= 8]
+    path, index, third = batch[2]
+    assert third.op == "entity.upsert"
+    content = path.read_bytes().split(b"\n")
+    content[index] = content[index].replace(b'"op":"entity.upsert"', b'"op":"entity.teleport"')
+    assert parse_line(content[index]) is not None  # still a readable line
+    path.write_bytes(b"\n".join(content))
+    delete_database_files(settings.db_path)
+
+    engine = open_engine(settings)
+    try:
+        nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {"group_ids": [GROUP]})
+        assert sorted(n["name"] for n in nodes["nodes"]) == ["After", "Before"]
+        edges = await dispatch(engine, "knowledge_get_edges_by_group", {"group_ids": [GROUP]})
+        assert edges["edges"] == []
+        episodes = await dispatch(
+            engine, "knowledge_get_episodes", {"group_id": GROUP, "last_n": 10}
+        )
+        assert episodes["episodes"] == []
+        assert_no_dangling_rows(engine, "startup over a batch with an unknown operation")
+        assert (await _status(engine))["wal_problems"] == [
+            {
+                "group_id": GROUP,
+                "kind": "batch_not_applied",
+                "file": path.name,
+                "first_seq": 1,
+                "last_seq": 8,
+                "readable_lines_dropped": 8,
+            }
+        ]
+    finally:
+        engine.close()
+
+
 @pytest.mark.parametrize("rebuild_first", [False, True], ids=["write", "rebuild-then-write"])
 async def test_a_database_ahead_of_its_wal_is_reported_and_no_seq_is_reused(
     settings: Settings, rebuild_first: bool
@@ -187,9 +236,19 @@ async def test_a_database_ahead_of_its_wal_is_reported_and_no_seq_is_reused(
             "first_seq": 2,
             "last_seq": 2,
         }
-        assert status["wal_problems"] == [expected]
+        (cut,) = sink.of_type("wal_torn_tail")
+        torn = {
+            "group_id": GROUP,
+            "kind": "torn_tail",
+            "file": path.name,
+            "first_seq": 2,
+            "last_seq": None,
+            "bytes_dropped": cut["bytes_dropped"],
+            "lines": 1,
+        }
+        assert status["wal_problems"] == [torn, expected]
         # Still reported once the WAL has moved past the database again: seq 2 is gone.
-        assert (await _status(engine))["wal_problems"] == [expected]
+        assert (await _status(engine))["wal_problems"] == [torn, expected]
     finally:
         engine.close()
 

@@ -202,6 +202,32 @@ def test_a_batch_with_an_unreadable_line_is_not_yielded_at_all(tmp_path: Path, b
     ]
 
 
+@pytest.mark.parametrize("unknown", [0, 3, 7])
+def test_a_batch_with_an_unknown_operation_is_not_yielded_at_all(
+    tmp_path: Path, unknown: int
+) -> None:
+    """A line this version cannot apply costs its whole batch, reported like a corrupt one
+    (before, it was skipped and the other seven lines applied)."""
+    lines = _episode_batch(1, 8)
+    lines[unknown] = lines[unknown].replace(b'"episode.delete"', b'"episode.teleport"')
+    (tmp_path / "a.jsonl").write_bytes(line(0) + b"".join(lines) + line(9))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 9]
+    assert (stats.unrecognised, stats.corrupt_batch_lines, stats.unparseable) == (1, 7, 0)
+    assert [(x.file, x.first_seq, x.last_seq, x.lines_dropped) for x in stats.lost] == [
+        ("a.jsonl", 1, 8, 8)
+    ]
+
+
+def test_a_single_line_with_an_unknown_operation_is_reported_lost(tmp_path: Path) -> None:
+    odd = line(1).replace(b'"episode.delete"', b'"episode.teleport"')
+    (tmp_path / "a.jsonl").write_bytes(line(0) + odd + line(2))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 2]
+    assert (stats.unrecognised, stats.corrupt_batch_lines) == (1, 0)
+    assert [(x.first_seq, x.last_seq, x.lines_dropped) for x in stats.lost] == [(1, 1, 1)]
+
+
 def test_a_corrupt_first_line_of_a_file_loses_the_batch_it_began(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_bytes(line(0))
     lines = _episode_batch(1, 3)

@@ -71,8 +71,8 @@ from lcg.timeutil import from_wal, now, to_read_format, to_wal
 from lcg.wal.layout import encode_group, ordered_files
 from lcg.wal.lock import LOCK_FILE
 from lcg.wal.reader import ReadStats, iter_records
-from lcg.wal.records import OPS, Op, entity_op, episode_op, fact_op
-from lcg.wal.writer import Wal
+from lcg.wal.records import Op, entity_op, episode_op, fact_op
+from lcg.wal.writer import TornTail, Wal
 
 __all__ = ["Engine", "EpisodeCommit", "Invalidation", "open_engine"]
 
@@ -224,6 +224,7 @@ class _RebuildPlan:
 # The kinds of `wal_problems` entries in knowledge_status (kept in Meta `wal_loss:<group>`).
 _LOST = "batch_not_applied"  # a batch with an unreadable line, passed over by a replay
 _AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no longer holds
+_TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut at startup
 
 
 class Engine:
@@ -315,6 +316,7 @@ class Engine:
                     bytes_dropped=torn.bytes_dropped,
                     lines=torn.lines,
                 )
+                self._record_torn(torn)
             self._check_database_ahead()
             found = [(g, self._catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
@@ -466,12 +468,20 @@ class Engine:
             return
         with self.store.writer() as conn:
             known = self._losses(conn, report.group_id)
-        if full:
-            known = [x for x in known if x.get("kind") == _AHEAD]
+        if full:  # a replay re-derives batches; what the WAL itself lost stays recorded
+            known = [x for x in known if x.get("kind") in (_AHEAD, _TORN)]
         fresh = [{"kind": _LOST, **loss.to_wire()} for loss in report.lost]
         merged = known + [x for x in fresh if x not in known]
         with self.store.transaction() as tx:
             graph.set_meta(tx, loss_key(report.group_id), json.dumps(merged) if merged else None)
+
+    def _record_torn(self, torn: TornTail) -> None:
+        """(Write lock held.) Keep a torn tail cut at startup for `knowledge_status`."""
+        entry = {"kind": _TORN, **torn.to_wire()}
+        with self.store.writer() as conn:
+            known = self._losses(conn, torn.group_id)
+        with self.store.transaction() as tx:
+            graph.set_meta(tx, loss_key(torn.group_id), json.dumps([*known, entry]))
 
     def wal_problems(self, conn: Conn) -> list[dict[str, Any]]:
         """The `wal_problems` of `knowledge_status` (an lcg extension): WAL lines lost, by group."""
@@ -1533,12 +1543,9 @@ class Engine:
     ) -> dict[str, Any]:
         stats = ReadStats()
         report = ReplayReport(group_id, from_seq, to_seq, mode="dry_run")
-        for rec in iter_records(directory, from_seq, to_seq, stats):
-            if rec.op in OPS:
-                report.mutations_replayed += 1
-            else:
-                report.unrecognised_lines += 1
+        report.mutations_replayed = sum(1 for _ in iter_records(directory, from_seq, to_seq, stats))
         report.unparseable_lines = stats.unparseable
+        report.unrecognised_lines = stats.unrecognised
         report.torn_tail_lines = stats.torn_tail
         report.incomplete_batch_lines = stats.incomplete_batch_lines
         report.corrupt_batch_lines = stats.corrupt_batch_lines

@@ -9,7 +9,9 @@ Two modes, one result:
   costs only its own batch and no WAL batch is ever applied in part.
 
 Nothing is dropped silently: unparseable lines, unknown operations, failed operations and no-ops
-are counted, and failures are sampled by (operation, error).
+are counted, and failures are sampled by (operation, error). A WAL batch with an unreadable
+line or an unknown operation is not applied at all (the reader passes it over and reports it
+in `lost`).
 
 The caller holds the engine's write lock for the whole replay.
 """
@@ -31,7 +33,7 @@ from lcg.storage import bulk, graph
 from lcg.storage.store import Store
 from lcg.wal.fold import fold
 from lcg.wal.reader import LostBatch, ReadStats, iter_records
-from lcg.wal.records import OPS, Op, WalRecord
+from lcg.wal.records import Op, WalRecord
 
 __all__ = ["ReplayReport", "loss_key", "position_key", "replay_group", "write_position"]
 
@@ -224,6 +226,7 @@ def replay_group(
         )
     frame(f"replayed {report.mutations_replayed} mutations from {directory}")
     report.unparseable_lines = stats.unparseable
+    report.unrecognised_lines += stats.unrecognised
     report.torn_tail_lines = stats.torn_tail
     report.incomplete_batch_lines = stats.incomplete_batch_lines
     report.corrupt_batch_lines = stats.corrupt_batch_lines
@@ -322,10 +325,7 @@ def _incremental(
             reported[0] = report.mutations_replayed
             frame(f"replayed {report.mutations_replayed} mutations")
 
-    for rec in records:
-        if rec.op not in OPS:
-            report.unrecognised_lines += 1
-            continue
+    for rec in records:  # the reader passes over batches with an unknown operation
         boundary = not pending or pending[-1].more == 0
         if rec.op == "cypher.exec" and boundary and rec.more == 0:  # a raw statement alone
             flush()

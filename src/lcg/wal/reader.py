@@ -12,6 +12,11 @@ unreadable one is whole only if its seq is the very next one (the unreadable lin
 otherwise its head may be among them and it is passed over. Each batch passed over this way is
 recorded in `ReadStats.lost` with its file and seq range (`corrupt_batch_lines` counts its
 readable lines).
+
+A line whose operation this version does not know (`unrecognised`; a newer lcg's, or damage
+that left valid JSON) cannot be applied, so its batch is passed over the same way: recorded in
+`lost`, its other lines counted in `corrupt_batch_lines`; applying the rest of the batch would
+leave the graph in a state that never existed.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from lcg.wal.layout import ordered_files
-from lcg.wal.records import WalRecord
+from lcg.wal.records import OPS, WalRecord
 
 __all__ = ["LostBatch", "ReadStats", "iter_records", "parse_line"]
 
@@ -61,6 +66,7 @@ class ReadStats:
     torn_tail: int = 0
     incomplete_batch_lines: int = 0
     corrupt_batch_lines: int = 0
+    unrecognised: int = 0  # lines with an operation this version does not know
     unparseable_samples: list[str] = field(default_factory=list)
     lost: list[LostBatch] = field(default_factory=list)
 
@@ -210,6 +216,12 @@ def iter_records(
             whole = state.readable(path, record)
             if whole and to_seq is not None and whole[-1].seq > to_seq:
                 continue  # a batch ending past `to_seq`: the state in its middle never existed
+            unknown = sum(1 for rec in whole if rec.op not in OPS)
+            if unknown:  # a batch with a line that cannot be applied: none of it is
+                stats.unrecognised += unknown
+                stats.corrupt_batch_lines += len(whole) - unknown
+                stats.lost.append(LostBatch(path.name, whole[0].seq, whole[-1].seq, len(whole)))
+                continue
             for rec in whole:
                 if rec.seq >= from_seq:
                     yield rec

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -44,12 +44,26 @@ __all__ = ["GroupStream", "TornTail", "Wal"]
 
 @dataclass(frozen=True)
 class TornTail:
-    """A partial last line found (and removed) when a stream was opened."""
+    """A partial last line found (and removed) when a stream was opened.
+
+    `first_seq` is the seq the first line cut held or would have held: the stream's next seq.
+    """
 
     group_id: str
     path: Path
     bytes_dropped: int
     lines: int = 1
+    first_seq: int | None = None
+
+    def to_wire(self) -> dict[str, object]:
+        """Its entry in `knowledge_status.wal_problems` (besides the group and the kind)."""
+        return {
+            "file": self.path.name,
+            "first_seq": self.first_seq,
+            "last_seq": None,
+            "bytes_dropped": self.bytes_dropped,
+            "lines": self.lines,
+        }
 
 
 def repair_torn_tail(group_id: str, directory: Path) -> TornTail | None:
@@ -104,9 +118,10 @@ class GroupStream:
         self.max_events = max_events
         private_dir(directory)
         self.generation = ensure_generation(directory)
-        self.torn_tail = repair_torn_tail(group_id, directory)
+        torn = repair_torn_tail(group_id, directory)
         bounds = read_bounds(directory)
         self.next_seq = 0 if bounds.max_seq is None else bounds.max_seq + 1
+        self.torn_tail = None if torn is None else replace(torn, first_seq=self.next_seq)
         self._session = secrets.token_hex(3)
         self._counter = 0
         self._file: BinaryIO | None = None
