@@ -15,8 +15,8 @@ is sampled every `--sample-seconds`; the report gives it at the start of the loa
 warm-up and at the end, and the growth over the window after warm-up (target: <= 5%; issue 15
 item 2: Kuzu 0.11.3 leaks native memory on every unprepared parameterised statement).
 
-`--per-method N` instead calls each of `knowledge_status`, `knowledge_list_entities` and
-`knowledge_find_entities` N times from one client and reports the RSS growth of each.
+`--per-method N` instead calls each read of the mix N times (after 200 warm-up calls) from one
+client, with the mix's own parameters, and reports the RSS growth of each.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import ctypes
 import importlib.util  # noqa: F401  kuzu needs importlib.util imported before numpy parameters
 import logging
 import queue
@@ -63,6 +64,20 @@ _UNWIND_MS_PER_ROW = 0.00012
 _POINT_MS = 0.3
 # A table's row count is an estimate, recounted (~0.7 ms at 100k rows) after this many uses.
 _RECOUNT_EVERY = 128
+
+
+def _malloc_trim() -> Any:
+    """glibc's `malloc_trim`, or None where the C library has none."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+# Called after each CHECKPOINT: Kuzu frees the old versions of the rows updated since the last
+# one, and glibc keeps most of that freed memory mapped (in-process, 1,000 entity updates grew
+# RSS by 22-31 MB, of which a `malloc_trim` gave back all but ~5-10 MB).
+_TRIM = _malloc_trim()
 
 
 class _SchemaEpoch:
@@ -468,6 +483,8 @@ class Store:
         self._writer.run("CHECKPOINT")
         self._checkpoint_owed = False
         self.commits_since_checkpoint = 0
+        if _TRIM is not None:
+            _TRIM(0)
         return True
 
     def wait_idle(self, timeout: float) -> bool:
