@@ -26,6 +26,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -192,6 +193,12 @@ def _soak(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Pa
     after_warmup, end = at(warmup), samples[-1][1]
     window = samples[-1][0] - min(samples, key=lambda s: abs(s[0] - warmup))[0]
     growth = (end - after_warmup) / after_warmup * 100 if after_warmup else 0.0
+    # Checkpoints free memory in steps (a saw-tooth of tens of MB), so two single samples
+    # depend on where in a tooth they fall: also compare the median of the minute after the
+    # warm-up with the median of the last minute.
+    first = [r for t, r in samples if warmup <= t < warmup + 60] or [after_warmup]
+    last = [r for t, r in samples if t >= samples[-1][0] - 60] or [end]
+    first_median, last_median = statistics.median(first), statistics.median(last)
     total = sum(counts.values())
     every = max(1, round(30 / args.sample_seconds))
     print(
@@ -214,6 +221,11 @@ def _soak(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Pa
                 "growth_window_minutes": round(window / 60, 2),
                 "growth_after_warmup_pct": round(growth, 2),
                 "flat_within_5_pct": growth <= 5.0,
+                "rss_mb_median_first_minute_after_warmup": round(first_median, 1),
+                "rss_mb_median_last_minute": round(last_median, 1),
+                "growth_of_minute_medians_pct": round(
+                    (last_median - first_median) / first_median * 100, 2
+                ),
                 "rss_mb_samples_30s": [round(r, 1) for _, r in samples[::every]],
                 "cpus": os.cpu_count(),
             },
