@@ -1,16 +1,22 @@
 """Relevance of search on the Apollo corpus, per embedder; prints one JSON object.
 
     python bench/relevance.py [--embedders hash,onnx] [--articles 228] [--calibrate]
+        [--extraction scripted|heuristic]
 
 Each embedder runs in its own child process (so resident memory is its own): the articles of
-examples/apollo are ingested with `knowledge_process_chunk` and the offline heuristic extractor
-(`LCG_EXTRACTOR=heuristic`, a scripted extraction: no model), then the judged queries of
-bench/relevance_judgments.py (written by reading the articles) run against
+examples/apollo are ingested with `knowledge_process_chunk` through the real LLM extraction path
+against the scripted OpenAI-compatible server (lcg.testing.scripted_llm), which answers with a
+scripted extraction: for the 70 articles the judged queries touch, the entities and facts of
+bench/relevance_extraction.json (written by reading the articles, as a good extractor would
+return them); for the others, what the heuristic responder finds (distractors).
+`--extraction heuristic` ingests with the offline heuristic extractor instead (the benchmark's
+first version). Then the judged queries of bench/relevance_judgments.py (written by reading the
+articles) run against
 `knowledge_find_entities` and `knowledge_search_passages` (10 results each). Reported per
 embedder and search:
 
 - recall@10 (the share of a query's judged items found in its top 10, averaged over answerable
-  queries) and MRR (1 / rank of the first judged item), overall and per query kind;
+  queries; an item judged under alternative names, "A|B", counts once, found by either) and MRR (1 / rank of the first judged item), overall and per query kind;
 - for no-answer queries, the mean number of results (all of them noise);
 - ingest time per episode, the embedding cost per entity/fact text (a fresh, uncached batch of
   the graph's own texts), and resident memory (current and peak) after ingest and queries.
@@ -32,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,6 +50,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from relevance_judgments import QUERIES, Query
 
 CORPUS = Path(__file__).resolve().parent.parent / "examples" / "apollo" / "corpus_prose.jsonl"
+EXTRACTION = Path(__file__).resolve().parent / "relevance_extraction.json"
+CHUNK_CHARS = 8000
 KINDS = ("exact", "paraphrase", "relation", "none")
 
 
@@ -72,12 +81,15 @@ def _norm(name: str) -> str:
 
 
 def _score(ranked: list[str], judged: tuple[str, ...]) -> tuple[float, float]:
-    """(recall@10, reciprocal rank) of a ranked list of names against the judged names."""
-    wanted = {_norm(j) for j in judged}
+    """(recall@10, reciprocal rank) of a ranked list of names against the judged items; an item
+    may be judged under alternative names ("Jim Lovell|James Arthur Lovell Jr."): it is found
+    when any of them is."""
+    items = [{_norm(name) for name in j.split("|")} for j in judged]
     got = [_norm(r) for r in ranked[:10]]
-    found = wanted.intersection(got)
+    found = sum(1 for names in items if names.intersection(got))
+    wanted = set().union(*items)
     first = next((i for i, r in enumerate(got) if r in wanted), None)
-    return len(found) / len(wanted), 0.0 if first is None else 1.0 / (first + 1)
+    return found / len(items), 0.0 if first is None else 1.0 / (first + 1)
 
 
 def _summarise(per_query: list[tuple[Query, list[str]]], judged: str) -> dict[str, Any]:
@@ -107,7 +119,7 @@ async def _ingest(engine: Any, articles: list[dict[str, Any]]) -> int:
             engine,
             "knowledge_process_chunk",
             {
-                "chunk_text": art["prose"][:8000],
+                "chunk_text": art["prose"][:CHUNK_CHARS],
                 "chunk_id": str(art["revision_id"]),
                 "source_file": f"{art['title']}.md",
                 "group_id": "apollo",
@@ -200,20 +212,61 @@ def _embedding_cost(engine: Any) -> dict[str, Any]:
     }
 
 
-def child(embedder: str, articles: int, calibrate: bool) -> dict[str, Any]:
-    os.environ["LCG_EXTRACTOR"] = "heuristic"
+def scripted_responder(articles: list[dict[str, Any]]) -> Callable[[dict[str, Any]], str]:
+    """The scripted server's answer to one extraction request: the fixture's entities and facts
+    for an article it covers (recognised by the episode text), else the heuristic responder's."""
+    from lcg.testing.heuristic_llm import heuristic_responder, prompt_parts
+
+    fixture = json.loads(EXTRACTION.read_text(encoding="utf-8"))["articles"]
+    by_text = {
+        art["prose"][:CHUNK_CHARS].strip(): fixture[art["title"]]
+        for art in articles
+        if art["title"] in fixture
+    }
+
+    def respond(body: dict[str, Any]) -> str:
+        _, user = prompt_parts(body)
+        episode = user.split("<episode>\n", 1)[-1].rsplit("\n</episode>", 1)[0].strip()
+        found = by_text.get(episode)
+        if found is None or ("EXISTING:" in user and "NEW:" in user):
+            return heuristic_responder(body)
+        if user.startswith("ENTITIES:"):  # the facts call
+            return json.dumps({"facts": found["facts"]})
+        if user.startswith("EXISTING FACTS:"):  # the single call
+            return json.dumps(found)
+        return json.dumps({"entities": found["entities"]})
+
+    return respond
+
+
+def _count(engine: Any, label: str) -> int:
+    with engine.store.read() as conn:
+        return int(conn.rows(f"MATCH (n:{label}) RETURN count(*)")[0][0])
+
+
+def child(embedder: str, articles: int, calibrate: bool, extraction: str) -> dict[str, Any]:
+    os.environ["LCG_EXTRACTOR"] = "heuristic" if extraction == "heuristic" else "llm"
     os.environ["LCG_EMBEDDER"] = embedder
     from lcg import open_engine
     from lcg.config import load_settings
+    from lcg.extraction.providers.openai_compat import OpenAICompatProvider
+    from lcg.extraction.select import set_llm_client
+    from lcg.testing.scripted_llm import ScriptedLlmServer
 
-    with tempfile.TemporaryDirectory(prefix="lcg-bench-relevance-") as tmp:
+    corpus = _articles(articles)
+    with (
+        tempfile.TemporaryDirectory(prefix="lcg-bench-relevance-") as tmp,
+        ScriptedLlmServer(scripted_responder(corpus)) as server,
+    ):
         settings = load_settings(overrides={"home": str(Path(tmp) / ".lcg")})
         started = time.perf_counter()
         engine = open_engine(settings)
         open_s = time.perf_counter() - started
+        if extraction == "scripted":
+            set_llm_client(engine, OpenAICompatProvider(base_url=server.url, model="scripted"))
         try:
             started = time.perf_counter()
-            episodes = anyio.run(_ingest, engine, _articles(articles))
+            episodes = anyio.run(_ingest, engine, corpus)
             ingest_s = time.perf_counter() - started
             rss_after_ingest = _rss_mb()
             results = anyio.run(_queries, engine)
@@ -222,6 +275,8 @@ def child(embedder: str, articles: int, calibrate: bool) -> dict[str, Any]:
                 "model": engine.embedder.identity.model,
                 "open_s": round(open_s, 3),
                 "episodes": episodes,
+                "entities_in_graph": _count(engine, "Entity"),
+                "facts_in_graph": _count(engine, "Fact"),
                 "ingest_ms_per_episode": round(1000 * ingest_s / episodes, 1),
                 "entities": _summarise(results["entities"], "entities"),
                 "passages": _summarise(results["passages"], "passages"),
@@ -242,14 +297,16 @@ def main() -> None:
     parser.add_argument("--embedders", default="hash,onnx")
     parser.add_argument("--articles", type=int, default=228)
     parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--extraction", choices=("scripted", "heuristic"), default="scripted")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.articles, args.calibrate)))
+        print(json.dumps(child(args.child, args.articles, args.calibrate, args.extraction)))
         return
     runs = []
     for name in args.embedders.split(","):
         cmd = [sys.executable, __file__, "--child", name, "--articles", str(args.articles)]
+        cmd += ["--extraction", args.extraction]
         if args.calibrate:
             cmd.append("--calibrate")
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -263,7 +320,7 @@ def main() -> None:
                 "benchmark": "relevance",
                 "queries": {k: sum(q.kind == k for q in QUERIES) for k in KINDS},
                 "articles": args.articles,
-                "extractor": "heuristic",
+                "extraction": args.extraction,
                 "loadavg": os.getloadavg(),
                 "runs": runs,
             },
