@@ -5,17 +5,24 @@
 2. `knowledge_backfill_summary_embeddings` after an embedder change (hash-384 -> hash-256) on a
    graph of N entities with summaries: first run (rewrites 2N rows; the search index's load at
    open may have put their vectors in the cache already), second run (nothing to do).
+4. `--onnx-model DIR` (or LCG_EMBEDDING_MODEL_PATH; needs `lcg[embeddings]`): the ONNX
+   embedder's cost on entity and fact texts (the names, summaries and fact sentences of
+   bench/relevance_extraction.json, sorted and batched as ingestion does), ms per text in wall
+   and CPU time, median of 3 runs, with 1 worker and with the default (one per usable CPU).
+   Wall time on a shared machine includes waiting for the CPU; CPU time does not.
 3. The on-disk embedding cache with `--cache-rows` 384-d vectors already in its file: the time
    to open it, and to embed the first new text after opening (which appends to it) and a second.
 
 Prints one JSON object. Run:
     .venv/bin/python bench/embeddings.py [--texts 1000] [--entities 1000] [--cache-rows 300000]
+        [--onnx-model DIR] [--only onnx]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -110,13 +117,64 @@ def cache_open_and_append(rows: int, directory: Path) -> dict[str, Any]:
     }
 
 
+def onnx_cost(directory: Path, repeats: int = 3) -> dict[str, Any]:
+    """ms per entity/fact text with the ONNX embedder, wall and CPU, per kind of text and
+    worker count."""
+    from lcg.embedding.onnx_provider import load_onnx
+
+    fixture = json.loads((Path(__file__).parent / "relevance_extraction.json").read_text())
+    kinds: dict[str, list[str]] = {"entity_names": [], "entity_summaries": [], "facts": []}
+    for art in fixture["articles"].values():
+        kinds["entity_names"] += [e["name"] for e in art["entities"]]
+        kinds["entity_summaries"] += [e["summary"] for e in art["entities"]]
+        kinds["facts"] += [f["fact"] for f in art["facts"]]
+    kinds["all"] = [t for texts in list(kinds.values()) for t in texts]
+    embedder = load_onnx(directory, None, batch_size=64)
+    embedder.embed(kinds["all"][:64])  # warm: the session's first runs allocate
+
+    def measure(texts: list[str], threads: int) -> dict[str, Any]:
+        embedder.threads = threads
+        walls, cpus = [], []
+        for _ in range(repeats):
+            wall, cpu = time.perf_counter(), time.process_time()
+            embedder.embed(texts)
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
+        wall_s, cpu_s = float(np.median(walls)), float(np.median(cpus))
+        return {
+            "texts": len(texts),
+            "wall_ms_per_text": round(1000 * wall_s / len(texts), 2),
+            "cpu_ms_per_text": round(1000 * cpu_s / len(texts), 2),
+            "texts_per_s": round(len(texts) / wall_s, 1),
+        }
+
+    workers = len(os.sched_getaffinity(0))
+    out: dict[str, Any] = {"usable_cpus": workers, "workers": workers}
+    for kind, texts in kinds.items():
+        out[kind] = measure(texts, workers)
+    if workers != 1:
+        out["all_1_worker"] = measure(kinds["all"], 1)
+    out["loadavg_1m"] = round(os.getloadavg()[0], 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--texts", type=int, default=1000)
     parser.add_argument("--entities", type=int, default=1000)
     parser.add_argument("--cache-rows", type=int, default=300_000)
+    parser.add_argument("--onnx-model", default=os.environ.get("LCG_EMBEDDING_MODEL_PATH"))
+    parser.add_argument("--only", choices=("onnx",))
     args = parser.parse_args()
-    result: dict[str, Any] = {"http": http_throughput(args.texts)}
+    if args.only == "onnx" and not args.onnx_model:
+        parser.error("--only onnx needs --onnx-model DIR (or LCG_EMBEDDING_MODEL_PATH)")
+    result: dict[str, Any] = {}
+    if args.onnx_model:
+        result["onnx"] = onnx_cost(Path(args.onnx_model))
+    if args.only == "onnx":
+        print(json.dumps(result))
+        return
+    result["http"] = http_throughput(args.texts)
     with tempfile.TemporaryDirectory() as tmp:
         result["backfill"] = anyio.run(backfill, args.entities, Path(tmp) / ".lcg")
     with tempfile.TemporaryDirectory() as tmp:

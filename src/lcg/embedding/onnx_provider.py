@@ -9,6 +9,15 @@ sentence vectors `[batch, dim]`; rows are L2-normalised.
 
 Only onnxruntime and tokenizers are imported: no torch, no hub client. Nothing is ever
 downloaded here (`lcg models pull` does that, on request). Loaded models are kept per process.
+
+Cost (issue 18; bench/embeddings.py `onnx`): texts are sorted by length and each batch is
+padded only to its longest text. Each `run` uses one thread and never spins: ONNX Runtime's
+intra-op threads spin-wait between operators, and on a loaded machine (another process, or
+lcg's own ingestion) two spinning threads of one run wait on each other and burn the CPU the
+other needs (measured on the shared 2-core machine: 1 thread 560 ms wall for 64 names, 2
+spinning threads 1240 ms). Parallelism comes instead from running up to `threads` batches at
+once on the one session (its `run` is thread-safe and releases the GIL), so a descheduled
+worker delays only its own batch. A query (one text) is one run on the caller's thread.
 """
 
 from __future__ import annotations
@@ -16,7 +25,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import threading
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +48,13 @@ __all__ = [
 MANIFEST = "lcg-model.json"
 DEFAULT_MAX_LENGTH = 256  # all-MiniLM-L6-v2's max_seq_length in sentence-transformers
 
-# One inference at a time in the process: ONNX Runtime already uses every core.
-_INFERENCE = threading.Lock()
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def onnx_installed() -> bool:
@@ -93,7 +108,13 @@ def _load(directory: str) -> tuple[Any, Any]:
     if tokenizer_file is None:
         raise ConfigError(f"{directory} holds no tokenizer.json")
     options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    # One thread per run, never spinning (see the module docstring); batches run in parallel.
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     # The arena keeps the largest batch's activations forever; without it memory follows use.
     options.enable_cpu_mem_arena = False
     options.log_severity_level = 3
@@ -111,11 +132,16 @@ def _load(directory: str) -> tuple[Any, Any]:
 class OnnxEmbedder:
     """A loaded ONNX sentence-embedding model; rows are L2-normalised float32."""
 
-    def __init__(self, session: Any, tokenizer: Any, name: str, batch_size: int) -> None:
+    def __init__(
+        self, session: Any, tokenizer: Any, name: str, batch_size: int, threads: int = 0
+    ) -> None:
         self._session = session
         self._tokenizer = tokenizer
         self._inputs = {i.name for i in session.get_inputs()}
         self.batch_size = batch_size
+        # Batches run at once (0: one per usable CPU); the pool starts on the first big embed.
+        self.threads = threads if threads > 0 else usable_cpus()
+        self._pool: ThreadPoolExecutor | None = None
         dim = int(self._encode(["dimension probe"]).shape[1])
         self._identity = EmbedderIdentity(model=name, dim=dim)
 
@@ -130,8 +156,7 @@ class OnnxEmbedder:
         feed: dict[str, npt.NDArray[np.int64]] = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        with _INFERENCE:
-            output = np.asarray(self._session.run(None, feed)[0], dtype=np.float32)
+        output = np.asarray(self._session.run(None, feed)[0], dtype=np.float32)
         if output.ndim == 3:  # per-token states: mean over the real tokens
             weights = mask[:, :, None].astype(np.float32)
             output = (output * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
@@ -145,9 +170,22 @@ class OnnxEmbedder:
         out = np.empty((len(texts), self._identity.dim), dtype=np.float32)
         # Similar lengths together: a batch is padded to its longest text.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
+        # Enough batches to keep every worker busy, none above batch_size or below 8 texts.
+        size = max(8, min(self.batch_size, -(-len(texts) // self.threads)))
+        batches = [order[i : i + size] for i in range(0, len(order), size)]
+
+        def encode(rows: list[int]) -> None:
             out[rows] = self._encode([texts[i] for i in rows])
+
+        if len(batches) == 1 or self.threads == 1:
+            for rows in batches:
+                encode(rows)
+            return out
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="lcg-onnx")
+        # Longest batches first, so the last one to finish is a short one.
+        for done in [self._pool.submit(encode, rows) for rows in reversed(batches)]:
+            done.result()
         return out
 
 
