@@ -38,7 +38,13 @@ from lcg.embedding.sentence_transformers_provider import (
 )
 from lcg.errors import ConfigError
 
-__all__ = ["DEFAULT_HASH_DIM", "build_embedder", "models_dir", "select_embedder"]
+__all__ = [
+    "DEFAULT_HASH_DIM",
+    "build_embedder",
+    "embedder_for_stamp",
+    "models_dir",
+    "select_embedder",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -185,3 +191,25 @@ def build_embedder(settings: Settings, inner: Embedder | None = None) -> CachedE
         ConfigError: as `select_embedder`.
     """
     return CachedEmbedder(inner or select_embedder(settings), settings.home / "embeddings")
+
+
+def embedder_for_stamp(settings: Settings, model: str, dim: int) -> CachedEmbedder | None:
+    """The embedder that made vectors stamped (`model`, `dim`), behind the workspace's
+    embedding cache, when it can be had here without a download or an endpoint: the hash
+    embedder of that dimension, or an ONNX model of that name in the model cache. None
+    otherwise (search then cannot answer from the old vectors: it needs the old model for the
+    query's vector). Never raises: a model that fails to load is None."""
+    inner: Embedder | None = None
+    hashed = HashEmbedder(dim) if dim > 0 else None
+    if hashed is not None and hashed.identity.model == model:
+        inner = hashed
+    elif onnx_installed():
+        directory = cached_model_dir(models_dir(settings), model)
+        if directory is not None and find_model_file(directory) is not None:
+            try:
+                inner = load_onnx(directory, None, batch_size=settings.embedding_batch_size)
+            except ConfigError as exc:
+                logger.warning("the stamped embedding model %s does not load: %s", model, exc)
+    if inner is None or inner.identity.model != model or inner.identity.dim != dim:
+        return None
+    return CachedEmbedder(inner, settings.home / "embeddings")

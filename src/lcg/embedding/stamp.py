@@ -29,6 +29,7 @@ __all__ = [
     "STAMP_PREFIX",
     "clear_if_empty",
     "clear_stamp",
+    "foreign_stamp",
     "is_unstamped_and_empty",
     "model_status",
     "read_stamps",
@@ -134,3 +135,15 @@ def model_status(conn: Conn, identity: EmbedderIdentity) -> dict[str, Any]:
         groups[group_id] = {"model": model, "dim": dim, "vectors": count, "status": status}
     worst = max((g["status"] for g in groups.values()), key=_SEVERITY.__getitem__, default="ok")
     return {"embedding_model_status": worst, "embedding_groups": groups}
+
+
+def foreign_stamp(conn: Conn, identity: EmbedderIdentity) -> tuple[str, int] | None:
+    """The (model, dim) of another embedder than `identity` when it stamped groups of the
+    workspace and no third model did (then search can answer from that model's vectors until
+    a re-embed completes); None when every stamp is `identity`'s, or the stamps name several
+    other models, or an unreadable one."""
+    foreign = {v for v in read_stamps(conn).values() if v != (identity.model, identity.dim)}
+    if len(foreign) != 1:
+        return None
+    model, dim = foreign.pop()
+    return None if model is None or dim is None else (model, dim)

@@ -34,7 +34,7 @@ import anyio.to_thread
 from lcg.config import Settings
 from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
-from lcg.embedding.select import build_embedder
+from lcg.embedding.select import build_embedder, embedder_for_stamp
 from lcg.embedding.vectors import embed_plan, plan_for_ops, text_hash
 from lcg.engine.jobs import JobTable, RebuildJob
 from lcg.engine.names import NameIndex
@@ -692,10 +692,26 @@ class Engine:
             elif op.name == "cypher.exec":
                 self._reload_names()
 
+    def settle_search_embedder(self) -> None:
+        """Answer searches with the model that made the workspace's vectors: while groups are
+        stamped by one other model that loads offline, with that one (until a re-embed,
+        lcg.admin.reembed, restamps them); otherwise with the embedder in use."""
+        found = self._read(lambda c: stamp.foreign_stamp(c, self.embedder.identity))
+        current = self._search.embedder.identity
+        if found == (current.model, current.dim):
+            return
+        wanted = embedder_for_stamp(self.settings, *found) if found is not None else None
+        target = wanted or self.embedder
+        if current != target.identity:
+            floor = vector_floor(target.identity, self.settings.search_vector_floor)
+            self._search.swap_embedder(target, floor)
+            logger.info("search answers with %s", target.identity.model)
+
     def _warm_search(self, groups: Sequence[str] | None = None) -> bool:
         """Load the search index of `groups` (None: all) now rather than on the first search;
         whether it loaded (a failure only defers the load to the next search)."""
         try:
+            self.settle_search_embedder()
             self._search.warm(groups)
         except Exception:  # derived data: a failed load must not fail the open or the rebuild
             logger.exception("search index load failed; it is retried on the next search")

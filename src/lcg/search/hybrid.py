@@ -150,9 +150,13 @@ def _rank(
 
     `floor`: the minimum cosine similarity of a vector match (default: the embedder's,
     `SearchIndex.vector_floor`)."""
-    views = index.views(family, groups)
-    # After loading the views: a partition loaded just now may have added the query's words.
-    query = _prepare(index, text, strategy)
+    for _ in range(3):
+        generation = index.generation
+        views = index.views(family, groups)
+        # After loading the views: a partition loaded just now may have added the query's words.
+        query = _prepare(index, text, strategy)
+        if index.generation == generation:  # no embedder swap between views and query vector
+            break
     masks = [v.live() & mask_fn(g, v) if mask_fn else v.live() for g, v in views]
     pool = max(limit, strategy.candidates * limit)
     lists = [_lexical(views, masks, query.terms, pool, query.unknown)] if strategy.lexical else []

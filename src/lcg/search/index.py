@@ -13,7 +13,12 @@ Lifecycle (driven by lcg.engine):
   invalidations and episode deletes are applied in place (vectors come precomputed with the
   batch), so the next search sees them; anything else marks the group's partitions stale;
 - `invalidate(groups)` / `reset()` drop partitions after deletes, purges, rebuilds, raw Cypher,
-  clear_all and reopening; they reload on the next search.
+  clear_all and reopening; they reload on the next search;
+- `swap_embedder(embedder, floor)` changes the model the index answers with (a workspace whose
+  vectors another model made is served with that model until a re-embed completes,
+  lcg.admin.reembed): every partition is built with the new model first, then all are
+  installed at once, so no search ever mixes vectors of two models. `generation` counts swaps:
+  a search that took its views before a swap and its query vector after retries.
 
 Loading races with commits are settled by versions: a loader installs what it read only if no
 commit touched that partition's group since it started (else it retries, and at worst serves
@@ -100,6 +105,7 @@ class SearchIndex:
         self._groups: dict[str, set[str] | None] = dict.fromkeys(FAMILIES)
         self._pending: dict[str, set[str]] = {f: set() for f in FAMILIES}
         self._loading: dict[tuple[str, str], threading.Lock] = {}
+        self.generation = 0  # swaps of the embedder so far
 
     # -- codes ----------------------------------------------------------------------------------
 
@@ -135,6 +141,36 @@ class SearchIndex:
     @property
     def lexical_only(self) -> bool:
         return self._embedder.identity.lexical_only
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder the index answers with (partitions and query vectors)."""
+        return self._embedder
+
+    def swap_embedder(self, embedder: Embedder, vector_floor: float) -> None:
+        """Answer with `embedder` (and its `vector_floor`) from now on.
+
+        Every partition of every group is built with it first (through the embedding cache:
+        after a re-embed, without the model), while searches keep using the current ones; then
+        they are installed together. A partition whose group a commit touched meanwhile is left
+        to load on its next search, with the new embedder.
+        """
+        with self._lock:
+            epoch, versions = self._epoch, dict(self._versions)
+        staged: dict[tuple[str, str], Partition] = {}
+        for family in FAMILIES:
+            for group in self._all_groups(family):
+                staged[(family, group)] = self._build(family, group, embedder)
+        with self._lock:
+            self._parts = {
+                key: part
+                for key, part in staged.items()
+                if self._epoch == epoch and self._versions.get(key[1], 0) == versions.get(key[1], 0)
+            }
+            self._embedder = embedder
+            self.vector_floor = vector_floor
+            self._epoch += 1  # loads that started with the old embedder do not install
+            self.generation += 1
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -183,27 +219,32 @@ class SearchIndex:
             assert built is not None
             return built  # writes kept racing the load: serve this consistent snapshot once
 
-    def _new(self, family: str) -> Partition:
+    def _new(self, family: str, dim: int) -> Partition:
         columns = _FACT_COLUMNS if family == "fact" else ()
-        return Partition(self.vocab, FAMILIES[family], self._embedder.identity.dim, columns)
+        return Partition(self.vocab, FAMILIES[family], dim, columns)
 
-    def _vectors(self, texts: list[str]) -> tuple[Vectors, npt.NDArray[np.bool_]]:
+    @staticmethod
+    def _vectors(embedder: Embedder, texts: list[str]) -> tuple[Vectors, npt.NDArray[np.bool_]]:
         present = np.fromiter((bool(t) for t in texts), dtype=bool, count=len(texts))
-        out = np.zeros((len(texts), self._embedder.identity.dim), dtype=np.float32)
+        out = np.zeros((len(texts), embedder.identity.dim), dtype=np.float32)
         wanted = [t for t in texts if t]
         if wanted:
-            out[present] = self._embedder.embed(wanted)
+            out[present] = embedder.embed(wanted)
         return out, present
 
-    def _build(self, family: str, group: str) -> Partition:
-        part = self._new(family)
+    def _build(self, family: str, group: str, embedder: Embedder | None = None) -> Partition:
+        embedder = embedder or self._embedder
+        part = self._new(family, embedder.identity.dim)
         if family == "entity":
             e = self._read(lambda c: search_rows.entity_columns(c, group))
             texts = [entity_text(n, s) for n, s in zip(e.name, e.summary, strict=True)]
             part.add(
                 e.uuid,
                 texts,
-                {"entity_name": self._vectors(e.name), "entity_summary": self._vectors(e.summary)},
+                {
+                    "entity_name": self._vectors(embedder, e.name),
+                    "entity_summary": self._vectors(embedder, e.summary),
+                },
                 tags=e.labels,
                 bulk=True,
             )
@@ -221,10 +262,14 @@ class SearchIndex:
             }
             texts = [f"{n} {t}" for n, t in zip(f.name, f.fact, strict=True)]
             vec_texts = [t or n for n, t in zip(f.name, f.fact, strict=True)]
-            part.add(f.uuid, texts, {"fact": self._vectors(vec_texts)}, columns, bulk=True)
+            part.add(
+                f.uuid, texts, {"fact": self._vectors(embedder, vec_texts)}, columns, bulk=True
+            )
         else:
             ep = self._read(lambda c: search_rows.episode_columns(c, group))
-            part.add(ep.uuid, ep.content, {"episode": self._vectors(ep.content)}, bulk=True)
+            part.add(
+                ep.uuid, ep.content, {"episode": self._vectors(embedder, ep.content)}, bulk=True
+            )
         part.compact()
         return part
 
@@ -270,7 +315,7 @@ class SearchIndex:
             known = self._groups[family]
             if known is not None and group not in known:
                 known.add(group)
-                part = self._parts[key] = self._new(family)
+                part = self._parts[key] = self._new(family, self._embedder.identity.dim)
             elif known is None:
                 self._pending[family].add(group)
         return part
@@ -391,7 +436,9 @@ class SearchIndex:
                     with self._lock:
                         for family in FAMILIES:
                             if (family, group) in self._parts:
-                                self._parts[(family, group)] = self._new(family)
+                                self._parts[(family, group)] = self._new(
+                                    family, self._embedder.identity.dim
+                                )
                         targets = {f: self._parts.get((f, group)) for f in FAMILIES}
                 elif op.name not in ("mentions.add", "fact.invalidate", "episode.delete"):
                     return False
