@@ -13,10 +13,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import anyio.from_thread
 import pytest
+from click.testing import CliRunner  # noqa: TID251  drives `lcg models reembed` in-process
 
 from lcg import Engine, Settings, open_engine
+from lcg.cli.main import cli
 from lcg.embedding.hashing import HashEmbedder
 from lcg.engine import EpisodeCommit
 from lcg.models import Entity, Episode
@@ -44,7 +47,9 @@ async def _populate(engine: Engine, group: str, n: int) -> None:
         )
         for i in range(n)
     ]
-    episode = Episode(str(uuid.uuid4()), group, "note", f"{n} entities of {group}", created_at=now())
+    episode = Episode(
+        str(uuid.uuid4()), group, "note", f"{n} entities of {group}", created_at=now()
+    )
     await engine.commit_episode(EpisodeCommit(group, episode, entities=entities))
 
 
@@ -127,5 +132,29 @@ async def test_a_write_during_the_mismatch_is_found_by_the_old_model(tmp_path: P
         assert engine.search_index.embed_query("rover").shape == (384,)
         found = await dispatch(engine, "knowledge_find_entities", {"query": "Lunokhod rover"})
         assert "Lunokhod rover" in [n["name"] for n in found["nodes"]]
+    finally:
+        engine.close()
+
+
+def test_lcg_models_reembed_re_embeds_the_workspace_with_the_model_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = open_engine(_settings(tmp_path), embedder=HashEmbedder(384))
+    try:
+        anyio.run(_populate, engine, "g1", 12)
+    finally:
+        engine.close()
+    monkeypatch.setenv("LCG_EMBEDDER", "hash")
+    monkeypatch.setenv("LCG_EMBEDDING_DIM", "256")
+    done = CliRunner().invoke(
+        cli, ["--home", str(tmp_path / ".lcg"), "models", "reembed", "--batch-size", "5"]
+    )
+    assert done.exit_code == 0, done.output
+    # 12 names, 12 summaries, the episode: each one embedded with hash-256.
+    assert "hash-ngram-v2-256: 25 vectors embedded, 0 already current" in done.output
+    engine = open_engine(_settings(tmp_path), embedder=HashEmbedder(256))
+    try:
+        status = anyio.run(dispatch, engine, "knowledge_status", {})
+        assert status["embedding_model_status"] == "ok"
     finally:
         engine.close()

@@ -1,11 +1,26 @@
-"""`lcg models pull|list`: local embedding models in the user's model cache (lcg.embedding.catalog)."""
+"""`lcg models pull|list|reembed`: local embedding models in the user's model cache
+(lcg.embedding.catalog), and re-embedding a workspace after the model changed."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import anyio
 import click
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
 
+from lcg.cli.endpoint_options import embedder_options, embedder_overrides
+from lcg.cli.remote import existing_settings, service_client
 from lcg.config import load_settings
 from lcg.embedding.catalog import CATALOG, DEFAULT_MODEL, cached_models, pull
 from lcg.embedding.select import models_dir
@@ -45,8 +60,8 @@ def pull_command(name: str) -> None:
         f"{model.name}: {model.size_bytes / 1e6:.1f} MB in {model.path}, {m['dim']}-d, "
         f"+{m['memory_mb']} MB resident, {m['texts_per_s']} texts/s here"
     )
-    click.echo("LCG_EMBEDDER=auto (the default) now uses it; re-embed existing groups with")
-    click.echo("knowledge_backfill_summary_embeddings (knowledge_status shows `mismatch`).")
+    click.echo("LCG_EMBEDDER=auto (the default) now uses it; re-embed existing workspaces with")
+    click.echo("`lcg models reembed` (knowledge_status shows `mismatch` until then).")
 
 
 @models.command("list")
@@ -68,3 +83,70 @@ def list_command() -> None:
                 f"  {entry.name:24} not cached ({entry.download_mb:.0f} MB download, "
                 f"dim {entry.dim}): lcg models pull {entry.name}"
             )
+
+
+@models.command("reembed")
+@click.option("--group", "groups", multiple=True, help="Group to re-embed (default: all).")
+@click.option("--batch-size", default=256, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--socket", "socket_path", default=None, help="Service socket to use, if running.")
+@embedder_options
+@click.pass_context
+def reembed_command(
+    ctx: click.Context, groups: tuple[str, ...], batch_size: int, socket_path: str | None
+) -> None:
+    """Re-embed the workspace with the embedding model in use, with progress.
+
+    What to run when knowledge_status says `mismatch` (the workspace was embedded with another
+    model). Search keeps answering from the old model's vectors until every group is done,
+    then swaps to the new ones at once. With a service running, the service does the work
+    (it keeps serving meanwhile); otherwise this process does.
+    """
+    home = (ctx.find_root().obj or {}).get("home")
+    params: dict[str, Any] = {"batch_size": batch_size}
+    if groups:
+        params["group_ids"] = list(groups)
+    with Progress(
+        TextColumn("re-embedding"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("reembed", total=None)
+
+        def progress(frame: dict[str, Any]) -> None:
+            bar.update(task, completed=frame.get("processed", 0), total=frame.get("total"))
+
+        client = service_client(home, socket_path)
+        if client is not None:
+            with client:
+                result = client.call(
+                    "knowledge_backfill_summary_embeddings", params, progress=progress
+                )
+        else:
+            result = _reembed_here(home, embedder_overrides(ctx), params, progress)
+    console.print(
+        f"{escape(str(result['embedding_model']))}: {result['embedded']} vectors embedded, "
+        f"{result['already_current']} already current, {result['removed']} removed"
+    )
+
+
+def _reembed_here(
+    home: str | None, overrides: dict[str, Any], params: dict[str, Any], progress: Any
+) -> dict[str, Any]:
+    from lcg.engine import open_engine
+    from lcg.service.registry import Context, dispatch
+
+    settings = existing_settings(home)
+    if overrides:
+        settings = load_settings(overrides={"home": str(settings.home), **overrides})
+    engine = open_engine(settings)
+    try:
+        method = "knowledge_backfill_summary_embeddings"
+        result: dict[str, Any] = anyio.run(
+            lambda: dispatch(engine, method, params, Context(progress=progress))
+        )
+        return result
+    finally:
+        engine.close()

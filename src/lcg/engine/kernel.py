@@ -702,10 +702,28 @@ class Engine:
             return
         wanted = embedder_for_stamp(self.settings, *found) if found is not None else None
         target = wanted or self.embedder
-        if current != target.identity:
-            floor = vector_floor(target.identity, self.settings.search_vector_floor)
-            self._search.swap_embedder(target, floor)
-            logger.info("search answers with %s", target.identity.model)
+        if current == target.identity:
+            return
+        floor = vector_floor(target.identity, self.settings.search_vector_floor)
+        self._search.swap_embedder(target, floor)
+        model = self.embedder.identity.model
+        if found is None:
+            logger.info("search answers with %s", model)
+        elif wanted is not None:
+            logger.warning(
+                "this workspace was embedded with %s: search answers with it until "
+                "`lcg models reembed` (knowledge_backfill_summary_embeddings) re-embeds it "
+                "with %s",
+                found[0],
+                model,
+            )
+        else:
+            logger.warning(
+                "this workspace was embedded with %s, which cannot be loaded here: search "
+                "embeds with %s as it loads; `lcg models reembed` makes it permanent",
+                found[0],
+                model,
+            )
 
     def _warm_search(self, groups: Sequence[str] | None = None) -> bool:
         """Load the search index of `groups` (None: all) now rather than on the first search;
