@@ -1,7 +1,7 @@
 """Relevance of search on the Apollo corpus, per embedder; prints one JSON object.
 
     python bench/relevance.py [--embedders hash,onnx] [--articles 228] [--calibrate]
-        [--extraction scripted|heuristic]
+        [--extraction scripted|heuristic] [--serve-rss]
 
 Each embedder runs in its own child process (so resident memory is its own): the articles of
 examples/apollo are ingested with `knowledge_process_chunk` through the real LLM extraction path
@@ -20,6 +20,11 @@ embedder and search:
 - for no-answer queries, the mean number of results (all of them noise);
 - ingest time per episode, the embedding cost per entity/fact text (a fresh, uncached batch of
   the graph's own texts), and resident memory (current and peak) after ingest and queries.
+
+`--serve-rss` then closes the engine and starts `lcg serve` on the ingested workspace (same
+embedder), runs every judged query through its socket (knowledge_find_entities and
+knowledge_search_passages), and reports the server's resident memory (VmRSS after the queries,
+VmHWM its high-water mark).
 
 `onnx` needs a model: `LCG_EMBEDDING_MODEL_PATH` (a directory), or one pulled with `lcg models
 pull`. `--calibrate` adds, per embedder, the distribution of cosine similarities between each
@@ -239,12 +244,60 @@ def scripted_responder(articles: list[dict[str, Any]]) -> Callable[[dict[str, An
     return respond
 
 
+def _serve_rss(home: Path) -> dict[str, Any]:
+    """`lcg serve` on `home` (the child's embedder settings): RSS after every judged query."""
+    from service import Conn, _rss_kb
+
+    sock_dir = Path(tempfile.mkdtemp(dir="/tmp", prefix="lcg-rel-"))
+    sock = sock_dir / "s.sock"
+    env = {**os.environ, "LCG_HOME": str(home), "LCG_EXTRACTOR": "heuristic"}
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lcg.cli", "serve", "--socket", str(sock)],
+        cwd=home.parent,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                conn = Conn(sock)
+                if conn.call("health_check", {})["result"]["state"] == "healthy":
+                    break
+                conn.close()
+            except (OSError, KeyError, ValueError):
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit("lcg serve did not become healthy")
+            time.sleep(0.1)
+        healthy_s = time.perf_counter() - started
+        rss_healthy = _rss_kb(proc.pid)
+        for q in QUERIES:
+            conn.call("knowledge_find_entities", {"query": q.text})
+            conn.call("knowledge_search_passages", {"query": q.text})
+        conn.close()
+        rss = _rss_kb(proc.pid)
+        return {
+            "healthy_after_s": round(healthy_s, 2),
+            "rss_mb_healthy": round(rss_healthy.get("VmRSS", 0) / 1024, 1),
+            "rss_mb_after_queries": round(rss.get("VmRSS", 0) / 1024, 1),
+            "rss_mb_high_water": round(rss.get("VmHWM", 0) / 1024, 1),
+        }
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def _count(engine: Any, label: str) -> int:
     with engine.store.read() as conn:
         return int(conn.rows(f"MATCH (n:{label}) RETURN count(*)")[0][0])
 
 
-def child(embedder: str, articles: int, calibrate: bool, extraction: str) -> dict[str, Any]:
+def child(
+    embedder: str, articles: int, calibrate: bool, extraction: str, serve_rss: bool = False
+) -> dict[str, Any]:
     os.environ["LCG_EXTRACTOR"] = "heuristic" if extraction == "heuristic" else "llm"
     os.environ["LCG_EMBEDDER"] = embedder
     from lcg import open_engine
@@ -287,9 +340,11 @@ def child(embedder: str, articles: int, calibrate: bool, extraction: str) -> dic
             }
             if calibrate:
                 out["calibration"] = _calibrate(engine)
-            return out
         finally:
             engine.close()
+        if serve_rss:
+            out["serve"] = _serve_rss(settings.home)
+        return out
 
 
 def main() -> None:
@@ -298,15 +353,20 @@ def main() -> None:
     parser.add_argument("--articles", type=int, default=228)
     parser.add_argument("--calibrate", action="store_true")
     parser.add_argument("--extraction", choices=("scripted", "heuristic"), default="scripted")
+    parser.add_argument("--serve-rss", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.articles, args.calibrate, args.extraction)))
+        print(
+            json.dumps(
+                child(args.child, args.articles, args.calibrate, args.extraction, args.serve_rss)
+            )
+        )
         return
     runs = []
     for name in args.embedders.split(","):
         cmd = [sys.executable, __file__, "--child", name, "--articles", str(args.articles)]
-        cmd += ["--extraction", args.extraction]
+        cmd += ["--extraction", args.extraction] + (["--serve-rss"] if args.serve_rss else [])
         if args.calibrate:
             cmd.append("--calibrate")
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
