@@ -61,6 +61,9 @@ def test_onnx_vectors_match_sentence_transformers(model_dir: Path, tmp_path: Pat
     # Batching and ordering do not change a text's vector.
     one_by_one = np.stack([onnx.embed([t])[0] for t in TEXTS])
     assert float(np.abs(one_by_one - ours).max()) < 1e-4
+    # Many texts: batches run on the worker pool, each row still lands in its place.
+    many = onnx.embed(TEXTS * 25)
+    assert float(np.abs(many - np.tile(theirs, (25, 1))).max()) < 1e-4
 
 
 @needs_model
