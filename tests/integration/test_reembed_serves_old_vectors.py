@@ -20,6 +20,7 @@ from click.testing import CliRunner  # noqa: TID251  drives `lcg models reembed`
 
 from lcg import Engine, Settings, open_engine
 from lcg.cli.main import cli
+from lcg.embedding import stamp
 from lcg.embedding.hashing import HashEmbedder
 from lcg.engine import EpisodeCommit
 from lcg.models import Entity, Episode
@@ -156,5 +157,31 @@ def test_lcg_models_reembed_re_embeds_the_workspace_with_the_model_in_use(
     try:
         status = anyio.run(dispatch, engine, "knowledge_status", {})
         assert status["embedding_model_status"] == "ok"
+    finally:
+        engine.close()
+
+
+async def test_an_old_model_that_cannot_load_here_leaves_search_on_the_model_in_use(
+    tmp_path: Path,
+) -> None:
+    engine = open_engine(_settings(tmp_path), embedder=HashEmbedder(384))
+    try:
+        await _populate(engine, "g1", 5)
+        # As if an endpoint's model had embedded the group: nothing here can load it.
+        value = '{"dim": 384, "model": "remote-model"}'
+        await dispatch(
+            engine,
+            "knowledge_query_cypher",
+            {"query": f"MERGE (m:Meta {{key: '{stamp.stamp_key('g1')}'}}) SET m.value = '{value}'"},
+        )
+    finally:
+        engine.close()
+    engine = open_engine(_settings(tmp_path), embedder=HashEmbedder(256))
+    try:
+        status = await dispatch(engine, "knowledge_status", {})
+        assert status["embedding_model_status"] == "mismatch"
+        assert engine.search_index.embed_query("moon").shape == (256,)
+        found = await dispatch(engine, "knowledge_find_entities", {"query": "Entity 3"})
+        assert "Entity 3" in [n["name"] for n in found["nodes"]]
     finally:
         engine.close()

@@ -14,7 +14,7 @@ from lcg.embedding.cache import CachedEmbedder
 from lcg.embedding.fastembed_provider import fastembed_installed
 from lcg.embedding.hashing import HashEmbedder
 from lcg.embedding.http import HttpEmbedder, embeddings_url
-from lcg.embedding.select import build_embedder, select_embedder
+from lcg.embedding.select import build_embedder, embedder_for_stamp, select_embedder
 from lcg.embedding.sentence_transformers_provider import (
     model_package_installed,
     sentence_transformers_installed,
@@ -158,3 +158,14 @@ def test_a_real_sentence_transformers_model_loads_from_the_model_package(tmp_pat
     vectors = embedder.embed(["Apollo 13 mission", "the Apollo 13 flight", "a recipe for bread"])
     assert vectors.shape == (3, 384)
     assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2])
+
+
+def test_the_stamped_model_is_rebuilt_only_when_it_loads_offline(tmp_path: Path) -> None:
+    settings = Settings.for_home(tmp_path / ".lcg", embedder="hash", models_dir=str(tmp_path / "m"))
+    old = embedder_for_stamp(settings, "hash-ngram-v2-384", 384)
+    assert old is not None and old.identity.model == "hash-ngram-v2-384"
+    assert old.identity.dim == 384 and old.embed(["Apollo"]).shape == (1, 384)
+    # A dimension the stamp does not match, an endpoint's model, a model not in the cache.
+    assert embedder_for_stamp(settings, "hash-ngram-v2-384", 256) is None
+    assert embedder_for_stamp(settings, "text-embedding-3-small", 1536) is None
+    assert embedder_for_stamp(settings, "all-MiniLM-L6-v2", 384) is None
