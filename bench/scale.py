@@ -1,0 +1,356 @@
+"""Benchmark lcg at 10k / 100k / 1M facts side by side; prints one JSON object.
+
+    python bench/scale.py [--sizes 10000] [--embedder hash|synthetic] [--cache DIR]
+                          [--articles 30] [--queries 100]
+
+A size N is a workspace of one group (`scale`) with N/2 entities, N facts (a tenth of them
+superseded: the old fact ended when its successor, same subject and predicate, began) and N/10
+episodes mentioning 4 entities each, over ten years of valid time. It is written as WAL files in
+the engine's record format (words from bench/search.py's Zipf vocabulary) and built by a cold
+open, i.e. a bulk replay with no database: that build is the "rebuild from the WAL" figure
+(operations/s end to end, embedding every text included). Built workspaces are cached under
+`--cache` (default /work/scale-cache, outside the repository) and reused by later runs: the 1M
+build is the expensive part. `--embedder synthetic` uses dense 384-dimension vectors (the hash
+embedder's vectors through a fixed random rotation, not lexical-only) to stand in for a model's.
+
+Each size is then measured in a fresh process (so its memory is its own):
+- `open_s`: open of the existing workspace until `knowledge_health` says healthy (catch-up, name
+  index, search index warm), and RSS after it;
+- ingest: `--articles` Apollo articles through `knowledge_process_chunk` into a group of their
+  own (`apollo-<run>`), the scripted LLM in its own process as bench/ingest.py; engine time
+  (lcg's `timings.engine_s`) of the first episode after open, median and p95;
+- p50/p95 of `knowledge_find_entities`, `knowledge_find_relationships` (queries of 1-3 words of
+  the vocabulary), `knowledge_get_context` (budget 4000, hops 1 and 2), and the temporal reads:
+  `knowledge_list_relationships` `as_of` (1000 results), `knowledge_get_changes` over one week
+  (1000 results, the first page), `knowledge_get_entity_timeline` of random entities;
+- RSS at the end and the process's peak RSS.
+
+The machine's load average is printed: the figures assume an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+from ingest import _chunk, _pct, articles, llm_server
+from lcg import Settings, open_engine
+from lcg.admin import status as admin_status
+from lcg.embedding.base import EmbedderIdentity, Vectors
+from lcg.embedding.hashing import HashEmbedder
+from lcg.engine.kernel import Engine
+from lcg.extraction.providers.openai_compat import OpenAICompatProvider
+from lcg.extraction.select import set_llm_client
+from lcg.models import Entity, Episode, Fact
+from lcg.service.registry import dispatch
+from lcg.wal.records import Op, entity_op, episode_op, fact_op
+from lcg.wal.writer import Wal
+from search import Text, pct, rss_mb
+
+GROUP = "scale"
+BATCH = 2000
+BASE = datetime(2016, 1, 1, tzinfo=UTC)
+SPAN = timedelta(days=3650)
+DEFAULT_CACHE = Path("/work/scale-cache")
+
+
+class SyntheticEmbedder:
+    """Dense 384-dimension vectors standing in for a model's: the hash embedder's vectors turned
+    by a fixed random rotation (deterministic, fast, and not sparse like the hash vectors)."""
+
+    def __init__(self, dim: int = 384) -> None:
+        self._hash = HashEmbedder(dim)
+        q, _ = np.linalg.qr(np.random.default_rng(384).standard_normal((dim, dim)))
+        self._rotation = q.astype(np.float32)
+        self._identity = EmbedderIdentity(model=f"synthetic-dense-{dim}", dim=dim)
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return self._identity
+
+    def embed(self, texts: list[str]) -> Vectors:
+        return np.asarray(self._hash.embed(texts) @ self._rotation, dtype=np.float32)
+
+
+def embedder_for(name: str) -> HashEmbedder | SyntheticEmbedder:
+    return HashEmbedder() if name == "hash" else SyntheticEmbedder()
+
+
+def entity_uuid(i: int) -> str:
+    return str(uuid.UUID(int=(1 << 100) + i))
+
+
+def _ops(n_facts: int, text: Text) -> Iterator[Op]:
+    """The workspace's operations, generated lazily (a 1M build never holds them all)."""
+    rng = text.rng
+    n_entities = n_facts // 2
+    for i in range(n_entities):
+        yield entity_op(
+            Entity(
+                entity_uuid(i),
+                GROUP,
+                f"{' '.join(text.words_(2)).title()} {i}",
+                ("Entity", rng.choice(["Person", "Place", "Thing", "Org"])),
+                text.sentence(14),
+                created_at=BASE,
+            )
+        )
+    superseded = n_facts // 10
+    base_facts = n_facts - superseded
+    step = SPAN / base_facts
+    serial = 0
+
+    def fact(src: int, name: str, at: datetime, ended: datetime | None) -> Fact:
+        nonlocal serial
+        serial += 1
+        return Fact(
+            str(uuid.UUID(int=(2 << 100) + serial)),
+            GROUP,
+            entity_uuid(src),
+            entity_uuid(rng.randrange(n_entities)),
+            name,
+            text.sentence(12),
+            valid_at=at,
+            invalid_at=ended,
+            expired_at=ended,
+            created_at=at,
+        )
+
+    every = max(1, base_facts // max(1, superseded))
+    for i in range(base_facts):
+        src = rng.randrange(n_entities)
+        name = rng.choice(["WORKS_WITH", "LOCATED_IN", "PART_OF", "OWNS", "LEADS", "USES"])
+        at = BASE + step * i
+        if i % every == 0 and serial < 2 * superseded:
+            later = at + timedelta(days=rng.randint(1, 60))
+            yield fact_op(fact(src, name, at, later))
+            yield fact_op(fact(src, name, later, None))
+        else:
+            yield fact_op(fact(src, name, at, None))
+    n_episodes = n_facts // 10
+    for i in range(n_episodes):
+        at = BASE + SPAN * (i / n_episodes)
+        ep = Episode(
+            str(uuid.UUID(int=(3 << 100) + i)),
+            GROUP,
+            f"chunk-{i}",
+            text.sentence(60),
+            source_description=f"notes/{i}.md",
+            created_at=at,
+            valid_at=at,
+        )
+        yield episode_op(ep)
+        mentioned = list(dict.fromkeys(entity_uuid(rng.randrange(n_entities)) for _ in range(4)))
+        yield Op("mentions.add", {"episode": ep.uuid, "entities": mentioned})
+
+
+def write_wal(settings: Settings, n_facts: int) -> int:
+    """Write the workspace's WAL; the number of operations."""
+    wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
+    count = 0
+    batch: list[Op] = []
+    for op in _ops(n_facts, Text(random.Random(n_facts))):
+        batch.append(op)
+        if len(batch) == BATCH:
+            wal.append(GROUP, batch)
+            count += len(batch)
+            batch = []
+    if batch:
+        wal.append(GROUP, batch)
+        count += len(batch)
+    wal.close()
+    return count
+
+
+def settings_for(home: Path) -> Settings:
+    return Settings.for_home(home, embedder="hash")
+
+
+def build(root: Path, n_facts: int, embedder: str) -> dict[str, Any]:
+    """The cached workspace of `n_facts` (built now if absent): its build figures."""
+    done = root / "build.json"
+    if done.exists():
+        return dict(json.loads(done.read_text()))
+    shutil.rmtree(root, ignore_errors=True)
+    home = root / "home"
+    settings = settings_for(home)
+    started = time.perf_counter()
+    ops = write_wal(settings, n_facts)
+    wal_s = time.perf_counter() - started
+    started, cpu = time.perf_counter(), time.process_time()
+    engine = open_engine(settings, embedder=embedder_for(embedder))
+    rebuild_s = time.perf_counter() - started
+    rebuild_cpu_s = time.process_time() - cpu
+    engine.close()
+    figures = {
+        "wal_operations": ops,
+        "wal_write_s": round(wal_s, 1),
+        "rebuild_s": round(rebuild_s, 1),
+        "rebuild_ops_per_s": round(ops / rebuild_s),
+        "rebuild_cpu_s": round(rebuild_cpu_s, 1),
+        "rebuild_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "built": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    done.write_text(json.dumps(figures))
+    return figures
+
+
+def _stats(seconds: list[float]) -> dict[str, float]:
+    return {"p50_ms": pct(seconds, 0.5), "p95_ms": pct(seconds, 0.95)}
+
+
+async def _timed(engine: Engine, method: str, params: list[dict[str, Any]]) -> dict[str, float]:
+    for p in params[:3]:  # warm-up
+        await dispatch(engine, method, p)
+    out = []
+    for p in params:
+        started = time.perf_counter()
+        await dispatch(engine, method, p)
+        out.append(time.perf_counter() - started)
+    return _stats(out)
+
+
+async def _ingest(engine: Engine, group: str, count: int) -> dict[str, Any]:
+    engine_s: list[float] = []
+    with llm_server(0.0) as server:
+        set_llm_client(engine, OpenAICompatProvider(base_url=server.url, model="scripted"))
+        for i, article in enumerate(articles(count)):
+            params = {**_chunk(i, article), "group_id": group}
+            result = await dispatch(engine, "knowledge_process_chunk", params)
+            engine_s.append(result["timings"]["engine_s"])
+    return {
+        "articles": len(engine_s),
+        "first_ms": round(engine_s[0] * 1000, 2),
+        "median_ms": round(statistics.median(engine_s) * 1000, 2),
+        "p95_ms": round(_pct(engine_s, 0.95) * 1000, 2),
+    }
+
+
+async def _reads(engine: Engine, n_facts: int, queries: int) -> dict[str, Any]:
+    text = Text(random.Random(7))
+    rng = text.rng
+    qs = [{"query": " ".join(text.words_(rng.randint(1, 3)))} for _ in range(queries)]
+    out: dict[str, Any] = {}
+    for method in ("knowledge_find_entities", "knowledge_find_relationships"):
+        out[method] = await _timed(engine, method, qs)
+    for hops in (1, 2):
+        ps = [{**q, "token_budget": 4000, "hops": hops} for q in qs[: max(10, queries // 5)]]
+        out[f"knowledge_get_context_hops{hops}"] = await _timed(engine, "knowledge_get_context", ps)
+
+    def when(fraction: float) -> str:
+        return (BASE + SPAN * fraction).isoformat()
+
+    fractions = [rng.random() * 0.95 for _ in range(max(10, queries // 5))]
+    groups = [GROUP]
+    out["as_of_list"] = await _timed(
+        engine,
+        "knowledge_list_relationships",
+        [{"group_ids": groups, "as_of": when(f), "num_results": 1000} for f in fractions],
+    )
+    week = timedelta(days=7) / SPAN
+    out["changes_one_week"] = await _timed(
+        engine,
+        "knowledge_get_changes",
+        [{"group_ids": groups, "since": when(f), "until": when(f + week)} for f in fractions],
+    )
+    n_entities = n_facts // 2
+    out["entity_timeline"] = await _timed(
+        engine,
+        "knowledge_get_entity_timeline",
+        [{"entity_uuid": entity_uuid(rng.randrange(n_entities))} for _ in fractions],
+    )
+    return out
+
+
+def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: int) -> None:
+    """One size, in this (fresh) process: prints its JSON."""
+    settings = settings_for(root / "home")
+    started, cpu = time.perf_counter(), time.process_time()
+    engine = open_engine(settings, embedder=embedder_for(embedder))
+    health = anyio.run(admin_status.health, engine)
+    out: dict[str, Any] = {"open_s": round(time.perf_counter() - started, 2)}
+    out["open_cpu_s"] = round(time.process_time() - cpu, 2)  # the machine is shared
+    out["healthy"] = health["healthy"]
+    out["rss_mb_after_open"] = rss_mb()
+    try:
+        out["ingest_engine"] = anyio.run(_ingest, engine, f"apollo-{os.getpid()}", n_articles)
+        out["reads"] = anyio.run(_reads, engine, n_facts, queries)
+        status = anyio.run(admin_status.status, engine)
+        out["graph"] = {
+            "entities": status["entity_count"],
+            "facts": status["relationship_count"],
+            "episodes": status["episode_count"],
+        }
+        out["rss_mb_end"] = rss_mb()
+        out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    finally:
+        engine.close()
+    print(json.dumps(out))
+
+
+def label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000", help="fact counts, comma-separated")
+    parser.add_argument("--embedder", choices=["hash", "synthetic"], default="hash")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--articles", type=int, default=30)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--build-only", action="store_true", help="build the workspaces, no runs")
+    parser.add_argument("--measure", type=int, help=argparse.SUPPRESS)  # the child process
+    args = parser.parse_args()
+    if args.measure:
+        root = args.cache / f"{args.embedder}-{args.measure}"
+        measure(root, args.measure, args.embedder, args.articles, args.queries)
+        return
+    started = time.perf_counter()
+    sizes: dict[str, Any] = {}
+    for n in (int(s) for s in args.sizes.split(",")):
+        root = args.cache / f"{args.embedder}-{n}"
+        row: dict[str, Any] = {"build": build(root, n, args.embedder)}
+        if not args.build_only:
+            command = [sys.executable, __file__, "--measure", str(n), "--embedder", args.embedder]
+            command += ["--cache", str(args.cache), "--articles", str(args.articles)]
+            child = subprocess.run(
+                [*command, "--queries", str(args.queries)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            row.update(json.loads(child.stdout.strip().splitlines()[-1]))
+        sizes[label(n)] = row
+    print(
+        json.dumps(
+            {
+                "bench": "scale",
+                "embedder": args.embedder,
+                "sizes": sizes,
+                "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+                "total_s": round(time.perf_counter() - started, 1),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
