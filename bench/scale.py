@@ -24,6 +24,8 @@ Each size is then measured in a fresh process (so its memory is its own):
   `knowledge_list_relationships` `as_of` (1000 results), `knowledge_get_changes` over one week
   (1000 results, the first page), `knowledge_get_entity_timeline` of random entities;
 - RSS at the end and the process's peak RSS.
+With `--serve`, `lcg serve` is also started on each workspace (hash embedder only) and on one of
+the 228 Apollo articles (ingested once, cached): its RSS once healthy and after a few reads.
 
 The machine's load average is printed: the figures assume an otherwise idle machine.
 """
@@ -39,6 +41,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -62,6 +65,7 @@ from lcg.service.registry import dispatch
 from lcg.wal.records import Op, entity_op, episode_op, fact_op
 from lcg.wal.writer import Wal
 from search import Text, pct, rss_mb
+from service import Conn, _rss_kb
 
 GROUP = "scale"
 BATCH = 2000
@@ -304,6 +308,60 @@ def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: i
     print(json.dumps(out))
 
 
+def apollo_home(cache: Path, count: int = 228) -> Path:
+    """A cached workspace with the first `count` Apollo articles ingested (hash embedder)."""
+    root = cache / f"apollo-{count}"
+    if not (root / "built").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        engine = open_engine(settings_for(root / "home"))
+        try:
+            anyio.run(_ingest, engine, "default", count)
+        finally:
+            engine.close()
+        (root / "built").write_text("ok")
+    return root / "home"
+
+
+def serve_rss(home: Path) -> dict[str, Any]:
+    """RSS of `lcg serve` on `home` once healthy, and after a few searches and context reads."""
+    sock = Path(tempfile.mkdtemp(prefix="lcg-scale-")) / "s.sock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LCG_")}
+    env.update(LCG_HOME=str(home), LCG_EMBEDDER="hash")
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lcg.cli", "serve", "--socket", str(sock)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while True:
+            try:
+                conn = Conn(sock)
+                if conn.call("health_check", {})["result"]["state"] == "healthy":
+                    break
+                conn.close()
+            except (OSError, KeyError):
+                pass
+            if proc.poll() is not None or time.perf_counter() - started > 900:
+                raise SystemExit("lcg serve did not become healthy")
+            time.sleep(0.1)
+        out: dict[str, Any] = {"healthy_s": round(time.perf_counter() - started, 2)}
+        out["rss_mb_healthy"] = round(_rss_kb(proc.pid)["VmRSS"] / 1024, 1)
+        for query in ("lunar module crew", "launch guidance", "orbit"):
+            conn.call("knowledge_find_entities", {"query": query})
+            conn.call("knowledge_find_relationships", {"query": query})
+            conn.call("knowledge_get_context", {"query": query, "token_budget": 4000})
+        rss = _rss_kb(proc.pid)
+        out["rss_mb_after_reads"] = round(rss["VmRSS"] / 1024, 1)
+        out["rss_mb_high_water"] = round(rss["VmHWM"] / 1024, 1)
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return out
+
+
 def label(n: int) -> str:
     return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k"
 
@@ -316,6 +374,11 @@ def main() -> None:
     parser.add_argument("--articles", type=int, default=30)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--build-only", action="store_true", help="build the workspaces, no runs")
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="also RSS of `lcg serve` on each workspace (hash embedder) and on 228 Apollo articles",
+    )
     parser.add_argument("--measure", type=int, help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
     if args.measure:
@@ -337,7 +400,11 @@ def main() -> None:
                 text=True,
             )
             row.update(json.loads(child.stdout.strip().splitlines()[-1]))
+        if args.serve and args.embedder == "hash":
+            row["lcg_serve"] = serve_rss(root / "home")
         sizes[label(n)] = row
+    if args.serve:
+        sizes["apollo_228_articles"] = {"lcg_serve": serve_rss(apollo_home(args.cache))}
     print(
         json.dumps(
             {
