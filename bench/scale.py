@@ -21,8 +21,8 @@ Each size is then measured in a fresh process (so its memory is its own):
   (lcg's `timings.engine_s`) of the first episode after open, median and p95;
 - p50/p95 of `knowledge_find_entities`, `knowledge_find_relationships` (queries of 1-3 words of
   the vocabulary), `knowledge_get_context` (budget 4000, hops 1 and 2), and the temporal reads:
-  `knowledge_list_relationships` `as_of` (1000 results), `knowledge_get_changes` over one week
-  (1000 results, the first page), `knowledge_get_entity_timeline` of random entities;
+  `knowledge_list_relationships` `as_of` and `knowledge_get_changes` over one week, a page of
+  `PAGE` (100) results each, and `knowledge_get_entity_timeline` of random entities;
 - RSS at the end and the process's peak RSS.
 With `--serve`, `lcg serve` is also started on each workspace (hash embedder only) and on one of
 the 228 Apollo articles (ingested once, cached): its RSS once healthy and after a few reads.
@@ -72,6 +72,7 @@ BATCH = 2000
 BASE = datetime(2016, 1, 1, tzinfo=UTC)
 SPAN = timedelta(days=3650)
 DEFAULT_CACHE = Path("/work/scale-cache")
+PAGE = 100  # results per page of the temporal lists (`num_results`)
 
 
 class SyntheticEmbedder:
@@ -265,13 +266,16 @@ async def _reads(engine: Engine, n_facts: int, queries: int) -> dict[str, Any]:
     out["as_of_list"] = await _timed(
         engine,
         "knowledge_list_relationships",
-        [{"group_ids": groups, "as_of": when(f), "num_results": 1000} for f in fractions],
+        [{"group_ids": groups, "as_of": when(f), "num_results": PAGE} for f in fractions],
     )
     week = timedelta(days=7) / SPAN
     out["changes_one_week"] = await _timed(
         engine,
         "knowledge_get_changes",
-        [{"group_ids": groups, "since": when(f), "until": when(f + week)} for f in fractions],
+        [
+            {"group_ids": groups, "since": when(f), "until": when(f + week), "num_results": PAGE}
+            for f in fractions
+        ],
     )
     n_entities = n_facts // 2
     out["entity_timeline"] = await _timed(
