@@ -200,7 +200,8 @@ class Partition:
             self._doc_len[start:need] = lengths
             for kind in self._kinds:
                 if bulk and start == 0 and vectors is not None and kind in vectors:
-                    # A bulk load into an empty partition adopts the caller's (fresh) arrays.
+                    # A bulk load into an empty partition adopts the caller's (fresh) arrays,
+                    # spare rows after the m documents included.
                     mat: Vecs = np.ascontiguousarray(vectors[kind][0], dtype=np.float32)
                     has: Mask = np.asarray(vectors[kind][1], dtype=bool)
                 else:
@@ -288,8 +289,7 @@ class Partition:
         self._pos = {u: i for i, u in enumerate(self._uuids)}
         self._alive = np.ones(len(keep), dtype=bool)
         self._doc_len = self._doc_len[keep]
-        if len(keep) == n:  # nothing dead: trim instead of copying (appends reallocate)
-            self._vectors = {k: m[:n] for k, m in self._vectors.items()}
+        if len(keep) == n:  # nothing dead: no copy, and the vectors keep their spare rows
             self._has = {k: m[:n] for k, m in self._has.items()}
             self._columns = {k: c[:n] for k, c in self._columns.items()}
         else:

@@ -127,8 +127,7 @@ def facts_around(
     # rows afterwards halved facts_around (bench/scale.py: 64 keys 748 -> 366 ms CPU at 100k).
     one = f"MATCH (:Entity {{uuid: $u}})-[:RELATES_TO]-(f:Fact) {_where(clause)} RETURN f.uuid"
     many = (
-        "MATCH (e:Entity)-[:RELATES_TO]-(f:Fact) "
-        f"{_where('e.uuid IN $keys', clause)} RETURN f.uuid"
+        f"MATCH (e:Entity)-[:RELATES_TO]-(f:Fact) {_where('e.uuid IN $keys', clause)} RETURN f.uuid"
     )
     found = conn.point_rows(one, many, keys, params, table="Entity")
     uuids = list(dict.fromkeys(row[0] for row in found))
