@@ -192,7 +192,8 @@ def build(root: Path, n_facts: int, embedder: str) -> dict[str, Any]:
     done = root / "build.json"
     if done.exists():
         return dict(json.loads(done.read_text()))
-    shutil.rmtree(root, ignore_errors=True)
+    if root.exists():
+        raise SystemExit(f"{root}: an unfinished build (still running, or interrupted: delete it)")
     home = root / "home"
     settings = settings_for(home)
     started = time.perf_counter()
