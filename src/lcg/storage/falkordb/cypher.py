@@ -1,0 +1,380 @@
+"""The Cypher lcg runs on FalkorDB: one group's graph, the statements of each semantic operation,
+and the row decoders. Pure functions (no client), so they can be read and tested alone.
+
+Every operation is written to have the effect `lcg.storage.graph.apply_ops` has on Kuzu, as
+statements that run in order inside one MULTI/EXEC with no reads in between (the state each one
+needs is matched in Cypher when it runs):
+
+- `entity.upsert`, `episode.add`: `MERGE` by uuid and set every column (last row of a uuid wins);
+- `fact.upsert`: `MERGE` by uuid, marking the facts that are new or whose endpoints changed; only
+  those lose their hops and get new ones to the endpoints that exist (a fact whose endpoints are
+  unchanged keeps its hops, as on Kuzu);
+- `fact.invalidate`, `episode.delete` (and its embedding rows), `mentions.add` (once each),
+  `group.purge` (every row of the group; the graph's position stays);
+- `cypher.exec` (raw Kuzu Cypher from the WAL) is refused: its text is Kuzu's dialect.
+
+Unlike Kuzu, FalkorDB's `UNWIND ... MATCH` by an indexed key is an index lookup per row, so
+batches need none of the one-statement-per-row paths of the Kuzu code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lcg.errors import StorageError
+from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.storage.falkordb.keys import from_micros, to_micros
+from lcg.timeutil import from_wal
+from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
+
+__all__ = [
+    "ENTITY_COLS",
+    "EPISODE_COLS",
+    "FACT_COLS",
+    "HOPS",
+    "INDEXES",
+    "Statement",
+    "embedding_statements",
+    "entity",
+    "episode",
+    "fact",
+    "guarded",
+    "op_statements",
+]
+
+Statement = tuple[str, dict[str, Any]]
+
+# Range indexes every group graph gets when it is created (FalkorDB answers "already indexed"
+# for an existing one).
+INDEXES = (
+    "CREATE INDEX FOR (x:Entity) ON (x.uuid)",
+    "CREATE INDEX FOR (x:Fact) ON (x.uuid)",
+    "CREATE INDEX FOR (x:Episode) ON (x.uuid)",
+    "CREATE INDEX FOR (x:Embedding) ON (x.key)",
+    "CREATE INDEX FOR (x:Meta) ON (x.key)",
+)
+# The group's position: how many WAL lines (seq 0 .. position-1) the graph holds.
+POSITION_NODE = "LcgPosition"
+ENSURE_POSITION = f"MERGE (p:{POSITION_NODE}) ON CREATE SET p.pos = 0"
+_GUARD = f"MATCH (lcg_guard:{POSITION_NODE}) WHERE lcg_guard.pos = $lcg_pos WITH lcg_guard "
+ADVANCE = f"MATCH (p:{POSITION_NODE}) WHERE p.pos = $lcg_pos SET p.pos = $lcg_next"
+
+ENTITY_COLS = (
+    "e.uuid, e.group_id, e.name, e.labels, e.summary, e.attributes, e.created_at, e.merged_into"
+)
+FACT_COLS = (
+    "f.uuid, f.group_id, f.source_uuid, f.target_uuid, f.name, f.fact, f.relation_type, "
+    "f.attributes, f.episodes, f.valid_at, f.invalid_at, f.created_at, f.expired_at"
+)
+EPISODE_COLS = (
+    "ep.uuid, ep.group_id, ep.name, ep.content, ep.source, ep.source_description, "
+    "ep.source_file, ep.chunk_id, ep.created_at, ep.valid_at"
+)
+HOPS = "(a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity)"
+
+
+def guarded(statement: Statement, position: int) -> Statement:
+    """`statement` made to run only while the group is at `position` (the optimistic check)."""
+    query, params = statement
+    return _GUARD + query, {**params, "lcg_pos": position}
+
+
+# -- rows -------------------------------------------------------------------------------------
+
+
+def entity(row: Sequence[Any]) -> Entity:
+    return Entity(
+        uuid=row[0],
+        group_id=row[1],
+        name=row[2] or "",
+        labels=tuple(row[3] or ()),
+        summary=row[4] or "",
+        attributes=row[5] or "{}",
+        created_at=from_micros(row[6]),
+        merged_into=row[7],
+    )
+
+
+def fact(row: Sequence[Any]) -> Fact:
+    return Fact(
+        uuid=row[0],
+        group_id=row[1],
+        source_uuid=row[2] or "",
+        target_uuid=row[3] or "",
+        name=row[4] or "",
+        fact=row[5] or "",
+        relation_type=row[6],
+        attributes=row[7] or "{}",
+        episodes=tuple(row[8] or ()),
+        valid_at=from_micros(row[9]),
+        invalid_at=from_micros(row[10]),
+        created_at=from_micros(row[11]),
+        expired_at=from_micros(row[12]),
+    )
+
+
+def episode(row: Sequence[Any]) -> Episode:
+    return Episode(
+        uuid=row[0],
+        group_id=row[1],
+        name=row[2] or "",
+        content=row[3] or "",
+        source=row[4] or "text",
+        source_description=row[5] or "",
+        source_file=row[6] or "",
+        chunk_id=row[7] or "",
+        created_at=from_micros(row[8]),
+        valid_at=from_micros(row[9]),
+    )
+
+
+def entity_row(e: Entity) -> dict[str, Any]:
+    return {
+        "uuid": e.uuid,
+        "group_id": e.group_id,
+        "name": e.name,
+        "labels": list(e.labels),
+        "summary": e.summary,
+        "attributes": e.attributes,
+        "created_at": to_micros(e.created_at),
+        "merged_into": e.merged_into,
+    }
+
+
+def fact_row(f: Fact) -> dict[str, Any]:
+    return {
+        "uuid": f.uuid,
+        "group_id": f.group_id,
+        "source_uuid": f.source_uuid,
+        "target_uuid": f.target_uuid,
+        "name": f.name,
+        "fact": f.fact,
+        "relation_type": f.relation_type,
+        "attributes": f.attributes,
+        "episodes": list(f.episodes),
+        "valid_at": to_micros(f.valid_at),
+        "invalid_at": to_micros(f.invalid_at),
+        "created_at": to_micros(f.created_at),
+        "expired_at": to_micros(f.expired_at),
+    }
+
+
+def episode_row(ep: Episode) -> dict[str, Any]:
+    return {
+        "uuid": ep.uuid,
+        "group_id": ep.group_id,
+        "name": ep.name,
+        "content": ep.content,
+        "source": ep.source,
+        "source_description": ep.source_description,
+        "source_file": ep.source_file,
+        "chunk_id": ep.chunk_id,
+        "created_at": to_micros(ep.created_at),
+        "valid_at": to_micros(ep.valid_at),
+    }
+
+
+def _set(alias: str, row: dict[str, Any]) -> str:
+    """`alias.col = r.col, ...` for every column of `row` but its key."""
+    return ", ".join(f"{alias}.{col} = r.{col}" for col in row if col not in ("uuid", "key"))
+
+
+def _last_by(rows: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return list({row[key]: row for row in rows}.values())
+
+
+# -- writes -----------------------------------------------------------------------------------
+
+
+def upsert(label: str, rows: Sequence[dict[str, Any]]) -> list[Statement]:
+    """Replace-or-create rows by uuid (within one batch the last row of a uuid wins)."""
+    last = _last_by(rows, "uuid")
+    if not last:
+        return []
+    return [
+        (
+            f"UNWIND $rows AS r MERGE (x:{label} {{uuid: r.uuid}}) SET {_set('x', last[0])}",
+            {"rows": last},
+        )
+    ]
+
+
+def create(label: str, rows: Sequence[dict[str, Any]], key: str = "uuid") -> list[Statement]:
+    """Create rows (their keys must be new), 100 a statement: measured as fast per row as
+    1,000-row batches at a tenth of the latency (docs/server-mode-design.md §4)."""
+    out: list[Statement] = []
+    for i in range(0, len(rows), 100):
+        chunk = list(rows[i : i + 100])
+        out.append(
+            (
+                f"UNWIND $rows AS r CREATE (x:{label} {{{key}: r.{key}}}) SET {_set('x', chunk[0])}",
+                {"rows": chunk},
+            )
+        )
+    return out
+
+
+def upsert_facts(rows: Sequence[dict[str, Any]]) -> list[Statement]:
+    """Replace-or-create facts; new facts and facts whose endpoints changed get their hops (to
+    whichever endpoints exist) rebuilt, the others keep theirs (`graph.upsert_facts`)."""
+    last = _last_by(rows, "uuid")
+    if not last:
+        return []
+    uuids = [r["uuid"] for r in last]
+    moved = "coalesce(x.source_uuid, '') <> r.source_uuid OR coalesce(x.target_uuid, '') <> r.target_uuid"
+    return [
+        (
+            "UNWIND $rows AS r MERGE (x:Fact {uuid: r.uuid}) ON CREATE SET x.lcg_rewire = true "
+            f"ON MATCH SET x.lcg_rewire = ({moved}) SET {_set('x', last[0])}",
+            {"rows": last},
+        ),
+        (
+            "UNWIND $uuids AS u MATCH (:Entity)-[h:RELATES_TO]->(x:Fact {uuid: u}) "
+            "WHERE x.lcg_rewire DELETE h",
+            {"uuids": uuids},
+        ),
+        (
+            "UNWIND $uuids AS u MATCH (x:Fact {uuid: u})-[h:RELATES_TO]->(:Entity) "
+            "WHERE x.lcg_rewire DELETE h",
+            {"uuids": uuids},
+        ),
+        (
+            "UNWIND $uuids AS u MATCH (x:Fact {uuid: u}) WHERE x.lcg_rewire "
+            "MATCH (a:Entity {uuid: x.source_uuid}) CREATE (a)-[:RELATES_TO]->(x)",
+            {"uuids": uuids},
+        ),
+        (
+            "UNWIND $uuids AS u MATCH (x:Fact {uuid: u}) WHERE x.lcg_rewire "
+            "MATCH (b:Entity {uuid: x.target_uuid}) CREATE (x)-[:RELATES_TO]->(b)",
+            {"uuids": uuids},
+        ),
+        (
+            "UNWIND $uuids AS u MATCH (x:Fact {uuid: u}) SET x.lcg_rewire = null",
+            {"uuids": uuids},
+        ),
+    ]
+
+
+def embedding_statements(rows: Sequence[EmbeddingRow]) -> list[Statement]:
+    """Replace-or-create Embedding rows by key (last row of a key wins)."""
+    params = [
+        {
+            "key": r.key,
+            "owner": r.owner,
+            "kind": r.kind,
+            "group_id": r.group_id,
+            "text_hash": r.text_hash,
+        }
+        for r in rows
+    ]
+    last = _last_by(params, "key")
+    if not last:
+        return []
+    return [
+        (
+            f"UNWIND $rows AS r MERGE (x:Embedding {{key: r.key}}) SET {_set('x', last[0])}",
+            {"rows": last},
+        )
+    ]
+
+
+def delete_embeddings(keys: Sequence[str]) -> list[Statement]:
+    unique = list(dict.fromkeys(keys))
+    if not unique:
+        return []
+    return [("UNWIND $keys AS k MATCH (v:Embedding {key: k}) DELETE v", {"keys": unique})]
+
+
+def set_meta(key: str, value: str | None) -> Statement:
+    if value is None:
+        return "MATCH (m:Meta {key: $k}) DELETE m", {"k": key}
+    return "MERGE (m:Meta {key: $k}) SET m.value = $v", {"k": key, "v": value}
+
+
+def _uuid(data: dict[str, Any], key: str = "uuid") -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key} must be a non-empty string")
+    return value
+
+
+def op_statements(group_id: str, ops: Sequence[Op]) -> list[Statement]:
+    """The statements that apply `ops` to the group's graph, in order.
+
+    Raises:
+        ValueError: an operation's data is malformed (nothing is built).
+        StorageError: the operation cannot run on FalkorDB (`cypher.exec`).
+    """
+    out: list[Statement] = []
+    i = 0
+    while i < len(ops):
+        j = i
+        while (
+            j < len(ops)
+            and ops[j].name == ops[i].name
+            and ops[i].name not in ("mentions.add", "group.purge", "cypher.exec")
+        ):
+            j += 1
+        batch = ops[i : max(j, i + 1)]
+        out += _batch(group_id, batch)
+        i += len(batch)
+    return out
+
+
+def _batch(group_id: str, batch: Sequence[Op]) -> list[Statement]:
+    name = batch[0].name
+    if name == "entity.upsert":
+        return upsert("Entity", [entity_row(data_to_entity(op.data, group_id)) for op in batch])
+    if name == "fact.upsert":
+        return upsert_facts([fact_row(data_to_fact(op.data, group_id)) for op in batch])
+    if name == "episode.add":
+        return upsert("Episode", [episode_row(data_to_episode(op.data, group_id)) for op in batch])
+    if name == "fact.invalidate":
+        rows = [
+            {
+                "uuid": _uuid(op.data),
+                "invalid_at": to_micros(from_wal(op.data.get("invalid_at"))),
+                "expired_at": to_micros(from_wal(op.data.get("expired_at"))),
+            }
+            for op in batch
+        ]
+        return [
+            (
+                "UNWIND $rows AS r MATCH (f:Fact {uuid: r.uuid}) "
+                "SET f.invalid_at = r.invalid_at, f.expired_at = r.expired_at",
+                {"rows": rows},
+            )
+        ]
+    if name == "episode.delete":
+        uuids = [_uuid(op.data) for op in batch]
+        return [
+            ("UNWIND $uuids AS u MATCH (ep:Episode {uuid: u}) DETACH DELETE ep", {"uuids": uuids}),
+            *delete_embeddings([f"episode:{u}" for u in uuids]),
+        ]
+    if name == "mentions.add":
+        data = batch[0].data
+        ents = data.get("entities")
+        if not isinstance(ents, list) or not all(isinstance(u, str) for u in ents):
+            raise ValueError("mentions.add: entities must be a list of strings")
+        wanted = list(dict.fromkeys(ents))
+        if not wanted:
+            return []
+        return [
+            (
+                "MATCH (ep:Episode {uuid: $ep}) UNWIND $ents AS u MATCH (e:Entity {uuid: u}) "
+                "MERGE (ep)-[:MENTIONS]->(e)",
+                {"ep": _uuid(data, "episode"), "ents": wanted},
+            )
+        ]
+    if name == "group.purge":
+        return [
+            (f"MATCH (x:{label}) DETACH DELETE x", {})
+            for label in ("Fact", "Entity", "Episode", "Embedding")
+        ]
+    if name == "cypher.exec":
+        raise StorageError(
+            "cypher.exec: raw Cypher operations are Kuzu's dialect and do not run on the "
+            "falkordb backend"
+        )
+    raise ValueError(f"unknown operation {name!r}")

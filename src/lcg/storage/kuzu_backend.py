@@ -1,0 +1,230 @@
+"""The Kuzu backend of the storage protocol (`lcg.storage.backend`): a thin adapter.
+
+It owns no query: every method delegates to the existing functions of `graph`, `history`,
+`bulk`, `search_rows` and `dump` with the connection it wraps, so its behaviour is theirs. The
+`group_id` of meta calls is ignored (one database holds every group, and the keys already name
+their group).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.storage import bulk, dump, graph, history, search_rows
+from lcg.storage.backend import Commit, NameRow
+from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
+from lcg.storage.store import Conn, Store
+from lcg.temporal.filter import TimeFilter
+from lcg.wal.fold import FoldedGroup
+from lcg.wal.records import Op
+
+__all__ = ["KuzuBackend", "KuzuReader", "KuzuWriter"]
+
+
+class KuzuReader:
+    """`GraphReader` over one Kuzu connection."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    def entity_by_uuid(self, uuid: str) -> Entity | None:
+        return graph.entity_by_uuid(self.conn, uuid)
+
+    def entities_by_uuids(self, uuids: Iterable[str]) -> dict[str, Entity]:
+        return graph.entities_by_uuids(self.conn, uuids)
+
+    def facts_by_uuids(self, uuids: Iterable[str]) -> dict[str, Fact]:
+        return graph.facts_by_uuids(self.conn, uuids)
+
+    def episodes_by_uuids(self, uuids: Iterable[str]) -> dict[str, Episode]:
+        return graph.episodes_by_uuids(self.conn, uuids)
+
+    def episode_groups(self, uuids: Sequence[str]) -> dict[str, str]:
+        return graph.episode_groups(self.conn, uuids)
+
+    def entities_in_groups(
+        self, groups: Sequence[str] | None, limit: int | None = None
+    ) -> list[Entity]:
+        return graph.entities_in_groups(self.conn, groups, limit)
+
+    def facts_with_hops(
+        self,
+        groups: Sequence[str] | None = None,
+        uuids: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        return graph.facts_with_hops(self.conn, groups, uuids, limit)
+
+    def find_active_fact(
+        self, group_id: str, source: str, predicate: str, target: str
+    ) -> Fact | None:
+        return graph.find_active_fact(self.conn, group_id, source, predicate, target)
+
+    def neighbor_facts(self, center: str, groups: Sequence[str] | None, limit: int) -> list[Fact]:
+        return graph.neighbor_facts(self.conn, center, groups, limit)
+
+    def provenance(
+        self, entity_uuids: Iterable[str], groups: Sequence[str] | None
+    ) -> dict[str, list[tuple[str, str]]]:
+        return graph.provenance(self.conn, entity_uuids, groups)
+
+    def entities_by_source(
+        self, source: str, groups: Sequence[str] | None, limit: int
+    ) -> list[Entity]:
+        return graph.entities_by_source(self.conn, source, groups, limit)
+
+    def episodes_recent(self, group_id: str, last_n: int) -> list[Episode]:
+        return graph.episodes_recent(self.conn, group_id, last_n)
+
+    def episode_mentions(self, episode_uuids: Sequence[str]) -> dict[str, list[str]]:
+        return graph.episode_mentions(self.conn, episode_uuids)
+
+    def episodes_matching(
+        self,
+        groups: Sequence[str],
+        *,
+        source_file: str | None = None,
+        chunk_id: str | None = None,
+    ) -> list[tuple[str, str]]:
+        return graph.episodes_matching(
+            self.conn, groups, source_file=source_file, chunk_id=chunk_id
+        )
+
+    def name_rows(self) -> list[NameRow]:
+        return graph.name_rows(self.conn)
+
+    def stored_text_hashes(self, keys: Sequence[str]) -> dict[str, str]:
+        return graph.stored_text_hashes(self.conn, keys)
+
+    def facts_at(
+        self,
+        groups: Sequence[str] | None,
+        time: TimeFilter,
+        at: datetime,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        return history.facts_at(self.conn, groups, time, at, limit)
+
+    def neighbor_facts_at(
+        self,
+        center: str,
+        groups: Sequence[str] | None,
+        limit: int,
+        time: TimeFilter,
+        at: datetime,
+    ) -> list[Fact]:
+        return history.neighbor_facts_at(self.conn, center, groups, limit, time, at)
+
+    def fact_changes(
+        self,
+        groups: Sequence[str] | None,
+        since: datetime,
+        until: datetime,
+        entity_uuid: str | None = None,
+    ) -> list[Fact]:
+        return history.fact_changes(self.conn, groups, since, until, entity_uuid)
+
+    def facts_around(
+        self, entity_uuids: Iterable[str], groups: Sequence[str] | None = None
+    ) -> list[Fact]:
+        return history.facts_around(self.conn, entity_uuids, groups)
+
+    def group_ids(self) -> list[str]:
+        return dump.dump_groups(self.conn)
+
+    def entity_columns(self, group_id: str) -> EntityColumns:
+        return search_rows.entity_columns(self.conn, group_id)
+
+    def fact_columns(self, group_id: str, never: int, always: int) -> FactColumns:
+        return search_rows.fact_columns(self.conn, group_id, never, always)
+
+    def episode_columns(self, group_id: str) -> EpisodeColumns:
+        return search_rows.episode_columns(self.conn, group_id)
+
+    def entity_pages(self, group_id: str, size: int = 500) -> Iterator[list[Entity]]:
+        return dump.entity_pages(self.conn, group_id, size)
+
+    def fact_pages(self, group_id: str, size: int = 500) -> Iterator[list[Fact]]:
+        return dump.fact_pages(self.conn, group_id, size)
+
+    def episode_pages(self, group_id: str, size: int = 500) -> Iterator[list[Episode]]:
+        return dump.episode_pages(self.conn, group_id, size)
+
+    def mention_pages(
+        self, group_id: str, size: int = 500
+    ) -> Iterator[list[tuple[str, list[str]]]]:
+        return dump.mention_pages(self.conn, group_id, size)
+
+    def counts(self) -> dict[str, Any]:
+        return graph.counts(self.conn)
+
+    def group_counts(self, group_id: str) -> dict[str, int]:
+        return graph.group_counts(self.conn, group_id)
+
+    def get_meta(self, key: str, group_id: str | None = None) -> str | None:
+        return graph.get_meta(self.conn, key)
+
+    def meta_with_prefix(self, prefix: str, group_id: str | None = None) -> dict[str, str]:
+        return graph.meta_with_prefix(self.conn, prefix)
+
+
+class KuzuWriter(KuzuReader):
+    """`GraphWriter` over the writer connection inside a Kuzu transaction."""
+
+    def apply_ops(self, group_id: str, ops: Sequence[Op]) -> None:
+        graph.apply_ops(self.conn, group_id, ops)
+
+    def put_embeddings(
+        self, rows: Sequence[EmbeddingRow], stored: Collection[str] | None = None
+    ) -> None:
+        graph.put_embeddings(self.conn, rows, stored)
+
+    def delete_embeddings(self, keys: Sequence[str], group_id: str | None = None) -> None:
+        graph.delete_embeddings(self.conn, keys)
+
+    def set_meta(self, key: str, value: str | None, group_id: str | None = None) -> None:
+        graph.set_meta(self.conn, key, value)
+
+    def load_folded(self, folded: FoldedGroup, embeddings: Sequence[EmbeddingRow]) -> None:
+        bulk.load_folded(self.conn, folded, embeddings)
+
+
+class KuzuBackend:
+    """`GraphBackend` over an open `Store` (which the engine may still use directly)."""
+
+    backend = "kuzu"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[KuzuReader]:
+        with self.store.read() as conn:
+            yield KuzuReader(conn)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[KuzuWriter]:
+        with self.store.transaction() as conn:
+            yield KuzuWriter(conn)
+
+    def commit(self, commits: Sequence[Commit]) -> None:
+        """Every commit in one Kuzu transaction: the ops, then the embedding rows and the meta
+        entries of each group (the engine's write lock orders writers, so seqs are not checked;
+        the WAL lines are the engine's files)."""
+        with self.transaction() as tx:
+            for c in (c for c in commits if c.ops):  # no operation: nothing, as in the engine
+                tx.apply_ops(c.group_id, c.ops)
+                tx.put_embeddings(c.put)
+                tx.delete_embeddings(c.delete)
+                for key, value in c.meta.items():
+                    tx.set_meta(key, value)
+
+    def status(self) -> dict[str, Any]:
+        return {"backend": "kuzu", "server": str(self.store.path), "role": "embedded"}
+
+    def close(self) -> None:
+        self.store.close()
