@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -139,7 +140,7 @@ def test_timestamps_round_trip_to_the_microsecond_and_order(backend: GraphBacken
         assert [got[f"e{i}"].created_at for i in range(len(moments))] == [
             m.astimezone(UTC) for m in moments
         ]
-        assert all(got[f"e{i}"].created_at.tzinfo is UTC for i in range(len(moments)))  # type: ignore[union-attr]  # asserted present just above
+        assert all(e.created_at is not None and e.created_at.tzinfo is UTC for e in got.values())
 
 
 def test_fact_hops_follow_moved_endpoints_and_stay_otherwise(backend: GraphBackend) -> None:
@@ -309,6 +310,102 @@ def test_a_failed_transaction_writes_nothing(backend: GraphBackend) -> None:
         assert r.entities_in_groups(None) == []
 
 
+def test_upserts_replace_or_create_and_the_last_row_of_a_uuid_wins(backend: GraphBackend) -> None:
+    """`test_store.test_batched_upserts_keep_replace_or_create_semantics`, through the protocol."""
+    seqs = Seqs()
+    backend.commit([seqs.commit("g", [ent("a", "A"), ent("b", "B", summary="first")])])
+    backend.commit(
+        [
+            seqs.commit(
+                "g",
+                [
+                    ent("b", "B", summary="second"),  # replaced ...
+                    ent("c", "C", summary="early"),  # created ...
+                    ent("c", "C", summary="late"),  # ... and the last row of a uuid wins
+                    ent("b", "B", summary="third"),
+                    ent("d", "D"),
+                    fct("f1", "a", "b"),  # both endpoints exist: both hops
+                    fct("f2", "a", "missing"),  # a missing endpoint: the hop it can
+                    fct("f3", "c", "d", fact="old"),
+                    fct("f3", "c", "d", fact="new"),  # the last row of a uuid wins
+                ],
+            )
+        ]
+    )
+
+    def around(r: GraphReader, *uuids: str) -> list[str]:
+        return sorted(f.uuid for f in r.facts_around(uuids))
+
+    with backend.read() as r:
+        ents = r.entities_by_uuids(["a", "b", "c", "d"])
+        assert {u: e.summary for u, e in ents.items()} == {
+            "a": "",
+            "b": "third",
+            "c": "late",
+            "d": "",
+        }
+        assert r.facts_by_uuids(["f3"])["f3"].fact == "new"
+        assert sorted(f.uuid for f in r.facts_with_hops(["g"])) == ["f1", "f3"]
+        assert (around(r, "a"), around(r, "b"), around(r, "missing")) == (["f1", "f2"], ["f1"], [])
+    # Moved endpoints re-hop; unchanged ones keep theirs.
+    backend.commit([seqs.commit("g", [fct("f1", "c", "d"), fct("f3", "c", "d", fact="newer")])])
+    with backend.read() as r:
+        assert (around(r, "a"), around(r, "b"), around(r, "d")) == (["f2"], [], ["f1", "f3"])
+        assert r.facts_by_uuids(["f3"])["f3"].fact == "newer"
+
+
+def test_keyed_writes_are_replace_or_create_and_idempotent(backend: GraphBackend) -> None:
+    """`test_store.test_keyed_writes_are_replace_or_create_and_idempotent_either_way`, through
+    the protocol: embedding rows by key, mentions once each, a replay changes nothing."""
+
+    def vec(kind: str, owner: str, text_hash: str) -> EmbeddingRow:
+        return EmbeddingRow(kind, owner, "g", text_hash, None)
+
+    seqs = Seqs()
+    episode = Op("episode.add", {"uuid": "ep", "name": "n", "content": "x"})
+    backend.commit(
+        [
+            seqs.commit(
+                "g",
+                [
+                    ent("a", "A"),
+                    ent("b", "B"),
+                    episode,
+                    Op("mentions.add", {"episode": "ep", "entities": ["a"]}),
+                ],
+                put=[vec("entity_name", "a", "h1")],
+            )
+        ]
+    )
+    mentions = [
+        Op("mentions.add", {"episode": "ep", "entities": ["a", "b", "b", "missing"]}),
+        Op("mentions.add", {"episode": "no-such-episode", "entities": ["a"]}),
+    ]
+    puts = [
+        vec("entity_name", "a", "h2"),  # replaced ...
+        vec("entity_name", "b", "early"),  # created ...
+        vec("entity_name", "b", "late"),  # ... the last row of a key wins
+        vec("fact", "f", "hf"),
+    ]
+    backend.commit([seqs.commit("g", mentions, put=puts)])
+    keys = ["entity_name:a", "entity_name:b", "fact:f"]
+    with backend.read() as r:
+        assert r.stored_text_hashes(keys) == {
+            "entity_name:a": "h2",
+            "entity_name:b": "late",
+            "fact:f": "hf",
+        }
+        assert r.episode_mentions(["ep", "no-such-episode"]) == {"ep": ["a", "b"]}
+    # A replay of the same writes changes nothing; deletes skip repeats and absent keys.
+    backend.commit([seqs.commit("g", mentions, put=[vec("fact", "f", "hf")])])
+    with backend.transaction() as tx:
+        tx.put_embeddings([vec("fact", "f", "hf")], {"fact:f", "other"})
+        tx.delete_embeddings(["entity_name:b", "entity_name:b", "absent"], "g")
+    with backend.read() as r:
+        assert r.episode_mentions(["ep"]) == {"ep": ["a", "b"]}
+        assert r.stored_text_hashes(keys) == {"entity_name:a": "h2", "fact:f": "hf"}
+
+
 # -- FalkorDB only: the optimistic check and the stream -----------------------------------------
 
 
@@ -335,6 +432,50 @@ def test_falkordb_commit_with_a_stale_seq_applies_nothing(falkordb_url: str) -> 
     finally:
         one.close()
         two.close()
+
+
+def test_falkordb_writers_racing_on_one_group_lose_nothing_and_duplicate_nothing(
+    falkordb_url: str,
+) -> None:
+    """Three backends (as three processes would) commit to one group at once, each catching
+    up on `GroupMovedError` and retrying: every commit lands once, seqs 0..n-1 without a gap."""
+    from lcg.storage.falkordb.backend import FalkorBackend, FalkorReader
+
+    def position(b: FalkorBackend) -> int:
+        with b.read() as r:
+            assert isinstance(r, FalkorReader)
+            return r.position("g")
+
+    writers = [FalkorBackend(falkordb_url) for _ in range(3)]
+    writers[0].client.flushall()
+    retries = [0] * len(writers)
+
+    def write(i: int) -> None:
+        b = writers[i]
+        for n in range(40):
+            while True:
+                pos = position(b)
+                try:
+                    b.commit([Commit("g", [ent(f"w{i}-{n}", f"W{i} {n}")], pos, pos)])
+                    break
+                except GroupMovedError:
+                    retries[i] += 1
+
+    try:
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(len(writers))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        with writers[0].read() as r:
+            assert len(r.entities_in_groups(["g"])) == 120
+        assert position(writers[0]) == 120
+        entries = writers[0].client.xrange("{lcg:g}:wal")
+        assert [e["first"] for _, e in entries] == [str(n) for n in range(120)]
+        assert sum(retries) > 0  # the writers did race
+    finally:
+        for b in writers:
+            b.close()
 
 
 def test_falkordb_group_keys_share_one_slot_and_encode_braces(falkordb_url: str) -> None:
