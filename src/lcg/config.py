@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -106,6 +107,37 @@ def _origins(text: str) -> str:
         if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
             raise ValueError(f"{origin!r} is not an origin like https://app.example:8080")
     return ",".join(origins)
+
+
+STORAGES = ("kuzu", "falkordb")
+
+
+def _storage(text: str) -> str:
+    value = text.strip().lower()
+    if value not in STORAGES:
+        raise ValueError(f"must be one of: {', '.join(STORAGES)}")
+    return value
+
+
+def _redis_urls(text: str) -> str:
+    """One `redis://host:port` (or `rediss://` for TLS) URL, or a comma list of cluster seeds.
+    A password in a URL is refused (it would show in logs and status): `LCG_FALKORDB_PASSWORD`."""
+    urls = [u.strip() for u in text.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("must be a redis:// or rediss:// URL (or a comma list of them)")
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+            raise ValueError(f"{url!r} is not a redis://host:port or rediss://host:port URL")
+        if parts.password is not None:
+            raise ValueError("put the password in LCG_FALKORDB_PASSWORD, not in the URL")
+        try:
+            parts.port  # noqa: B018  the property raises ValueError on a bad port
+        except ValueError as exc:
+            raise ValueError(f"{url!r}: {exc}") from exc
+    if len({urlsplit(u).scheme for u in urls}) > 1:
+        raise ValueError("every seed must use the same scheme (all redis:// or all rediss://)")
+    return ",".join(urls)
 
 
 @dataclass(frozen=True)
@@ -500,6 +532,37 @@ SETTINGS: tuple[Setting, ...] = (
         str.strip,
         "Extra `Host` header names accepted besides loopback and the bound address.",
     ),
+    # -- server mode (DESIGN §11, issue 19) --
+    Setting(
+        "storage",
+        "LCG_STORAGE",
+        "kuzu",
+        _storage,
+        "Graph store: `kuzu` (embedded, the default) or `falkordb` (a FalkorDB server; needs "
+        "`LCG_FALKORDB_URL` and the `server` extra).",
+    ),
+    Setting(
+        "falkordb_url",
+        "LCG_FALKORDB_URL",
+        None,
+        _redis_urls,
+        "FalkorDB server: `redis://host:port`, `rediss://` for TLS, or a comma list of cluster "
+        "seed nodes.",
+    ),
+    Setting(
+        "falkordb_password",
+        "LCG_FALKORDB_PASSWORD",
+        None,
+        str.strip,
+        "Password (AUTH) of the FalkorDB server; never taken from the URL.",
+    ),
+    Setting(
+        "falkordb_replicas",
+        "LCG_FALKORDB_REPLICAS",
+        0,
+        _int_range(0, 16),
+        "A commit is acknowledged only after this many replicas confirmed it (WAIT).",
+    ),
 )
 
 
@@ -564,6 +627,11 @@ class Settings:
     http_scope: str = "read,write"
     http_cors_origins: str = ""
     http_allowed_hosts: str = ""
+    # -- server mode --
+    storage: str = "kuzu"
+    falkordb_url: str | None = None
+    falkordb_password: str | None = field(default=None, repr=False)
+    falkordb_replicas: int = 0
 
     @property
     def exports(self) -> Path:
@@ -585,6 +653,13 @@ def _raw_value(setting: Setting, env: Mapping[str, str], toml: Mapping[str, Any]
     if setting.name in toml:
         return str(toml[setting.name])
     return None
+
+
+def _shown(setting: Setting, raw: str) -> str:
+    """A raw value as an error message may show it: a password inside a URL is masked."""
+    if setting.name == "falkordb_url":
+        return repr(re.sub(r"(://[^/@,]*?:)[^/@,]*@", r"\1***@", raw))
+    return repr(raw)
 
 
 def load_settings(
@@ -640,8 +715,10 @@ def load_settings(
                 )
                 values[setting.name] = setting.default
             else:
-                raise ConfigError(f"invalid {setting.env}={raw!r}: {exc}") from exc
+                raise ConfigError(f"invalid {setting.env}={_shown(setting, raw)}: {exc}") from exc
 
+    if values.get("storage") == "falkordb" and not values.get("falkordb_url"):
+        raise ConfigError("LCG_STORAGE=falkordb needs LCG_FALKORDB_URL (redis://host:port)")
     db_text = values.pop("db_path") or str(Path(home_raw) / "db" / "liminis.db")
     wal_text = values.pop("wal_dir") or str(Path(home_raw) / "wal")
     socket_text = values.pop("socket_path") or str(Path(home_raw) / "service.sock")

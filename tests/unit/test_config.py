@@ -210,6 +210,18 @@ BAD_VALUES = {
     "http_scope": ["read,everything", "admin;read", ","],
     "http_cors_origins": ["app.example", "ftp://app.example", "https://app.example/path"],
     "http_allowed_hosts": [],
+    # server mode: the password is any text
+    "storage": ["neo4j", "", "kuzu,falkordb"],
+    "falkordb_url": [
+        "http://db:6379",
+        "db:6379",
+        "redis://",
+        "redis://:secret@db:6379",
+        "redis://db:99999",
+        "redis://a:1,rediss://b:2",
+    ],
+    "falkordb_password": [],
+    "falkordb_replicas": ["-1", "17", "one"],
 }
 
 
@@ -346,3 +358,34 @@ def test_every_setting_is_documented_in_the_readme_by_its_variable(setting: Sett
     assert README.is_file(), f"{README} is missing"
     text = README.read_text(encoding="utf-8")
     assert re.search(rf"\b{setting.env}\b", text), f"{setting.env} is not documented in README.md"
+
+
+# -- server mode (issue 19) ----------------------------------------------------------------------
+
+
+def test_server_mode_settings_parse_seed_lists_and_tls(tmp_path: Path) -> None:
+    settings = load(
+        tmp_path,
+        {
+            "LCG_STORAGE": "FalkorDB",
+            "LCG_FALKORDB_URL": "rediss://a.example:6380, rediss://b.example:6380",
+            "LCG_FALKORDB_PASSWORD": "s3cret",
+            "LCG_FALKORDB_REPLICAS": "1",
+        },
+    )
+    assert settings.storage == "falkordb"
+    assert settings.falkordb_url == "rediss://a.example:6380,rediss://b.example:6380"
+    assert (settings.falkordb_password, settings.falkordb_replicas) == ("s3cret", 1)
+    assert "s3cret" not in repr(settings)
+
+
+def test_falkordb_storage_needs_a_url(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="LCG_FALKORDB_URL"):
+        load(tmp_path, {"LCG_STORAGE": "falkordb"})
+
+
+def test_a_password_in_the_url_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, {"LCG_FALKORDB_URL": "redis://admin:hunter2@db:6379"})
+    assert "hunter2" not in info.value.wire_message()
+    assert "LCG_FALKORDB_PASSWORD" in info.value.wire_message()

@@ -43,6 +43,12 @@ async def status(engine: Engine) -> dict[str, Any]:
         identity = engine.embedder.identity
         out: dict[str, Any] = {
             "database_path": engine.settings.database_path_text,
+            # The store serving this graph (issue 19): only the embedded Kuzu one runs so far.
+            "storage": {
+                "backend": "kuzu",
+                "server": engine.settings.database_path_text,
+                "role": "embedded",
+            },
             "embedding_model": identity.model,
             "embedding_dim": identity.dim,
             "embedding_lexical_only": identity.lexical_only,

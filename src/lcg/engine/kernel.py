@@ -40,6 +40,7 @@ from lcg.engine.jobs import JobTable, RebuildJob
 from lcg.engine.names import NameIndex
 from lcg.engine.replay import ReplayReport, loss_key, position_key, replay_group, write_position
 from lcg.errors import (
+    ConfigError,
     ConflictError,
     InvalidRequestError,
     LcgError,
@@ -1691,6 +1692,11 @@ def open_engine(
         StorageError: the database cannot be opened.
         ConfigError: a setting is invalid.
     """
+    if settings.storage != "kuzu":  # lcg.storage.falkordb exists; the engine is not wired to it
+        raise ConfigError(
+            f"LCG_STORAGE={settings.storage}: the engine runs on the embedded Kuzu store only "
+            "so far (server mode is issue 19, in progress)"
+        )
     private_dir(settings.home)
     # The embedder first (API.md §4.7: probe, then open the database): a bad one opens nothing.
     cached = build_embedder(settings, embedder)
