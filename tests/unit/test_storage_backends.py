@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lcg.errors import StorageError
 from lcg.models import EmbeddingRow
 from lcg.storage.backend import Commit, GraphBackend, GraphReader, GraphWriter, GroupMovedError
 from lcg.storage.kuzu_backend import KuzuBackend
@@ -476,6 +477,39 @@ def test_falkordb_writers_racing_on_one_group_lose_nothing_and_duplicate_nothing
     finally:
         for b in writers:
             b.close()
+
+
+def test_falkordb_a_stream_ahead_of_its_graph_refuses_commits_until_caught_up(
+    falkordb_url: str,
+) -> None:
+    """The one way the two keys disagree (measured: EXEC never rolls back): lines in the stream
+    that the graph does not hold. A commit then applies nothing to the graph and is not
+    acknowledged; `catch_up` applies the stream's tail, that commit's lines included."""
+    from lcg.storage.falkordb.backend import FalkorBackend
+    from lcg.wal.records import encode_batch
+
+    b = FalkorBackend(falkordb_url)
+    b.client.flushall()
+    try:
+        b.commit([Commit("g", [ent("a", "A")], 0, 0)])
+        # Lines 1..2 reach the stream only, as when a commit's Cypher failed after its append.
+        lost = encode_batch(
+            1, "2024-01-01T00:00:00.000000+00:00", [ent("b", "B"), fct("f", "a", "b")]
+        )
+        b.client.xadd("{lcg:g}:wal", {"first": 1, "last": 2, "lines": b"".join(lost)}, id="2-0")
+        with pytest.raises(StorageError, match="did not apply them"):
+            b.commit([Commit("g", [ent("c", "C")], 3, 3)])
+        with b.read() as r:
+            assert [e.uuid for e in r.entities_in_groups(["g"])] == ["a"]
+        assert b.catch_up("g") == 3
+        assert b.catch_up("g") == 0
+        with b.read() as r:
+            assert sorted(e.uuid for e in r.entities_in_groups(["g"])) == ["a", "b", "c"]
+            assert [f.uuid for f in r.facts_with_hops(["g"])] == ["f"]
+        b.commit([Commit("g", [ent("d", "D")], 4, 4)])
+        assert [x.seq for x in b.stream_records("g")] == [0, 1, 2, 3, 4]
+    finally:
+        b.close()
 
 
 def test_falkordb_group_keys_share_one_slot_and_encode_braces(falkordb_url: str) -> None:

@@ -6,7 +6,7 @@ every group graph `GRAPH.LIST` names), and merge the answers: a read with an ord
 is ordered and limited per graph and again after the merge, with the ordering both databases
 use (nulls sort as the largest value).
 
-A commit (`GraphBackend.commit`) is, per group, one write on a connection of its own:
+A commit (`GraphBackend.commit`) is, per group, one write of these commands on one connection:
 
     MULTI
     XADD {lcg:<g>}:wal <first_seq + 1>-0 first <first_seq> last <last_seq> lines <JSONL>
@@ -20,11 +20,12 @@ graph's one `LcgPosition` node; the stream id is position + 1 because Redis refu
 If another process committed first, the XADD fails (its id is not above the top) and every
 guarded statement matches nothing: `GroupMovedError`, nothing applied. EXEC never rolls back
 (measured), so a statement that fails after the XADD leaves the stream ahead of the graph; the
-commit then raises `StorageError` and is not acknowledged (repair: replay the stream from the
-position, not built yet).
+commit then raises `StorageError` and is not acknowledged (the outcome is unknown to the caller:
+the lines are in the stream), and `catch_up` applies the stream from the graph's position.
 
-What this backend does not do yet: a Redis Cluster (routing, MOVED), replay from the stream,
-cross-group hops (a fact whose endpoint is in another group's graph has no hop there), and
+What this backend does not do yet: a Redis Cluster (routing, MOVED), a full rebuild of a group
+from its stream through the engine's replay (only `catch_up` of the tail), cross-group hops (a
+fact whose endpoint is in another group's graph has no hop there), and
 `cypher.exec` operations.
 """
 
@@ -59,7 +60,8 @@ from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, 
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import now, to_wal
 from lcg.wal.fold import FoldedGroup
-from lcg.wal.records import Op, encode_batch
+from lcg.wal.reader import parse_line
+from lcg.wal.records import Op, WalRecord, encode_batch
 
 __all__ = ["FalkorBackend", "FalkorReader", "FalkorWriter"]
 
@@ -891,7 +893,7 @@ class FalkorBackend:
             reason = failed[0] if failed else "the graph was not at the stream's position"
             raise StorageError(
                 f"group {c.group_id!r}: the WAL stream holds seqs {c.first_seq}..{c.last_seq} "
-                f"but the graph did not apply them ({reason}); replay the stream to repair"
+                f"but the graph did not apply them ({reason}); FalkorBackend.catch_up repairs it"
             )
         if self.replicas > 0:
             acked = replies[-1]
@@ -900,6 +902,53 @@ class FalkorBackend:
                     f"group {c.group_id!r}: commit applied but confirmed by {acked} of "
                     f"{self.replicas} replicas within {self.wait_timeout_ms} ms: not acknowledged"
                 )
+
+    # -- the stream: the group's WAL -------------------------------------------------------
+
+    def stream_records(self, group_id: str, position: int = 0) -> list[WalRecord]:
+        """The group's WAL lines from seq `position` on (one stream entry per commit, whose id
+        is its first seq + 1). A line that does not parse is a `StorageError`: the stream is
+        written by this backend only."""
+        try:
+            entries = self.client.xrange(stream_key(group_id), f"{position + 1}-0", "+")
+        except redis.RedisError as exc:
+            raise StorageError(f"cannot read the WAL stream of {group_id!r}: {exc}") from exc
+        out: list[WalRecord] = []
+        for entry_id, fields in entries or []:
+            text = (fields or {}).get("lines", "")
+            for line in (text if isinstance(text, str) else text.decode()).splitlines():
+                record = parse_line(line.encode())
+                if record is None:
+                    raise StorageError(f"group {group_id!r}: unreadable line in entry {entry_id!r}")
+                out.append(record)
+        return out
+
+    def catch_up(self, group_id: str) -> int:
+        """Apply the stream's lines the graph does not hold yet (after a commit whose Cypher
+        failed once its append had succeeded, or another process's commit the graph lost),
+        entry by entry, each guarded like a commit; return how many lines were applied."""
+        self.ensure_group(group_id)
+        position = FalkorReader(self).position(group_id)
+        records = self.stream_records(group_id, position)
+        batches: dict[int, list[WalRecord]] = defaultdict(list)
+        for r in records:
+            batches[r.seq - r.at if r.at is not None else r.seq].append(r)
+        applied = 0
+        for first in sorted(batches):
+            batch = batches[first]
+            if first != position:
+                raise StorageError(
+                    f"group {group_id!r}: the stream has a gap (graph at {position}, next "
+                    f"entry at {first})"
+                )
+            ops = [Op(r.op, r.data) for r in batch]
+            statements = [cy.guarded(st, position) for st in cy.op_statements(group_id, ops)]
+            nxt = batch[-1].seq + 1
+            statements.append((cy.ADVANCE, {"lcg_pos": position, "lcg_next": nxt}))
+            self.execute_group(group_id, statements)
+            applied += len(batch)
+            position = nxt
+        return applied
 
     # -- the protocol ---------------------------------------------------------------------
 
