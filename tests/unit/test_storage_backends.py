@@ -820,3 +820,41 @@ def test_bulk_load_of_the_folded_wal_reads_as_the_commits_built(
                 assert got[name] == expected[name], name
         finally:
             loaded.close()
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(drawn=commits)
+def test_falkordb_rebuild_from_the_stream_reads_as_the_commits_built(
+    falkordb_url: str, drawn: list[tuple[int, list[Op]]]
+) -> None:
+    """Rebuild of a group from its WAL stream (issue 19 item 3) on FalkorDB: the stream folded
+    and bulk-loaded gives the graph the commits built, and the position after its last line."""
+    from lcg.storage.falkordb.backend import FalkorBackend, FalkorReader
+
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    with tempfile.TemporaryDirectory() as tmp:
+        backend = open_backend("falkordb", Path(tmp), falkordb_url)
+        assert isinstance(backend, FalkorBackend)
+        try:
+            records = _drive(backend, _endpoints_exist(drawn))
+            expected = snapshot(backend, at)
+            for group in GROUPS:
+                folded = backend.rebuild(
+                    group,
+                    [
+                        EmbeddingRow("episode", u, group, "h", None)
+                        for u in fold(group, records.get(group, [])).episodes
+                    ],
+                )
+                assert folded.last_seq == (records[group][-1].seq if group in records else None)
+                with backend.read() as r:
+                    assert isinstance(r, FalkorReader)
+                    assert r.position(group) == len(records.get(group, []))
+            got = snapshot(backend, at)
+            for name in expected:
+                assert got[name] == expected[name], name
+        finally:
+            backend.close()

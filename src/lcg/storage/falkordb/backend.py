@@ -59,7 +59,7 @@ from lcg.storage.history import time_clause
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, Micros
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import now, to_wal
-from lcg.wal.fold import FoldedGroup
+from lcg.wal.fold import FoldedGroup, fold
 from lcg.wal.reader import parse_line
 from lcg.wal.records import Op, WalRecord, encode_batch
 
@@ -949,6 +949,38 @@ class FalkorBackend:
             applied += len(batch)
             position = nxt
         return applied
+
+    def rebuild(self, group_id: str, embeddings: Sequence[EmbeddingRow] = ()) -> FoldedGroup:
+        """Re-derive the group's graph from its stream: fold every line (DESIGN §4), drop the
+        graph, bulk-load the folded rows (with `embeddings`, the caller's rows for them) and
+        set the position after the last line. Readers see the group empty while it loads (no
+        atomic swap yet). Returns the fold, whose counts say what was applied.
+
+        Raises:
+            StorageError: the stream cannot be read, or holds an operation this backend cannot
+                run (`cypher.exec`); the graph is then left as it was.
+        """
+        folded = fold(group_id, self.stream_records(group_id))
+        if folded.needs_statement_replay:
+            raise StorageError(f"group {group_id!r}: its stream holds raw Cypher operations")
+        try:
+            _command(self.client, "GRAPH.DELETE", graph_key(group_id))
+        except redis.ResponseError as exc:
+            if _EMPTY_KEY not in str(exc) and "does not exist" not in str(exc):
+                raise StorageError(f"cannot drop the graph of {group_id!r}: {exc}") from exc
+        except redis.RedisError as exc:
+            raise StorageError(f"cannot drop the graph of {group_id!r}: {exc}") from exc
+        self._known.discard(group_id)
+        if folded.last_seq is None:
+            return folded  # no stream: no graph either
+        writer = FalkorWriter(self)
+        writer.load_folded(folded, embeddings)
+        position = 0 if folded.last_seq is None else folded.last_seq + 1
+        writer.pending[group_id].append(
+            (f"MATCH (p:{cy.POSITION_NODE}) SET p.pos = $pos", {"pos": position})
+        )
+        writer.flush()
+        return folded
 
     # -- the protocol ---------------------------------------------------------------------
 
