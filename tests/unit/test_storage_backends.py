@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -858,3 +859,33 @@ def test_falkordb_rebuild_from_the_stream_reads_as_the_commits_built(
                 assert got[name] == expected[name], name
         finally:
             backend.close()
+
+
+def test_falkordb_acknowledges_only_after_the_replicas_confirmed(falkordb_url: str) -> None:
+    """`replicas=1`: a commit returns once a replica has it (WAIT on the writing connection);
+    asking for more replicas than exist applies the commit but refuses to acknowledge it."""
+    from lcg.storage.falkordb.backend import FalkorBackend
+    from lcg.testing.falkordb_server import falkordb_server
+
+    with falkordb_server("--repl-diskless-sync-delay", "0") as primary:
+        port = primary.url.rsplit(":", 1)[1]
+        with falkordb_server("--replicaof", "127.0.0.1", port) as replica:
+            one = FalkorBackend(primary.url, replicas=1, wait_timeout_ms=5000)
+            two = FalkorBackend(primary.url, replicas=2, wait_timeout_ms=200)
+            on_replica = FalkorBackend(replica.url)
+            try:
+                deadline = time.monotonic() + 20  # the replica's first sync
+                while on_replica.status()["master_link_status"] != "up":
+                    assert time.monotonic() < deadline, "the replica never synced"
+                    time.sleep(0.05)
+                one.commit([Commit("g", [ent("a", "A")], 0, 0)])
+                with on_replica.read() as r:  # acknowledged: the replica already has it
+                    assert [e.uuid for e in r.entities_in_groups(["g"])] == ["a"]
+                with pytest.raises(StorageError, match="confirmed by 1 of 2 replicas"):
+                    two.commit([Commit("g", [ent("b", "B")], 1, 1)])
+                with one.read() as r:  # applied, just not acknowledged
+                    assert sorted(e.uuid for e in r.entities_in_groups(["g"])) == ["a", "b"]
+                assert on_replica.status()["role"] == "slave"
+            finally:
+                for b in (one, two, on_replica):
+                    b.close()

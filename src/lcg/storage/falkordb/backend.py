@@ -1006,6 +1006,7 @@ class FalkorBackend:
             "server": f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}",
             "role": info.get("role"),
             "connected_replicas": info.get("connected_slaves", 0),
+            "master_link_status": info.get("master_link_status"),  # a replica's link, else None
             "redis_version": server.get("redis_version"),
             "replicas_required": self.replicas,
         }
