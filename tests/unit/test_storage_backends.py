@@ -513,6 +513,37 @@ def test_falkordb_a_stream_ahead_of_its_graph_refuses_commits_until_caught_up(
         b.close()
 
 
+def test_falkordb_backend_from_settings_and_bad_urls(falkordb_url: str, tmp_path: Path) -> None:
+    from lcg.config import Settings
+    from lcg.storage.falkordb.backend import FalkorBackend
+
+    settings = Settings.for_home(
+        tmp_path / ".lcg", storage="falkordb", falkordb_url=falkordb_url, falkordb_replicas=0
+    )
+    b = FalkorBackend.from_settings(settings)
+    try:
+        assert b.status()["server"] == falkordb_url
+    finally:
+        b.close()
+    with pytest.raises(StorageError, match="not supported"):
+        FalkorBackend(f"{falkordb_url},{falkordb_url}")
+    with pytest.raises(StorageError, match="cannot reach"):
+        FalkorBackend("redis://127.0.0.1:1", socket_timeout=1)
+    from lcg.testing.falkordb_server import falkordb_server
+
+    with falkordb_server("--requirepass", "s3cret") as locked:
+        with pytest.raises(StorageError, match="cannot reach"):
+            FalkorBackend(locked.url)  # no password
+        with pytest.raises(StorageError, match="cannot reach"):
+            FalkorBackend(locked.url, password="wrong")
+        b = FalkorBackend(locked.url, password="s3cret")
+        try:
+            b.commit([Commit("g", [ent("a", "A")], 0, 0)])
+            assert "s3cret" not in repr(b.status())
+        finally:
+            b.close()
+
+
 def test_falkordb_group_keys_share_one_slot_and_encode_braces(falkordb_url: str) -> None:
     from lcg.storage.falkordb.backend import FalkorBackend
     from lcg.storage.falkordb.keys import graph_key, stream_key

@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import redis
 
+from lcg.config import Settings
 from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage.backend import Commit, GroupMovedError, NameRow
@@ -729,6 +730,11 @@ class FalkorBackend:
         wait_timeout_ms: int = 1000,
         socket_timeout: float = 30.0,
     ) -> None:
+        if "," in url:
+            raise StorageError(
+                "several FalkorDB seed nodes (a Redis Cluster) are not supported by this backend "
+                "yet: give one redis:// or rediss:// URL"
+            )
         parts = urlsplit(url)
         if parts.scheme not in ("redis", "rediss"):
             raise StorageError(f"a FalkorDB URL starts with redis:// or rediss://, not {url!r}")
@@ -753,6 +759,18 @@ class FalkorBackend:
         # connection's* writes (docs/server-mode-design.md §3), which a pool cannot promise.
         self._commit_lock = threading.Lock()
         self._known: set[str] = set()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FalkorBackend:
+        """The backend `LCG_FALKORDB_URL`, `LCG_FALKORDB_PASSWORD` and `LCG_FALKORDB_REPLICAS`
+        name (not used by the engine yet)."""
+        if not settings.falkordb_url:
+            raise StorageError("LCG_FALKORDB_URL is not set")
+        return cls(
+            settings.falkordb_url,
+            password=settings.falkordb_password,
+            replicas=settings.falkordb_replicas,
+        )
 
     # -- groups ---------------------------------------------------------------------------
 
