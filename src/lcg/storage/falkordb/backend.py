@@ -40,7 +40,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
-import redis
+
+try:
+    import redis
+except ImportError as exc:  # the optional `server` extra
+    raise ImportError(
+        "the FalkorDB backend needs the server extra: pip install 'lcg[server]'"
+    ) from exc
 
 from lcg.config import Settings
 from lcg.errors import StorageError
