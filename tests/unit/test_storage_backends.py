@@ -421,6 +421,10 @@ def test_falkordb_commit_with_a_stale_seq_applies_nothing(falkordb_url: str) -> 
         with pytest.raises(GroupMovedError) as moved:
             two.commit([Commit("g", [ent("b", "B"), ent("c", "C")], 0, 1)])
         assert (moved.value.expected, moved.value.actual) == (0, 1)
+        # A writer that believes the group further along than it is: refused too (no gap).
+        with pytest.raises(GroupMovedError):
+            two.commit([Commit("g", [ent("z", "Z")], 5, 5)])
+        assert one.client.xlen("{lcg:g}:wal") == 1
         two.commit([Commit("g", [ent("b", "B")], 1, 1)])  # caught up: accepted
         with one.read() as r:
             assert sorted(e.uuid for e in r.entities_in_groups(["g"])) == ["a", "b"]

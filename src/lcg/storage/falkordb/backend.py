@@ -9,7 +9,7 @@ use (nulls sort as the largest value).
 A commit (`GraphBackend.commit`) is, per group, one write of these commands on one connection:
 
     MULTI
-    XADD {lcg:<g>}:wal <first_seq + 1>-0 first <first_seq> last <last_seq> lines <JSONL>
+    EVAL <append if the stream ends at first_seq>  {lcg:<g>}:wal  (XADD id first_seq + 1)
     GRAPH.QUERY lcg:<g> <each statement, guarded: runs only while the position is first_seq>
     GRAPH.QUERY lcg:<g> <advance the position to last_seq + 1>
     EXEC
@@ -17,8 +17,9 @@ A commit (`GraphBackend.commit`) is, per group, one write of these commands on o
 
 The position is how many WAL lines the graph holds (the seq of the next line), kept in the
 graph's one `LcgPosition` node; the stream id is position + 1 because Redis refuses the id 0-0.
-If another process committed first, the XADD fails (its id is not above the top) and every
-guarded statement matches nothing: `GroupMovedError`, nothing applied. EXEC never rolls back
+The append is a small script (`_APPEND`): it adds the entry only if the stream ends just before
+the batch. If another process committed first, the append is refused and every guarded
+statement matches nothing: `GroupMovedError`, nothing applied. EXEC never rolls back
 (measured), so a statement that fails after the XADD leaves the stream ahead of the graph; the
 commit then raises `StorageError` and is not acknowledged (the outcome is unknown to the caller:
 the lines are in the stream), and `catch_up` applies the stream from the graph's position.
@@ -74,7 +75,26 @@ __all__ = ["FalkorBackend", "FalkorReader", "FalkorWriter"]
 
 Rows = list[list[Any]]
 _EMPTY_KEY = "empty key"  # FalkorDB's error for a query on a graph that does not exist
-_STALE_ID = "equal or smaller than the target stream top item"
+_MOVED = "LCGMOVED"
+# The stream append of a commit: only when the stream ends just before the batch (its top
+# entry's `last` + 1 == the batch's first seq, or an empty stream and seq 0). An explicit XADD
+# id alone refuses only ids at or below the top, so a writer that believed the group further
+# along than it is would leave a gap in the stream. (Scripts may call XADD, not GRAPH.QUERY:
+# docs/server-mode-design.md §1; the graph side has its own guard.)
+_APPEND = """
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local at = 0
+if #top > 0 then
+  local fields = top[1][2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'last' then at = tonumber(fields[i + 1]) + 1 end
+  end
+end
+if at ~= tonumber(ARGV[1]) then
+  return redis.error_reply('LCGMOVED the stream is at ' .. at)
+end
+return redis.call('XADD', KEYS[1], ARGV[2], 'first', ARGV[1], 'last', ARGV[3], 'lines', ARGV[4])
+"""
 
 
 def _scalar(value: list[Any]) -> Any:
@@ -884,14 +904,13 @@ class FalkorBackend:
         commands: list[tuple[Any, ...]] = [
             ("MULTI",),
             (
-                "XADD",
+                "EVAL",
+                _APPEND,
+                1,
                 stream_key(c.group_id),
-                f"{position + 1}-0",
-                "first",
                 c.first_seq,
-                "last",
+                f"{position + 1}-0",
                 c.last_seq,
-                "lines",
                 b"".join(lines),
             ),
         ]
@@ -908,7 +927,7 @@ class FalkorBackend:
             raise StorageError(f"FalkorDB refused the commit of group {c.group_id!r}: {results}")
         xadd, *queries = results
         if isinstance(xadd, Exception):
-            if _STALE_ID in str(xadd):
+            if _MOVED in str(xadd):
                 raise GroupMovedError(c.group_id, position, FalkorReader(self).position(c.group_id))
             raise StorageError(f"FalkorDB refused the WAL append of {c.group_id!r}: {xadd}")
         failed = [q for q in queries if isinstance(q, Exception)]
