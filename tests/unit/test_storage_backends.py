@@ -10,6 +10,7 @@ read the same as the group the commits built, on each backend.
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 import threading
@@ -253,6 +254,27 @@ def test_temporal_reads(backend: GraphBackend) -> None:
         assert sorted(f.uuid for f in r.fact_changes(None, t[2], t[3])) == ["new", "old"]
         assert [f.uuid for f in r.fact_changes(["g"], t[3], t[4], "a")] == ["old"]
         assert r.fact_changes(["g"], t[4], t[5]) == []
+
+
+def test_the_time_clause_agrees_with_time_filter_admits(backend: GraphBackend) -> None:
+    """`test_temporal_reads.test_the_cypher_time_clause_agrees_with_time_filter_admits` on the
+    protocol: every combination of the four columns against every kind of filter."""
+    t = [datetime(2024, m, 1, tzinfo=UTC) for m in (1, 3, 5, 7, 9)]
+    choices = (None, t[1], t[3])
+    ops = [ent("s", "S"), ent("d", "D")]
+    for i, cols in enumerate(itertools.product(choices, choices, choices, choices)):
+        times = dict(zip(("valid_at", "invalid_at", "created_at", "expired_at"), cols, strict=True))
+        ops.append(fct(f"p-{i:03d}", "s", "d", "R", **{k: wal(v) for k, v in times.items() if v}))
+    backend.commit([Seqs().commit("g", ops)])
+    at = t[2]
+    instants = (None, *t)
+    with backend.read() as r:
+        facts = list(r.facts_by_uuids([op.data["uuid"] for op in ops[2:]]).values())
+        assert len(facts) == 81
+        for as_of, known_at, inc in itertools.product(instants, instants, (False, True)):
+            f = TimeFilter(as_of, known_at, inc)
+            got = sorted(x.uuid for x in r.facts_at(["g"], f, at))
+            assert got == sorted(x.uuid for x in facts if f.admits(x, at=at)), f
 
 
 def test_purge_empties_one_group_only(backend: GraphBackend) -> None:
