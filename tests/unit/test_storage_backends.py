@@ -165,6 +165,35 @@ def test_fact_hops_follow_moved_endpoints_and_stay_otherwise(backend: GraphBacke
         assert {f.uuid for f in r.facts_around(["a"])} == {"f", "late"}
 
 
+def test_an_upsert_replaces_every_column_nulls_included(backend: GraphBackend) -> None:
+    """Found by the property test below: on FalkorDB 4.16.3 one SET of several properties, some
+    of them null, kept an old `created_at` and dropped the new `invalid_at`."""
+    t = [T0 + timedelta(days=i) for i in range(4)]
+    seqs = Seqs()
+    backend.commit([seqs.commit("g", [ent("a", "A"), ent("b", "B"), ent("c", "C")])])
+    times = ("valid_at", "invalid_at", "created_at", "expired_at")
+    backend.commit(
+        [
+            seqs.commit(
+                "g", [fct("f", "a", "c", **{k: wal(v) for k, v in zip(times, t, strict=True)})]
+            )
+        ]
+    )
+    backend.commit([seqs.commit("g", [fct("f", "b", "c", invalid_at=wal(t[3]))])])
+    backend.commit(
+        [seqs.commit("g", [Op("fact.invalidate", {"uuid": "f", "expired_at": wal(t[0])})])]
+    )
+    with backend.read() as r:
+        f = r.facts_by_uuids(["f"])["f"]
+        assert (f.source_uuid, f.valid_at, f.invalid_at, f.created_at, f.expired_at) == (
+            "b",
+            None,
+            None,
+            None,
+            t[0],
+        )
+
+
 def test_episodes_mentions_provenance_and_deletes(backend: GraphBackend) -> None:
     seqs = Seqs()
     backend.commit(

@@ -707,7 +707,7 @@ class FalkorWriter(FalkorReader):
             }
             for r in embeddings
         ]
-        out += cy.create("Embedding", vectors, key="key")
+        out += cy.create("Embedding", vectors)
         hops = [{"s": f.source_uuid, "f": f.uuid, "t": f.target_uuid} for f in folded.hops()]
         for i in range(0, len(hops), 100):
             out.append(

@@ -175,11 +175,6 @@ def episode_row(ep: Episode) -> dict[str, Any]:
     }
 
 
-def _set(alias: str, row: dict[str, Any]) -> str:
-    """`alias.col = r.col, ...` for every column of `row` but its key."""
-    return ", ".join(f"{alias}.{col} = r.{col}" for col in row if col not in ("uuid", "key"))
-
-
 def _last_by(rows: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return list({row[key]: row for row in rows}.values())
 
@@ -188,31 +183,25 @@ def _last_by(rows: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
 
 
 def upsert(label: str, rows: Sequence[dict[str, Any]]) -> list[Statement]:
-    """Replace-or-create rows by uuid (within one batch the last row of a uuid wins)."""
+    """Replace-or-create rows by uuid (within one batch the last row of a uuid wins).
+
+    Every row replaces all of its node's properties with one map (`SET x = r`): FalkorDB 4.16.3
+    mis-applies a SET of several properties when some are null (removed), e.g. setting
+    `invalid_at` and removing `created_at` in one statement kept the old `created_at` and
+    dropped the new `invalid_at` (measured; `test_storage_backends` found it)."""
     last = _last_by(rows, "uuid")
     if not last:
         return []
-    return [
-        (
-            f"UNWIND $rows AS r MERGE (x:{label} {{uuid: r.uuid}}) SET {_set('x', last[0])}",
-            {"rows": last},
-        )
-    ]
+    return [(f"UNWIND $rows AS r MERGE (x:{label} {{uuid: r.uuid}}) SET x = r", {"rows": last})]
 
 
-def create(label: str, rows: Sequence[dict[str, Any]], key: str = "uuid") -> list[Statement]:
+def create(label: str, rows: Sequence[dict[str, Any]]) -> list[Statement]:
     """Create rows (their keys must be new), 100 a statement: measured as fast per row as
     1,000-row batches at a tenth of the latency (docs/server-mode-design.md §4)."""
-    out: list[Statement] = []
-    for i in range(0, len(rows), 100):
-        chunk = list(rows[i : i + 100])
-        out.append(
-            (
-                f"UNWIND $rows AS r CREATE (x:{label} {{{key}: r.{key}}}) SET {_set('x', chunk[0])}",
-                {"rows": chunk},
-            )
-        )
-    return out
+    return [
+        (f"UNWIND $rows AS r CREATE (x:{label}) SET x = r", {"rows": list(rows[i : i + 100])})
+        for i in range(0, len(rows), 100)
+    ]
 
 
 def upsert_facts(rows: Sequence[dict[str, Any]]) -> list[Statement]:
@@ -225,8 +214,9 @@ def upsert_facts(rows: Sequence[dict[str, Any]]) -> list[Statement]:
     moved = "coalesce(x.source_uuid, '') <> r.source_uuid OR coalesce(x.target_uuid, '') <> r.target_uuid"
     return [
         (
-            "UNWIND $rows AS r MERGE (x:Fact {uuid: r.uuid}) ON CREATE SET x.lcg_rewire = true "
-            f"ON MATCH SET x.lcg_rewire = ({moved}) SET {_set('x', last[0])}",
+            # A new node has no source_uuid yet; `SET x = r` (see `upsert`) then the mark.
+            f"UNWIND $rows AS r MERGE (x:Fact {{uuid: r.uuid}}) WITH x, r, "
+            f"(x.source_uuid IS NULL OR {moved}) AS rewire SET x = r SET x.lcg_rewire = rewire",
             {"rows": last},
         ),
         (
@@ -271,12 +261,7 @@ def embedding_statements(rows: Sequence[EmbeddingRow]) -> list[Statement]:
     last = _last_by(params, "key")
     if not last:
         return []
-    return [
-        (
-            f"UNWIND $rows AS r MERGE (x:Embedding {{key: r.key}}) SET {_set('x', last[0])}",
-            {"rows": last},
-        )
-    ]
+    return [("UNWIND $rows AS r MERGE (x:Embedding {key: r.key}) SET x = r", {"rows": last})]
 
 
 def delete_embeddings(keys: Sequence[str]) -> list[Statement]:
@@ -339,12 +324,13 @@ def _batch(group_id: str, batch: Sequence[Op]) -> list[Statement]:
             }
             for op in batch
         ]
+        # One property a statement: see `upsert` (a SET of several with nulls is mis-applied).
         return [
             (
-                "UNWIND $rows AS r MATCH (f:Fact {uuid: r.uuid}) "
-                "SET f.invalid_at = r.invalid_at, f.expired_at = r.expired_at",
+                f"UNWIND $rows AS r MATCH (f:Fact {{uuid: r.uuid}}) SET f.{col} = r.{col}",
                 {"rows": rows},
             )
+            for col in ("invalid_at", "expired_at")
         ]
     if name == "episode.delete":
         uuids = [_uuid(op.data) for op in batch]
