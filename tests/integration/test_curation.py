@@ -23,7 +23,7 @@ from lcg.admin import rebuild
 from lcg.admin import status as admin_status
 from lcg.curation.merge import MergeRequest, merge_entities
 from lcg.curation.pointers import Endpoint, add_cross_group_edge, rebind
-from lcg.graph import deletes, reads
+from lcg.graph import deletes, reads, writes
 from lcg.storage import graph
 from lcg.storage.store import delete_database_files
 
@@ -35,12 +35,12 @@ G = "crew"
 async def _entities(engine: Engine, group: str, *names: str) -> dict[str, str]:
     out = {}
     for name in names:
-        out[name] = (await engine.assert_entity(name, group))["entity_uuid"]
+        out[name] = (await writes.assert_entity(engine, name, group))["entity_uuid"]
     return out
 
 
 async def _fact(engine: Engine, group: str, src: str, pred: str, dst: str) -> str:
-    result = await engine.assert_relationship(src, dst, pred, group)
+    result = await writes.assert_relationship(engine, src, dst, pred, group)
     return str(result["edge_uuid"])
 
 
@@ -58,7 +58,7 @@ async def test_merge_rewrites_dedupes_forwards_and_rebuilds(settings: Settings) 
         await _fact(engine, G, "James Lovell", "COMMANDED", "Apollo 13")  # out of the alias
         await _fact(engine, G, "Jim Lovell", "COMMANDED", "Apollo 13")  # ...duplicating this
         await _fact(engine, G, "Fred Haise", "FLEW_WITH", "James Lovell")  # into the alias
-        await engine.assert_entity("Lunar Module", "other")
+        await writes.assert_entity(engine, "Lunar Module", "other")
         before = snapshot(engine)
 
         dry = await merge_entities(

@@ -21,6 +21,7 @@ from rpc_support import running_server, wait_settled
 
 from lcg import Settings, open_engine
 from lcg.cli.main import cli
+from lcg.graph import writes
 from lcg.service.registry import dispatch
 
 HEURISTIC = {"LCG_EXTRACTOR": "heuristic", "LCG_EMBEDDER": "hash"}
@@ -46,7 +47,7 @@ def lcg(home: Path, *args: str, env: dict[str, str] | None = None, **kw: Any) ->
 def make_workspace(home: Path) -> None:
     engine = open_engine(Settings.for_home(home, kuzu_buffer_pool_mb=256, embedder="hash"))
     try:
-        anyio.run(engine.assert_entity, "Margaret Hamilton", "liminis")
+        anyio.run(writes.assert_entity, engine, "Margaret Hamilton", "liminis")
     finally:
         engine.close()
 
@@ -246,7 +247,7 @@ def test_mcp_attaches_to_the_running_service_of_the_workspace(settings: Settings
     with running_server(settings) as (server, path, _):
         wait_settled(server)
         assert server.engine is not None
-        anyio.run(server.engine.assert_entity, "Margaret Hamilton", "liminis")
+        anyio.run(writes.assert_entity, server.engine, "Margaret Hamilton", "liminis")
         done = lcg(
             settings.home,
             "mcp",

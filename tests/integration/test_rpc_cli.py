@@ -13,6 +13,7 @@ from rpc_support import running_server, short_socket_dir, wait_settled
 from lcg.cli.main import cli
 from lcg.config import Settings
 from lcg.engine import open_engine
+from lcg.graph import writes
 
 
 def test_status_and_cypher_use_the_running_service(settings: Settings) -> None:
@@ -20,7 +21,7 @@ def test_status_and_cypher_use_the_running_service(settings: Settings) -> None:
         wait_settled(server)
         engine = server.engine
         assert engine is not None
-        anyio.run(engine.assert_entity, "Margaret", "liminis")
+        anyio.run(writes.assert_entity, engine, "Margaret", "liminis")
         runner = CliRunner()
         home = str(settings.home)
         status = runner.invoke(cli, ["--home", home, "status", "--socket", str(path)])
@@ -35,7 +36,7 @@ def test_status_and_cypher_use_the_running_service(settings: Settings) -> None:
 
 def test_status_opens_the_database_when_no_service_answers(settings: Settings) -> None:
     engine = open_engine(settings)
-    anyio.run(engine.assert_entity, "Barbara", "liminis")
+    anyio.run(writes.assert_entity, engine, "Barbara", "liminis")
     engine.close()
     with short_socket_dir() as directory:
         stale = directory / "gone.sock"

@@ -26,6 +26,7 @@ from rpc_support import (
 from lcg.config import Settings
 from lcg.engine import Engine, EpisodeCommit, open_engine
 from lcg.errors import ConflictError, StorageError
+from lcg.graph import writes
 from lcg.models import Entity, Episode
 from lcg.service import params as p
 from lcg.service.registry import REGISTRY, Context, Method
@@ -383,7 +384,7 @@ def _corrupt_database(settings: Settings) -> None:
 
 def test_a_broken_database_is_served_degraded_without_self_recovery(settings: Settings) -> None:
     engine = open_engine(settings)
-    anyio.run(engine.assert_entity, "Linus", "liminis")
+    anyio.run(writes.assert_entity, engine, "Linus", "liminis")
     engine.close()
     _corrupt_database(settings)
     with running_server(settings, self_recover=False) as (server, path, _):
@@ -409,8 +410,8 @@ def test_a_broken_database_is_served_degraded_without_self_recovery(settings: Se
 def test_a_broken_database_is_rebuilt_from_the_wal_and_swapped_in(settings: Settings) -> None:
     engine = open_engine(settings)
     for name in ("Ada", "Grace", "Linus"):
-        anyio.run(engine.assert_entity, name, "liminis")
-    anyio.run(engine.assert_relationship, "Ada", "Grace", "knows", "liminis")
+        anyio.run(writes.assert_entity, engine, name, "liminis")
+    anyio.run(writes.assert_relationship, engine, "Ada", "Grace", "knows", "liminis")
     engine.close()
     _corrupt_database(settings)
     with running_server(settings) as (server, path, events):

@@ -26,7 +26,7 @@ from lcg import (
     UnavailableError,
     open_engine,
 )
-from lcg.engine.kernel import Invalidation, _Batch
+from lcg.engine import Batch, Invalidation
 from lcg.service.registry import REGISTRY, Context, dispatch
 from lcg.timeutil import now
 from lcg.wal.layout import GENERATION_FILE, group_dir, ordered_files, read_generation
@@ -441,8 +441,7 @@ async def test_dump_pages_and_rotates(engine: Engine, tmp_path: Path) -> None:
         Op("entity.upsert", {"uuid": f"00000000-0000-4000-8000-{i:012d}", "name": f"E{i}"})
         for i in range(1200)
     ]
-    with engine.write_lock:
-        engine._commit([_Batch("bulk", ops)])
+    await engine.write(lambda conn: (None, [Batch("bulk", ops)]))
     target = engine.settings.exports / "bulk-dump"
     result = await dispatch(
         engine, "knowledge_dump_wal", {"group_id": "bulk", "target_dir": str(target)}

@@ -19,7 +19,7 @@ from lcg.engine.recovery import (
     rebuild_database,
 )
 from lcg.errors import StorageError, UnavailableError
-from lcg.graph import reads
+from lcg.graph import reads, writes
 from lcg.telemetry import ListSink
 
 
@@ -68,7 +68,7 @@ def test_an_unreadable_database_opens_degraded_then_rebuilds_from_the_wal(
     settings: Settings,
 ) -> None:
     engine = open_engine(settings)
-    created = anyio.run(engine.assert_entity, "Katherine", "liminis")
+    created = anyio.run(writes.assert_entity, engine, "Katherine", "liminis")
     engine.close()
     settings.db_path.write_bytes(b"not a database at all\n" * 100)
 

@@ -2,6 +2,7 @@
 resolution (see README.md in this directory)."""
 
 from lcg.engine.kernel import (
+    Batch,
     Engine,
     EpisodeCommit,
     Invalidation,
@@ -12,6 +13,7 @@ from lcg.engine.kernel import (
 )
 
 __all__ = [
+    "Batch",
     "Engine",
     "EpisodeCommit",
     "Invalidation",

@@ -22,9 +22,8 @@ import json
 import logging
 import shutil
 import threading
-import uuid as uuidlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -35,7 +34,7 @@ from lcg.config import Settings
 from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import build_embedder, embedder_for_stamp
-from lcg.embedding.vectors import embed_plan, plan_for_ops, text_hash
+from lcg.embedding.vectors import embed_plan, plan_for_ops
 from lcg.engine.jobs import JobTable, RebuildJob
 from lcg.engine.names import NameIndex
 from lcg.engine.replay import ReplayReport, loss_key, position_key, replay_group, write_position
@@ -44,7 +43,6 @@ from lcg.errors import (
     ConflictError,
     InvalidRequestError,
     LcgError,
-    NotFoundError,
     StorageError,
     UnavailableError,
     WalError,
@@ -57,18 +55,14 @@ from lcg.models import (
     Entity,
     Episode,
     Fact,
-    canonical_attributes,
-    normalize_labels,
-    normalize_name,
 )
-from lcg.ontology import Ontology, load_ontology, record_ingested_ontology
-from lcg.ontology.supersession import Reason, contradicted, rule_for
+from lcg.ontology import record_ingested_ontology
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
 from lcg.storage import crossgroup, graph
 from lcg.storage.store import Conn, Store, delete_database_files
 from lcg.telemetry import EventSink, NullSink
-from lcg.timeutil import from_wal, now, to_read_format, to_wal
+from lcg.timeutil import from_wal, to_wal
 from lcg.wal.layout import encode_group, ordered_files
 from lcg.wal.lock import LOCK_FILE
 from lcg.wal.reader import ReadStats, iter_records
@@ -201,13 +195,18 @@ class EpisodeCommit:
 
 
 @dataclass
-class _Batch:
-    """Operations of one group, plus the vectors they need (computed before the lock)."""
+class Batch:
+    """Operations of one group, plus the vectors they need (computed before the lock).
+
+    `apply`, when given, applies the operations in the commit's transaction instead of
+    `graph.apply_ops` (a raw statement whose rows its caller keeps: lcg.admin.cypher).
+    """
 
     group_id: str
     ops: list[Op]
     vectors: list[EmbeddingRow] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    apply: Callable[[Conn], object] | None = None
 
 
 @dataclass(frozen=True)
@@ -571,13 +570,13 @@ class Engine:
     # The group's embedder stamp (lcg.embedding.stamp) is kept in each batch's transaction: it
     # exists exactly while the group holds vectors, and names the embedder of its first ones.
 
-    def _first_vectors(self, tx: Conn, batch: _Batch) -> bool:
+    def _first_vectors(self, tx: Conn, batch: Batch) -> bool:
         """Whether the batch writes the first vectors of its group (its ops already applied)."""
         if any(op.name == "group.purge" for op in batch.ops):
             stamp.clear_stamp(tx, batch.group_id)
         return bool(batch.vectors) and stamp.is_unstamped_and_empty(tx, batch.group_id)
 
-    def _settle_stamp(self, tx: Conn, batch: _Batch, first: bool) -> None:
+    def _settle_stamp(self, tx: Conn, batch: Batch, first: bool) -> None:
         if first:
             stamp.write_stamp(tx, batch.group_id, self.embedder.identity)
         elif not batch.vectors and (
@@ -602,14 +601,14 @@ class Engine:
 
     # -- the commit primitive --------------------------------------------------------------
 
-    def _prepare(self, group_id: str, ops: list[Op], *, cache_only: bool = False) -> _Batch:
+    def _prepare(self, group_id: str, ops: list[Op], *, cache_only: bool = False) -> Batch:
         """Plan and compute a batch's vectors (no lock held, unless `cache_only`: then only
         cached vectors are used and the model is never called)."""
         plan = plan_for_ops(group_id, ops)
         vectors = embed_plan(plan, self.embedder, cache_only=cache_only)
-        return _Batch(group_id, ops, vectors, plan.stale)
+        return Batch(group_id, ops, vectors, plan.stale)
 
-    def _commit(self, batches: Sequence[_Batch]) -> list[tuple[int, int]]:
+    def _commit(self, batches: Sequence[Batch]) -> list[tuple[int, int]]:
         """Apply, log and commit batches of several groups atomically (write lock held).
 
         Returns each batch's (first, last) seq.
@@ -625,7 +624,10 @@ class Engine:
         try:
             with self.store.transaction() as tx:
                 for batch in batches:
-                    graph.apply_ops(tx, batch.group_id, batch.ops)
+                    if batch.apply is not None:
+                        batch.apply(tx)
+                    else:
+                        graph.apply_ops(tx, batch.group_id, batch.ops)
                     stamps = self._first_vectors(tx, batch)
                     graph.put_embeddings(tx, batch.vectors)
                     graph.delete_embeddings(tx, batch.stale)
@@ -677,7 +679,7 @@ class Engine:
                 self._catch_up(group_id)
         return False
 
-    def _index_names(self, batch: _Batch) -> None:
+    def _index_names(self, batch: Batch) -> None:
         for op in batch.ops:
             if op.name == "entity.upsert":
                 d = op.data
@@ -770,15 +772,24 @@ class Engine:
         """
         return self._commit([self._prepare(g, ops, cache_only=True) for g, ops in batches if ops])
 
-    async def write(self, plan: Callable[[Conn], tuple[T, Sequence[tuple[str, list[Op]]]]]) -> T:
+    async def write(
+        self, plan: Callable[[Conn], tuple[T, Sequence[Batch | tuple[str, list[Op]]]]]
+    ) -> T:
         """Run `plan` on the writer connection under the write lock, then commit the batches it
-        returns (per group, one WAL batch; all of them in one transaction, as `commit_ops`) and
-        return its result. `plan` only reads and decides: it never calls a model."""
+        returns (per group, one WAL batch; all of them in one transaction) and return its
+        result. `plan` only reads and decides: it never calls a model. A `(group_id, ops)` batch
+        gets its vectors from the embedding cache (as `commit_ops`); a `Batch` carries its own
+        (computed before the call)."""
 
         def run() -> T:
             with self._write_lock:
                 result, batches = self._locked_read(plan)
-                self.commit_ops(batches)
+                self._commit(
+                    [
+                        b if isinstance(b, Batch) else self._prepare(b[0], b[1], cache_only=True)
+                        for b in batches
+                    ]
+                )
                 return result
 
         return await self._run(run)
@@ -856,7 +867,7 @@ class Engine:
 
     # -- resolution ------------------------------------------------------------------------
 
-    def _resolve_name(self, conn: Conn, group_id: str, name: str) -> Entity | None:
+    def resolve_name(self, conn: Conn, group_id: str, name: str) -> Entity | None:
         """Exact (trimmed, case-insensitive) name in the group, earliest first, tombstones followed."""
         hits = self._names.lookup(group_id, name)
         if not hits:
@@ -893,257 +904,9 @@ class Engine:
         """The entity a name resolves to in a group (exact, case-insensitive; merges followed)."""
 
         def read(conn: Conn) -> Entity | None:
-            return self._resolve_name(conn, group_id, name)
+            return self.resolve_name(conn, group_id, name)
 
         return await self._run(self._read, read)
-
-    # -- direct writes ---------------------------------------------------------------------
-
-    async def assert_entity(
-        self,
-        name: str,
-        group_id: str,
-        entity_uuid: str | None = None,
-        labels: list[str] | None = None,
-        summary: str = "",
-        attributes: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Create or update one entity by name (or uuid) in a group. See API.md §2.6."""
-        name = name.strip()
-        label_tuple = normalize_labels(labels)
-        attrs = canonical_attributes(attributes or {})
-        vectors = await self._run(self.embedder.embed, [name, summary] if summary else [name])
-
-        def write() -> dict[str, Any]:
-            with self._write_lock, self.store.writer() as conn:
-                if entity_uuid is not None:
-                    found = graph.entity_by_uuid(conn, entity_uuid)
-                    if found is None or found.group_id != group_id:
-                        raise NotFoundError(
-                            "entity",
-                            entity_uuid,
-                            f"entity_uuid '{entity_uuid}' does not exist in group '{group_id}'",
-                        )
-                    current: Entity | None = self._follow_merged(
-                        conn, found, f"entity_uuid '{entity_uuid}'"
-                    )
-                else:
-                    current = self._resolve_name(conn, group_id, name)
-                if current is not None and normalize_name(current.name) != normalize_name(name):
-                    for other, merged in self._names.lookup(group_id, name):
-                        if other != current.uuid and not merged:
-                            raise ConflictError(
-                                f"cannot rename entity '{current.uuid}' to '{name}': an active "
-                                f"entity in group '{group_id}' already uses that name"
-                            )
-                if current is None:
-                    row = Entity(
-                        uuid=str(uuidlib.uuid4()),
-                        group_id=group_id,
-                        name=name,
-                        labels=label_tuple,
-                        summary=summary,
-                        attributes=attrs,
-                        created_at=now(),
-                    )
-                else:
-                    row = replace(
-                        current, name=name, labels=label_tuple, summary=summary, attributes=attrs
-                    )
-                batch = _Batch(group_id, [entity_op(row)], *self._vectors_for_entity(row, vectors))
-                if current is not None and current == row:
-                    return {"entity_uuid": row.uuid, "created": False, "embedding_warning": None}
-                self._commit([batch])
-                return {
-                    "entity_uuid": row.uuid,
-                    "created": current is None,
-                    "embedding_warning": None,
-                }
-
-        return await self._run(write)
-
-    def _vectors_for_entity(self, e: Entity, vectors: Any) -> tuple[list[EmbeddingRow], list[str]]:
-        model = self.embedder.identity.model
-        rows = [
-            EmbeddingRow("entity_name", e.uuid, e.group_id, text_hash(model, e.name), vectors[0])
-        ]
-        stale = []
-        if e.summary:
-            rows.append(
-                EmbeddingRow(
-                    "entity_summary", e.uuid, e.group_id, text_hash(model, e.summary), vectors[1]
-                )
-            )
-        else:
-            stale.append(f"entity_summary:{e.uuid}")
-        return rows, stale
-
-    async def assert_relationship(
-        self,
-        source_name: str,
-        target_name: str,
-        predicate: str,
-        group_id: str,
-        fact: str | None = None,
-        attributes: dict[str, Any] | None = None,
-        valid_at: datetime | None = None,
-        relation_type: str | None = None,
-        supersedes: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        """Create or update one directed fact between two entities of a group. See API.md §2.7.
-
-        lcg extension: the fact retires the current facts named in `supersedes`, else those the
-        group's ontology (`cardinality: one`) or lcg's built-in single-valued families say it
-        contradicts (`lcg.ontology.supersession`); they end at its `valid_at` (the time of the call when
-        it has none) and are listed in `edges_superseded` with the reason.
-        """
-        predicate = predicate.strip()
-        text = fact if fact and fact.strip() else f"{source_name} {predicate} {target_name}"
-        attrs = canonical_attributes(attributes or {})
-        ontology = load_ontology(self.settings, group_id)
-        vectors = await self._run(self.embedder.embed, [text])
-
-        def write() -> dict[str, Any]:
-            with self._write_lock, self.store.writer() as conn:
-                ends = []
-                for name in (source_name, target_name):
-                    entity = self._resolve_name(conn, group_id, name)
-                    if entity is None:
-                        raise NotFoundError(
-                            "entity",
-                            name,
-                            f"'{name}' does not exist in group '{group_id}' — knowledge_assert_relationship "
-                            "only resolves endpoints within its own group_id and never falls back to a "
-                            "cross-group search; use knowledge_add_cross_group_edge to connect entities "
-                            "across groups",
-                        )
-                    ends.append(entity)
-                current = graph.find_active_fact(
-                    conn, group_id, ends[0].uuid, predicate, ends[1].uuid
-                )
-                if current is None:
-                    row = Fact(
-                        uuid=str(uuidlib.uuid4()),
-                        group_id=group_id,
-                        source_uuid=ends[0].uuid,
-                        target_uuid=ends[1].uuid,
-                        name=predicate,
-                        fact=text,
-                        relation_type=relation_type,
-                        attributes=attrs,
-                        valid_at=valid_at,
-                        created_at=now(),
-                    )
-                else:
-                    row = replace(
-                        current,
-                        fact=text,
-                        valid_at=valid_at,
-                        relation_type=relation_type,
-                        attributes=attrs,
-                    )
-                row, retired = self._retired_by(conn, ontology, row, ends, supersedes)
-                if current is not None and current == row and not retired:
-                    return {
-                        "edge_uuid": row.uuid,
-                        "created": False,
-                        "embedding_warning": None,
-                        "edges_superseded": [],
-                    }
-                vec = EmbeddingRow(
-                    "fact",
-                    row.uuid,
-                    group_id,
-                    text_hash(self.embedder.identity.model, text),
-                    vectors[0],
-                )
-                stamp = now()
-                ends_at = row.valid_at or stamp
-                ops = [fact_op(row)] + [
-                    Op(
-                        "fact.invalidate",
-                        {
-                            "uuid": old.uuid,
-                            "invalid_at": to_wal(ends_at),
-                            "expired_at": to_wal(stamp),
-                        },
-                    )
-                    for old, _ in retired
-                ]
-                self._commit([_Batch(group_id, ops, [vec])])
-                return {
-                    "edge_uuid": row.uuid,
-                    "created": current is None,
-                    "embedding_warning": None,
-                    "edges_superseded": [
-                        {
-                            "uuid": old.uuid,
-                            "fact": old.fact,
-                            "invalid_at": to_read_format(ends_at),
-                            "reason": reason,
-                            "superseded_by": row.uuid,
-                        }
-                        for old, reason in retired
-                    ],
-                }
-
-        return await self._run(write)
-
-    def _retired_by(
-        self,
-        conn: Conn,
-        ontology: Ontology,
-        row: Fact,
-        ends: Sequence[Entity],
-        supersedes: Sequence[str],
-    ) -> tuple[Fact, list[tuple[Fact, Reason]]]:
-        """The facts a directly asserted fact retires (lock held), and the row itself — ended
-        at the stored fact's start instead when it is the older truth (as in ingestion)."""
-        if row.invalid_at is not None:
-            return row, []
-        named = graph.facts_by_uuids(conn, supersedes) if supersedes else {}
-        out: list[tuple[Fact, Reason]] = []
-        for i, uuid in enumerate(supersedes):
-            old = named.get(uuid)
-            if old is None or old.group_id != row.group_id or old.invalid_at is not None:
-                raise InvalidRequestError(
-                    f"supersedes[{i}]: '{uuid}' is not a current fact of group '{row.group_id}'",
-                    field="supersedes",
-                )
-            out.append((old, "caller"))
-        rule = rule_for(
-            ontology,
-            row,
-            builtin=not supersedes,
-            target_name=ends[1].name,
-            target_labels=ends[1].labels,
-        )
-        if rule is not None:
-            held = row.source_uuid if rule.side == "source" else row.target_uuid
-            active = graph.neighbor_facts(
-                conn, held, [row.group_id], 100_000, where="f.invalid_at IS NULL"
-            )
-            others = graph.entities_by_uuids(conn, {f.target_uuid for f in active})
-
-            def describe(uuid: str) -> tuple[str, tuple[str, ...]]:
-                e = others.get(uuid)
-                return (e.name, e.labels) if e is not None else ("", ())
-
-            out += [
-                (old, rule.reason) for old in contradicted(rule, row, active, ontology, describe)
-            ]
-        kept: list[tuple[Fact, Reason]] = []
-        for old, reason in out:
-            if old.uuid == row.uuid or any(old.uuid == k.uuid for k, _ in kept):
-                continue
-            if (
-                old.valid_at is not None
-                and row.valid_at is not None
-                and row.valid_at < old.valid_at
-            ):
-                return replace(row, invalid_at=old.valid_at), []
-            kept.append((old, reason))
-        return row, kept
 
     # -- deletes ---------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from pydantic import (
 )
 
 from lcg.engine import Engine
-from lcg.graph import deletes, reads
+from lcg.graph import deletes, reads, writes
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.service.declare import Context, Declarations
 from lcg.service.params import (
@@ -146,8 +146,8 @@ declare = Declarations()
     required=("name",),
 )
 async def _assert_entity(engine: Engine, a: AssertEntityParams, ctx: Context) -> dict[str, Any]:
-    return await engine.assert_entity(
-        a.name, a.group_id, a.entity_uuid, a.labels, a.summary, a.attributes
+    return await writes.assert_entity(
+        engine, a.name, a.group_id, a.entity_uuid, a.labels, a.summary, a.attributes
     )
 
 
@@ -168,7 +168,8 @@ async def _assert_entity(engine: Engine, a: AssertEntityParams, ctx: Context) ->
 async def _assert_relationship(
     engine: Engine, a: AssertRelationshipParams, ctx: Context
 ) -> dict[str, Any]:
-    return await engine.assert_relationship(
+    return await writes.assert_relationship(
+        engine,
         a.source_name,
         a.target_name,
         a.predicate,
