@@ -179,10 +179,11 @@ BELOW_THE_KERNEL = (
 # (in Cypher and over index columns): the one area module below the kernel may import.
 TIME_FILTER = "lcg.temporal.filter"
 PROTOCOL_TRANSPORTS = ("lcg/service/mcp.py", "lcg/service/http.py", "lcg/service/rpc/")
-# The CLI's own commands that are not methods: `lcg ingest` (folder/), `lcg eval` (evals/) and
+# The CLI's own commands that are not methods: `lcg ingest` (folder/), `lcg eval` (evals/),
 # `lcg rebuild` (several groups under one hold of the write lock, admin/rebuild.py), `lcg code
-# ingest` (code/: its progress bar needs the run in this process).
-CLI_FEATURES = ("lcg.folder", "lcg.evals", "lcg.admin.rebuild", "lcg.code")
+# ingest` (code/: its progress bar needs the run in this process) and `lcg query` (whether a
+# statement mutates decides whether a workspace is created, admin/cypher.py).
+CLI_FEATURES = ("lcg.folder", "lcg.evals", "lcg.admin.rebuild", "lcg.code", "lcg.admin.cypher")
 
 
 def _foundation(path: str) -> bool:

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from lcg.admin.cypher import is_mutation
 from lcg.admin.rebuild import rebuild_groups
 from lcg.cli.code import code
 from lcg.cli.endpoint_options import (
@@ -37,7 +38,7 @@ from lcg.cli.remote import existing_settings, service_client
 from lcg.cli.serve import serve
 from lcg.cli.wal import wal
 from lcg.config import load_settings
-from lcg.engine import Engine, is_mutation, open_engine
+from lcg.engine import Engine, open_engine
 from lcg.engine.recovery import is_lock_conflict
 from lcg.errors import LcgError, StorageError
 from lcg.service.registry import dispatch

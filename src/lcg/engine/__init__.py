@@ -6,8 +6,6 @@ from lcg.engine.kernel import (
     Engine,
     EpisodeCommit,
     Invalidation,
-    check_statement,
-    is_mutation,
     no_ontology,
     open_engine,
 )
@@ -17,8 +15,6 @@ __all__ = [
     "Engine",
     "EpisodeCommit",
     "Invalidation",
-    "check_statement",
-    "is_mutation",
     "no_ontology",
     "open_engine",
 ]

@@ -50,7 +50,6 @@ from lcg.errors import (
 )
 from lcg.fsmodes import private_dir
 from lcg.models import (
-    DEFAULT_GROUP_ID,
     EmbeddingRow,
     Entity,
     Episode,
@@ -86,91 +85,6 @@ _READERS_DRAIN_SECONDS = 30.0
 _CHECKPOINT_EVERY_COMMITS = 100
 _CHECKPOINT_DRAIN_COMMITS = 200
 _CHECKPOINT_DRAIN_SECONDS = 2.0
-
-_MUTATION_TOKENS = frozenset(
-    {"CREATE", "MERGE", "SET", "DELETE", "DETACH", "DROP", "REMOVE", "COPY", "ALTER"}
-)
-
-
-def _code_only(query: str) -> str:
-    """`query` with string literals, backquoted names and comments blanked out.
-
-    Follows Kuzu's lexer: a backslash escapes the next character inside quotes, and `//` and
-    `/* */` are comments (a quote inside one opens no literal).
-    """
-    out: list[str] = []
-    i, n = 0, len(query)
-    while i < n:
-        ch = query[i]
-        if ch in "'\"`":
-            i += 1
-            while i < n and query[i] != ch:
-                i += 2 if query[i] == "\\" and ch != "`" else 1
-            i += 1
-            out.append(" ")
-        elif query.startswith("//", i):
-            end = query.find("\n", i)
-            i = n if end < 0 else end
-            out.append(" ")
-        elif query.startswith("/*", i):
-            end = query.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-            out.append(" ")
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-_TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
-_DATABASE_ADMIN = frozenset(
-    {"ATTACH", "INSTALL", "LOAD", "IMPORT", "EXPORT", "USE", "CHECKPOINT", "UNINSTALL"}
-)
-
-
-def check_statement(query: str) -> None:
-    """Refuse what `knowledge_query_cypher` cannot run safely: several statements in one query,
-    or transaction control (a transaction left open on a pooled connection blocks every write).
-
-    Raises:
-        InvalidRequestError: naming `query`.
-    """
-    code = _code_only(query).strip().rstrip(";")
-    if ";" in code:
-        raise InvalidRequestError(
-            "query must be a single Cypher statement (it contains ';')", field="query"
-        )
-    words = code.split(None, 2)
-    if words and words[0].upper().startswith(_TRANSACTION_CONTROL):
-        raise InvalidRequestError(
-            f"query must not control transactions ({words[0]}): lcg runs "
-            "each statement in a transaction of its own",
-            field="query",
-        )
-    first = words[0].upper() if words else ""
-    if first in _DATABASE_ADMIN or (
-        first == "DETACH" and len(words) > 1 and words[1].upper() == "DATABASE"
-    ):
-        raise InvalidRequestError(
-            f"query must not manage the database ({first}): lcg owns the "
-            "database file, its extensions and its checkpoints",
-            field="query",
-        )
-    upper = code.upper()
-    if "_FTS_INDEX" in upper.replace("QUERY_FTS_INDEX", "") or "_VECTOR_INDEX" in upper:
-        raise InvalidRequestError(
-            "query must not create or drop indexes: lcg keeps no Kuzu full-text or vector "
-            "index, search is served by its own index (knowledge_build_indices rebuilds it)",
-            field="query",
-        )
-
-
-def is_mutation(query: str) -> bool:
-    """The reference's heuristic: a whole-word mutating keyword outside string literals."""
-    upper = _code_only(query).upper()
-    for sep in "()[]{},;:.=<>-":
-        upper = upper.replace(sep, " ")
-    return bool(set(upper.split()) & _MUTATION_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -971,38 +885,6 @@ class Engine:
 
     # -- raw Cypher, indexes -------------------------------------------------------------------
 
-    async def query_cypher(self, query: str) -> dict[str, Any]:
-        """Run a Cypher statement verbatim; mutations are logged to the default group's WAL."""
-        check_statement(query)
-
-        def write() -> dict[str, Any]:
-            with self._write_lock:
-                if not is_mutation(query):
-                    with self.store.writer() as conn:
-                        return {"rows": _stringify_rows(conn.rows(query))}
-                rows: list[list[Any]] = []
-                op = Op("cypher.exec", {"query": query})
-
-                # Run it first (a statement that fails is never logged), log it, then commit.
-                appended: list[tuple[str, int, int]] = []
-                body_done = False
-                try:
-                    with self.store.transaction() as tx:
-                        rows = tx.rows(query)
-                        stream = self._wal.stream(DEFAULT_GROUP_ID)
-                        first, last = stream.append([op])
-                        appended.append((DEFAULT_GROUP_ID, first, last))
-                        write_position(tx, DEFAULT_GROUP_ID, last, stream.generation)
-                        body_done = True
-                except BaseException:
-                    if not appended or not self._recover_failed_commit(appended, body_done):
-                        raise
-                self._reload_names()
-                self._search.reset()
-                return {"rows": _stringify_rows(rows)}
-
-        return await self._run(write)
-
     def build_search_index(self) -> None:
         """Drop the in-process search index and load it again for every group, now.
 
@@ -1403,26 +1285,6 @@ def no_ontology() -> dict[str, Any]:
         "drifted": False,
         "drift_summary": None,
     }
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, datetime):
-        return str(value)
-    if isinstance(value, list):
-        return "[" + ",".join(_cell(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_cell(v)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
-def _stringify_rows(rows: list[list[Any]]) -> list[list[str]]:
-    return [[_cell(v) for v in row] for row in rows]
 
 
 def _check_commit_shape(commit: EpisodeCommit) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from lcg.admin import rebuild, recover, waladmin
+from lcg.admin import cypher, rebuild, recover, waladmin
 from lcg.admin.recover import STRATEGIES
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
@@ -127,7 +127,7 @@ declare = Declarations()
     required=("query",),
 )
 async def _cypher(engine: Engine, a: QueryCypherParams, ctx: Context) -> dict[str, Any]:
-    return await engine.query_cypher(a.query)
+    return await cypher.query_cypher(engine, a.query)
 
 
 @declare(

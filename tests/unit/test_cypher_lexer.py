@@ -1,4 +1,4 @@
-"""lcg.engine's pure helpers: how a raw Cypher statement is classified and checked.
+"""lcg.admin.cypher's lexer: how a raw Cypher statement is classified and checked.
 
 `is_mutation` decides whether a `knowledge_query_cypher` statement runs in the logged write path
 or on a reader connection, so a mutation it misses is applied without ever reaching the WAL.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lcg.engine import check_statement, is_mutation
+from lcg.admin.cypher import check_statement, is_mutation
 from lcg.errors import InvalidRequestError
 
 
