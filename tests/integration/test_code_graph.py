@@ -18,8 +18,7 @@ pytest.importorskip("tree_sitter_language_pack")
 from lcg.code.history import ingest_history
 from lcg.code.ingest import ingest_tree
 from lcg.code.queries import callers_and_callees, code_changes, symbols_at, where_defined
-from lcg.engine import Engine
-from lcg.engine.kernel import EpisodeCommit
+from lcg.engine import Engine, EpisodeCommit
 from lcg.errors import InvalidRequestError
 from lcg.models import Episode
 from lcg.service.registry import dispatch

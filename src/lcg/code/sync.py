@@ -25,8 +25,7 @@ from typing import Any
 from lcg.code.extract import FileStructure
 from lcg.code.resolve import DesiredFact, EntitySpec, desired_file, qualified
 from lcg.code.state import CodeState, load_state
-from lcg.engine import Engine
-from lcg.engine.kernel import EpisodeCommit, Invalidation
+from lcg.engine import Engine, EpisodeCommit, Invalidation
 from lcg.models import Entity, Episode, Fact, canonical_attributes
 from lcg.timeutil import now, to_wal
 
