@@ -124,7 +124,7 @@ _QUERIES = {
 
 def _rows(engine: Any) -> dict[str, list[str]]:
     """Each table's rows (every column), as sorted JSON lines: equal means the same rows."""
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         return {
             table: sorted(json.dumps(row, default=str) for row in conn.rows(query))
             for table, query in _QUERIES.items()

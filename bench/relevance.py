@@ -149,7 +149,7 @@ async def _queries(engine: Any) -> dict[str, list[tuple[Query, list[str]]]]:
 
 def _episode_titles(engine: Any) -> dict[str, str]:
     """Episode uuid -> the title of the article it came from (its source file, less `.md`)."""
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         return {
             str(u): str(f).removesuffix(".md")
             for u, f in conn.rows("MATCH (e:Episode) RETURN e.uuid, e.source_file")
@@ -160,7 +160,7 @@ def _calibrate(engine: Any) -> dict[str, Any]:
     """Cosine similarity of queries to judged (relevant) and all other (random) entities."""
     index = engine.search_index
     views = index.views("entity", ["apollo"])
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         names = {
             str(u): _norm(str(n)) for u, n in conn.rows("MATCH (e:Entity) RETURN e.uuid, e.name")
         }
@@ -202,7 +202,7 @@ def _calibrate(engine: Any) -> dict[str, Any]:
 def _embedding_cost(engine: Any) -> dict[str, Any]:
     """ms per text embedding the graph's entity names and fact sentences, fresh, in batches."""
     inner = engine.embedder.inner
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         texts = [str(r[0]) for r in conn.rows("MATCH (e:Entity) RETURN e.name LIMIT 1000")]
         texts += [str(r[0]) for r in conn.rows("MATCH (f:Fact) RETURN f.fact LIMIT 1000")]
     batch = 64

@@ -9,7 +9,7 @@ from lcg import Engine
 def assert_no_dangling_rows(engine: Engine, how: str) -> None:
     """Every fact's source and target entity exist and its two hops point at them; every
     episode's mentions name entities of its group."""
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         entities = {row[0] for row in conn.rows("MATCH (e:Entity) RETURN e.uuid")}
         facts = conn.rows("MATCH (f:Fact) RETURN f.uuid, f.source_uuid, f.target_uuid")
         hops_in = {

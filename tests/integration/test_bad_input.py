@@ -151,7 +151,7 @@ def wal_snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 def db_snapshot(engine: Engine) -> dict[str, list[str]]:
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         return {
             table: sorted(repr(row) for row in conn.rows(query))
             for table, query in DB_QUERIES.items()

@@ -48,7 +48,7 @@ async def test_build_indices_reloads_the_search_index(engine: Engine) -> None:
     await dispatch(engine, "knowledge_assert_entity", {"name": "Quokka", "group_id": "g1"})
     await dispatch(engine, "knowledge_assert_entity", {"name": "Quokka Two", "group_id": "g2"})
     # No Kuzu full-text index exists to query.
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         assert conn.rows("CALL SHOW_INDEXES() RETURN *") == []
 
     result = await dispatch(engine, "knowledge_build_indices", {})

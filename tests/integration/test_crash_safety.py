@@ -82,7 +82,7 @@ async def main():
     engine = open_engine(Settings.for_home(home, **settings_values))
     mine = {g: [] for g in groups}  # (uuid, name) of this run's acknowledged entities
     i = 0
-    last_journal = engine.store.journal_bytes()
+    last_journal = exclusive.store(engine).journal_bytes()
     while True:
         i += 1
         g = groups[i % len(groups)]
@@ -139,10 +139,10 @@ async def main():
             mine[g].append((out["entity_uuid"], name))
         # The engine checkpoints Kuzu's journal after commits once it is large; a shrinking
         # journal tells that one happened (so the parent knows kills can land in one).
-        journal = engine.store.journal_bytes()
+        journal = exclusive.store(engine).journal_bytes()
         if journal < last_journal or engine.maybe_checkpoint():
             ack(kind="checkpoint", run=run, i=i)
-        last_journal = engine.store.journal_bytes()
+        last_journal = exclusive.store(engine).journal_bytes()
 
 
 anyio.run(main)
@@ -199,7 +199,7 @@ class Child:
 def _check_workspace(
     engine: Engine, acked: list[dict[str, Any]], last_acked: dict[str, int]
 ) -> None:
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         entities = {e.uuid: e for e in graph.entities_in_groups(conn, list(GROUPS))}
         facts = {
             f.uuid: f

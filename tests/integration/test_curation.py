@@ -45,7 +45,7 @@ async def _fact(engine: Engine, group: str, src: str, pred: str, dst: str) -> st
 
 
 def _active(engine: Engine, group: str) -> list[tuple[str, str, str]]:
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         facts = graph.facts_with_hops(conn, [group])
     return sorted((f.source_uuid, f.name, f.target_uuid) for f in facts if f.invalid_at is None)
 
@@ -94,7 +94,7 @@ async def test_merge_rewrites_dedupes_forwards_and_rebuilds(settings: Settings) 
         assert all(s != t for s, _, t in active), "no self-loop"
         forwarded = await engine.entity_by_name(G, "james lovell")
         assert forwarded is not None and forwarded.uuid == jim
-        with engine.store.read() as conn:
+        with engine.reader() as conn:
             alias = graph.entity_by_uuid(conn, ids["James Lovell"])
         assert alias is not None and "Merged" in alias.labels and alias.merged_into == jim
         assert json.loads(alias.attributes)["merged_into"] == jim

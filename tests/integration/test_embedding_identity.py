@@ -10,6 +10,7 @@ import pytest
 
 from lcg import Engine, Settings, open_engine
 from lcg.embedding import stamp
+from lcg.engine import exclusive
 from lcg.service.registry import Context, dispatch
 from lcg.storage.store import delete_database_files
 
@@ -136,7 +137,7 @@ async def test_vectors_without_a_stamp_are_reported_and_never_stamped_by_a_guess
     engine: Engine,
 ) -> None:
     await write_group(engine, "g1", ["Apollo 13"])
-    with engine.write_lock, engine.store.transaction() as tx:
+    with exclusive.write_lock(engine), exclusive.store(engine).transaction() as tx:
         stamp.clear_stamp(tx, "g1")  # as a database written before stamps existed
     await write_group(engine, "g1", ["Apollo 14"])
     result = await status(engine)

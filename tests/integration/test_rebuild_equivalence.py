@@ -356,12 +356,12 @@ class Driver:
         return u
 
     def entities(self, group_id: str) -> list[Entity]:
-        with self.engine.store.read() as conn:
+        with self.engine.reader() as conn:
             found = {e.uuid: e for e in graph.entities_in_groups(conn, [group_id])}
         return [found[u] for u in self._order(list(found))]
 
     def facts(self, group_id: str, *, active_only: bool = False) -> list[Fact]:
-        with self.engine.store.read() as conn:
+        with self.engine.reader() as conn:
             uuids = [
                 r[0]
                 for r in conn.rows(
@@ -374,7 +374,7 @@ class Driver:
 
     def episodes(self, group_id: str | None = None) -> list[str]:
         where = "WHERE ep.group_id = $g " if group_id is not None else ""
-        with self.engine.store.read() as conn:
+        with self.engine.reader() as conn:
             uuids = [
                 r[0]
                 for r in conn.rows(
@@ -572,7 +572,7 @@ def snapshot(engine: Engine) -> dict[str, list[Any]]:
     def by_uuid(rows: list[list[Any]]) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in sorted(rows, key=lambda r: r[0])]
 
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         return {
             "episodes": by_uuid(conn.rows(f"MATCH (ep:Episode) RETURN {cols('ep', EPISODE_COLS)}")),
             "entities": by_uuid(conn.rows(f"MATCH (e:Entity) RETURN {cols('e', ENTITY_COLS)}")),

@@ -28,6 +28,7 @@ from lcg import (
 )
 from lcg.admin import status as admin_status
 from lcg.admin.recover import DID_NOT_REOPEN, find_backup, quarantine_journal
+from lcg.engine import exclusive
 from lcg.engine.recovery import DEGRADED_DB_OPEN_FAILED, degraded_engine, open_or_degraded
 from lcg.service.registry import dispatch
 from lcg.service.rpc.client import RpcClient, RpcError
@@ -114,7 +115,7 @@ def _strip(value: Any) -> Any:
 
 async def graph_of(engine: Engine) -> dict[str, Any]:
     """Every row of the graph, the status counts and the name index's answers."""
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         rows = {t: sorted(repr(_strip(r)) for r in conn.rows(q)) for t, q in QUERIES.items()}
     status = await dispatch(engine, "knowledge_status", {})
     names = {
@@ -154,11 +155,11 @@ def test_each_strategy_replaces_a_healthy_database_and_keeps_the_graph(
 ) -> None:
     if strategy == "restore_from_backup":
         _make_backup(home, template[0])
-    old_store = healthy.store
+    old_store = exclusive.store(healthy)
     result = anyio.run(_recover, healthy, strategy)
     assert result == {"strategy": strategy, "success": True, "restart_required": False}
     assert healthy.degraded_reason is None and healthy.indices_built is True
-    assert healthy.store is not old_store  # replaced in place: same Engine, new database
+    assert exclusive.store(healthy) is not old_store  # replaced in place: same Engine, new database
     assert anyio.run(graph_of, healthy) == expected
     moved = sorted(p.name for p in (home / "db").glob("liminis.db.broken-*"))
     assert bool(moved) is (strategy != "drop_lbug_wal")
@@ -183,8 +184,8 @@ def test_a_refused_strategy_leaves_a_healthy_engine_healthy(healthy: Engine) -> 
 
 
 def test_recover_full_is_a_no_op_on_a_healthy_engine(healthy: Engine) -> None:
-    store = healthy.store
-    with healthy.write_lock:  # takes no lock when nothing needs recovering
+    store = exclusive.store(healthy)
+    with exclusive.write_lock(healthy):  # takes no lock when nothing needs recovering
         result = anyio.run(dispatch, healthy, "knowledge_recover_full", {})
     assert result == {
         "success": True,
@@ -194,7 +195,7 @@ def test_recover_full_is_a_no_op_on_a_healthy_engine(healthy: Engine) -> None:
         "episodes_after": 2,
         "indexes_rebuilt": False,
     }
-    assert healthy.store is store
+    assert exclusive.store(healthy) is store
 
 
 # -- a degraded engine (no database open) --------------------------------------------------------
@@ -358,7 +359,7 @@ def test_recovery_is_refused_while_the_write_lock_is_held(home: Path) -> None:
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with engine.write_lock:
+        with exclusive.write_lock(engine):
             held.set()
             release.wait(10)
 
@@ -421,7 +422,7 @@ def test_recovery_lets_running_reads_finish_before_closing_the_database(healthy:
     results: list[dict[str, Any]] = []
 
     def long_read() -> None:
-        with healthy.store.read() as conn:
+        with healthy.reader() as conn:
             reading.set()
             assert release.wait(10)
             assert conn.scalar("MATCH (e:Entity) RETURN count(*)") == 4

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from lcg import Engine
+from lcg.engine import exclusive
 from lcg.engine.replay import position_key
 from lcg.service.registry import dispatch
 from lcg.storage import graph
@@ -28,7 +29,7 @@ async def test_an_empty_group_without_wal_lines_gets_position_zero(engine: Engin
         "generation_status": "known",
         "hydration_status": "not_applicable",
     }
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         recorded = json.loads(graph.get_meta(conn, position_key("quiet")) or "null")
     assert recorded == {"applied_seq": 0, "generation": "gen-q"}
     # Writing to the group afterwards records the real position.
@@ -40,12 +41,12 @@ async def test_an_empty_group_without_wal_lines_gets_position_zero(engine: Engin
 async def test_a_group_with_data_and_no_position_stays_unknown(engine: Engine) -> None:
     for name in ("Ada", "Grace"):
         await dispatch(engine, "knowledge_assert_entity", {"name": name, "group_id": "busy"})
-    with engine.store.transaction() as tx:
+    with exclusive.store(engine).transaction() as tx:
         graph.set_meta(tx, position_key("busy"), None)
     status = await dispatch(engine, "knowledge_status", {})
     entry = status["wal_groups"]["busy"]
     assert entry["applied_seq"] is None
     assert entry["max_seq"] == 1
     assert entry["hydration_status"] == "wal_ahead"
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         assert graph.get_meta(conn, position_key("busy")) is None

@@ -172,7 +172,7 @@ def _snapshot(engine: Engine) -> dict[str, list[Any]]:
     def rows(query: str) -> list[tuple[Any, ...]]:
         return sorted(tuple(r) for r in conn.rows(query))
 
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         return {
             "episodes": rows(f"MATCH (ep:Episode) RETURN {cols('ep', EPISODE_COLS)}"),
             "entities": rows(f"MATCH (e:Entity) RETURN {cols('e', ENTITY_COLS)}"),
@@ -209,7 +209,7 @@ async def _wal_group(engine: Engine) -> dict[str, Any]:
 def _fulltext(engine: Engine, word: str) -> set[str]:
     """Names of the entities whose search-index text (name + summary) holds `word`."""
     hits = indexed(engine, "Entity", word)
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         return {e.name for e in graph.entities_by_uuids(conn, hits).values()}
 
 

@@ -59,7 +59,7 @@ async def _wal_group(engine: Engine, group_id: str) -> dict[str, Any]:
 def _fulltext(engine: Engine, word: str) -> set[str]:
     """Names of the entities whose search-index text (name + summary) holds `word`."""
     hits = indexed(engine, "Entity", word)
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         return {e.name for e in graph.entities_by_uuids(conn, hits).values()}
 
 

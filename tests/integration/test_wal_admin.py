@@ -59,7 +59,7 @@ SNAPSHOT = {
 
 
 def snapshot(engine: Engine, group: str) -> dict[str, list[list[Any]]]:
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         return {name: conn.rows(query, {"g": group}) for name, query in SNAPSHOT.items()}
 
 

@@ -336,3 +336,56 @@ def test_no_module_imports_itself_through_others() -> None:
     graph = module_graph()
     assert "lcg.engine.kernel" in graph and "lcg.graph.reads" in graph["lcg.service.methods.graph"]
     assert cycles(graph) == []
+
+
+# -- the write lock and the raw store stay inside the kernel ---------------------------------------
+
+# Who may hold the write lock or the open database directly: the kernel, storage itself, and the
+# admin passes that work below the commit primitive (through `lcg.engine.exclusive`). Everyone
+# else reads with `Engine.read`/`Engine.reader` and writes with `Engine.write`/`Engine.writer`.
+RAW_PARTS_OWNERS = ("lcg/engine/", "lcg/storage/", "lcg/admin/")
+RAW_ATTRIBUTES = frozenset({"write_lock", "_write_lock", "store", "_store", "_db"})
+RAW_MODULES = ("lcg.engine.exclusive", "lcg.engine.kernel", "lcg.storage.store.Store")
+
+
+def raw_uses(path: Path, module: str | None = None) -> list[str]:
+    """Where a file touches an engine's write lock or store, or imports the raw parts."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    attributes = sorted(
+        (node.lineno, ast.unparse(node))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in RAW_ATTRIBUTES
+        and (node.attr in ("write_lock", "_write_lock") or "engine" in ast.unparse(node.value))
+    )
+    found = [f"{line}: {text}" for line, text in attributes]
+    found += _names(imports_of(path, module), *RAW_MODULES)
+    return found
+
+
+def test_the_raw_parts_check_finds_uses(tmp_path: Path) -> None:
+    source = tmp_path / "fake.py"
+    source.write_text(
+        "from lcg.engine import exclusive\n"
+        "def f(engine, self):\n"
+        "    with engine.write_lock:\n"
+        "        engine.store.writer()\n"
+        "    self.engine._store\n"
+        "    self._store(1)\n"
+        "    engine.reader()\n"
+    )
+    assert raw_uses(source, "lcg.curation.fake") == [
+        "3: engine.write_lock",
+        "4: engine.store",
+        "5: self.engine._store",
+        "lcg.engine.exclusive",
+    ]
+
+
+def test_only_the_kernel_storage_and_admin_touch_the_write_lock_and_the_raw_store() -> None:
+    offenders = {
+        str(p.relative_to(SRC.parent)): raw_uses(p)
+        for p in sorted(SRC.rglob("*.py"))
+        if not str(p.relative_to(SRC.parent)).startswith(RAW_PARTS_OWNERS)
+    }
+    assert {p: uses for p, uses in offenders.items() if uses} == {}

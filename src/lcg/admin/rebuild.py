@@ -21,7 +21,9 @@ Progress = Callable[[dict[str, Any]], None]
 
 
 def _rebind(engine: Engine, group_id: str) -> dict[str, int]:
-    return rebind_locked(engine, group_id, force=True)
+    # Called by the rebuild with the write lock held: entering the writer again only re-enters it.
+    with engine.writer() as w:
+        return rebind_locked(engine, w, group_id, force=True)
 
 
 async def rebuild_from_wal(

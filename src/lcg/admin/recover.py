@@ -32,7 +32,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from lcg.engine import Engine
+from lcg.engine import Engine, exclusive
 from lcg.engine.recovery import DEGRADED_DB_OPEN_FAILED, is_lock_conflict, move_database_aside
 from lcg.engine.replay import ReplayReport
 from lcg.errors import ConflictError, StorageError
@@ -61,12 +61,12 @@ class _StrategyFailed(Exception):
 @contextlib.contextmanager
 def _exclusive(engine: Engine) -> Iterator[None]:
     """Hold the write lock, or fail at once if anyone holds it (API.md §1.10)."""
-    if not engine.write_lock.acquire(blocking=False):
+    if not exclusive.write_lock(engine).acquire(blocking=False):
         raise ConflictError("Recovery already in progress")
     try:
         yield
     finally:
-        engine.write_lock.release()
+        exclusive.write_lock(engine).release()
 
 
 def _stamp() -> str:
@@ -248,7 +248,7 @@ def _recover_full(engine: Engine) -> dict[str, Any]:
                 logger.warning("recover_full: reopening at the checkpoint failed (%s)", exc)
                 before = 0
                 reports = _reopen(engine, move_database_aside)
-            after = _episode_count(engine.store)
+            after = _episode_count(exclusive.store(engine))
         except Exception as exc:
             engine.events.emit("knowledge_recover", phase="failed", strategy="full", error=str(exc))
             if engine.degraded_reason is not None:
@@ -274,7 +274,7 @@ def _recover_full(engine: Engine) -> dict[str, Any]:
 def _full(engine: Engine) -> dict[str, Any]:
     if engine.degraded_reason is None:
         # Healthy: a no-op that takes no lock (a database error here is a JSON-RPC error).
-        n = _episode_count(engine.store)
+        n = _episode_count(exclusive.store(engine))
         return {
             "success": True,
             "recovery_needed": False,

@@ -32,7 +32,7 @@ import anyio.to_thread
 
 from lcg.embedding import stamp
 from lcg.embedding.vectors import EmbeddingPlan, plan_for_rows, text_hash
-from lcg.engine import Engine
+from lcg.engine import Engine, exclusive
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import graph
 from lcg.storage.store import Conn
@@ -120,7 +120,7 @@ def _write_batch(
     """Write one batch's rows (those whose text is unchanged) under the write lock."""
     model = engine.embedder.identity.model
     owners = list(dict.fromkeys(key.split(":", 1)[1] for key, _, _ in batch))
-    with engine.write_lock, engine.store.transaction() as tx:
+    with exclusive.write_lock(engine), exclusive.store(engine).transaction() as tx:
         now_wanted = {
             f"{kind}:{owner}": text_hash(model, text)
             for kind, owner, _, text in _group_plan(tx, group_id, owners).wanted
@@ -145,7 +145,7 @@ def _run(
     progress: Progress | None,
 ) -> dict[str, Any]:
     model = engine.embedder.identity.model
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         groups = group_ids if group_ids is not None else sorted(r[0] for r in conn.rows(_GROUPS))
         plans = [_scan(conn, g, model) for g in dict.fromkeys(groups)]
     total = sum(len(p.todo) for p in plans)

@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from lcg.engine import Engine
+from lcg.engine import Engine, exclusive
 from lcg.engine.replay import position_key
 from lcg.errors import ConflictError, InvalidRequestError, LcgError
 from lcg.fsmodes import private_dir
@@ -72,8 +72,8 @@ async def mark_create(engine: Engine, name: str, group_id: str) -> dict[str, Any
 
     def run() -> dict[str, Any]:
         # Under the write lock no commit is half done, so the recorded position is the graph's.
-        with engine.write_lock:
-            with engine.store.writer() as conn:
+        with exclusive.write_lock(engine):
+            with exclusive.store(engine).writer() as conn:
                 raw = graph.get_meta(conn, position_key(group))
                 has_data = any(graph.group_counts(conn, group).values())
             applied, recorded_generation = _position(raw)
@@ -156,8 +156,8 @@ async def prepare_checkpoint(engine: Engine) -> dict[str, Any]:
     database file, under the write lock."""
 
     def run() -> dict[str, Any]:
-        with engine.write_lock:
-            store = engine.store
+        with exclusive.write_lock(engine):
+            store = exclusive.store(engine)
             flushed = engine.wal.close_files()
             checkpointed = store.checkpoint(force=True)
             root = engine.wal.root
@@ -230,7 +230,7 @@ async def dump_wal(engine: Engine, group_id: str | None, target_dir: str | None)
     _check_target(target, engine.wal.root)
 
     def run() -> dict[str, Any]:
-        with engine.write_lock:
+        with exclusive.write_lock(engine):
             _check_target(target, engine.wal.root)
             created = not target.exists()
             streams: list[GroupStream] = []
@@ -239,7 +239,7 @@ async def dump_wal(engine: Engine, group_id: str | None, target_dir: str | None)
             skipped: list[str] = []
             try:
                 private_dir(target)
-                with engine.store.writer() as conn:
+                with exclusive.store(engine).writer() as conn:
                     groups = [group_id] if group_id is not None else dump.dump_groups(conn)
                     for group in groups:
                         if group_id is None:

@@ -25,7 +25,7 @@ from lcg.timeutil import now, to_wal
 from lcg.wal.records import Op
 
 if TYPE_CHECKING:
-    from lcg.engine import Engine
+    from lcg.engine import Engine, Writer
 
 __all__ = ["apply_corrections", "corrections_path", "stamp_applied", "validate_corrections"]
 
@@ -115,7 +115,7 @@ async def validate_corrections(engine: Engine) -> dict[str, Any]:
         except (OSError, ValueError) as exc:
             return _report(False, "Failed to read corrections file", 0, 0, [str(exc)])
         issues: list[str] = []
-        with engine.store.read() as conn:
+        with engine.reader() as conn:
             for e in entries:
                 where = f"Correction '{e.id}'"
                 if e.kind == "same_as":
@@ -172,13 +172,13 @@ async def apply_corrections(engine: Engine, dry_run: bool) -> dict[str, Any]:
         errors: list[str] = []
         details: list[dict[str, str]] = []
         skipped = 0
-        with engine.write_lock:
+        with engine.writer() as w:
             for e in entries:
                 if e.raw.get("applied_at") not in (None, ""):
                     skipped += 1
                     continue
                 try:
-                    _apply_one(engine, e, dry_run)
+                    _apply_one(engine, w, e, dry_run)
                 except (NotFoundError, ValueError) as exc:
                     message = exc.message if isinstance(exc, NotFoundError) else str(exc)
                     errors.append(f"Correction '{e.id}': {message}")
@@ -213,13 +213,13 @@ def _applied(
     return out
 
 
-def _apply_one(engine: Engine, e: _Entry, dry_run: bool) -> None:
-    """Apply (or check, in a dry run) one entry (write lock held).
+def _apply_one(engine: Engine, w: Writer, e: _Entry, dry_run: bool) -> None:
+    """Apply (or check, in a dry run) one entry, inside the pass holding the writer `w`.
 
     Raises:
         NotFoundError, ValueError: the entry cannot be applied; nothing was written for it.
     """
-    with engine.store.writer() as conn:
+    with w.connection() as conn:
         if e.kind == "retract":
             edge = e.text("edge_uuid")
             if not edge:
@@ -230,7 +230,7 @@ def _apply_one(engine: Engine, e: _Entry, dry_run: bool) -> None:
             if not dry_run:
                 stamp = to_wal(now())
                 op = Op("fact.invalidate", {"uuid": edge, "invalid_at": stamp, "expired_at": stamp})
-                engine.commit_ops([(fact.group_id, [op])])
+                w.commit([(fact.group_id, [op])])
             return
         if e.kind != "same_as":
             raise ValueError(f"unknown type '{e.raw.get('type')}'")
@@ -259,6 +259,7 @@ def _apply_one(engine: Engine, e: _Entry, dry_run: bool) -> None:
                 )
     result = merge_locked(
         engine,
+        w,
         MergeRequest(
             canonical_uuid=canonical.uuid,
             alias_names=tuple(e.aliases),

@@ -26,7 +26,7 @@ from lcg.timeutil import now, to_wal
 from lcg.wal.records import Op, entity_op, fact_op
 
 if TYPE_CHECKING:
-    from lcg.engine import Engine
+    from lcg.engine import Engine, Writer
 
 __all__ = ["MergeRequest", "exact_name_matches", "merge_entities", "merge_locked"]
 
@@ -93,14 +93,14 @@ async def merge_entities(engine: Engine, request: MergeRequest) -> dict[str, Any
     """`knowledge_merge_entities`: always a result; domain failures are `success: false`."""
 
     def run() -> dict[str, Any]:
-        with engine.write_lock:
-            return merge_locked(engine, request)
+        with engine.writer() as w:
+            return merge_locked(engine, w, request)
 
     return await anyio.to_thread.run_sync(run)
 
 
-def merge_locked(engine: Engine, request: MergeRequest) -> dict[str, Any]:
-    """The merge (write lock held)."""
+def merge_locked(engine: Engine, w: Writer, request: MergeRequest) -> dict[str, Any]:
+    """The merge, inside a pass that holds the writer `w`."""
     group = request.group_id or DEFAULT_GROUP_ID
     if not request.canonical_uuid and not request.canonical_name:
         return _fail("at least one of canonical_uuid or canonical_name must be provided")
@@ -108,7 +108,7 @@ def merge_locked(engine: Engine, request: MergeRequest) -> dict[str, Any]:
         return _fail(
             "at least one of alias_uuids, alias_names, or merge_all_by_name must be provided"
         )
-    with engine.store.writer() as conn:
+    with w.connection() as conn:
         if request.canonical_uuid:
             canonical = graph.entity_by_uuid(conn, request.canonical_uuid)
             if canonical is None:
@@ -158,7 +158,7 @@ def merge_locked(engine: Engine, request: MergeRequest) -> dict[str, Any]:
         aliases.pop(canonical.uuid, None)
         ops = _plan(conn, engine, canonical, [aliases[u] for u in sorted(aliases)], request, out)
     if not request.dry_run and ops:
-        engine.commit_ops([(group, ops)])
+        w.commit([(group, ops)])
     return out.to_wire(request.dry_run)
 
 

@@ -30,7 +30,7 @@ from lcg.timeutil import now, to_wal
 from lcg.wal.records import Op, fact_op
 
 if TYPE_CHECKING:
-    from lcg.engine import Engine
+    from lcg.engine import Engine, Writer
 
 __all__ = [
     "Endpoint",
@@ -191,7 +191,7 @@ async def add_cross_group_edge(
     await anyio.to_thread.run_sync(engine.embedder.embed, [text])
 
     def write() -> dict[str, Any]:
-        with engine.write_lock, engine.store.writer() as conn:
+        with engine.writer() as w, w.connection() as conn:
             ends: list[str] = []
             pointers: dict[str, Pointer] = {}
             for side, ep in zip(SIDES, (source, target), strict=True):
@@ -228,7 +228,7 @@ async def add_cross_group_edge(
                 created_at=now(),
             )
             row = replace(row, attributes=_with_pointers(row, pointers))
-            engine.commit_ops([(group_id, [fact_op(row)])])
+            w.commit([(group_id, [fact_op(row)])])
             return {
                 "uuid": row.uuid,
                 "name": row.name,
@@ -248,14 +248,17 @@ async def rebind(engine: Engine, source_group_id: str) -> dict[str, int]:
     """`knowledge_rebind_pointers`: re-resolve the pointers naming `source_group_id`."""
 
     def run() -> dict[str, int]:
-        with engine.write_lock:
-            return rebind_locked(engine, source_group_id)
+        with engine.writer() as w:
+            return rebind_locked(engine, w, source_group_id)
 
     return await anyio.to_thread.run_sync(run)
 
 
-def rebind_locked(engine: Engine, source_group_id: str, *, force: bool = False) -> dict[str, int]:
-    """The rebind pass (write lock held); `force` ignores the staleness gate (API.md §2.33)."""
+def rebind_locked(
+    engine: Engine, w: Writer, source_group_id: str, *, force: bool = False
+) -> dict[str, int]:
+    """The rebind pass, holding the writer `w`; `force` ignores the staleness gate (API.md
+    §2.33)."""
     counts = dict.fromkeys(
         (
             "checked",
@@ -270,7 +273,7 @@ def rebind_locked(engine: Engine, source_group_id: str, *, force: bool = False) 
     )
     ops: dict[str, list[Op]] = {}
     at = now()
-    with engine.store.writer() as conn:
+    with w.connection() as conn:
         current = engine.applied_seq(conn, source_group_id)
         facts = crossgroup.pointer_facts(conn)
         live = {(f.group_id, f.source_uuid, f.target_uuid, f.name) for f in facts}
@@ -316,7 +319,7 @@ def rebind_locked(engine: Engine, source_group_id: str, *, force: bool = False) 
                 live.add(key)
                 row = replace(fact, source_uuid=src, target_uuid=dst)
                 batch.append(fact_op(replace(row, attributes=_with_pointers(row, fresh))))
-    engine.commit_ops(list(ops.items()))
+    w.commit(list(ops.items()))
     return counts
 
 

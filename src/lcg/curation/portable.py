@@ -112,7 +112,7 @@ def _write_rows(
     progress: Progress | None,
 ) -> list[str]:
     """The header and every row of the chosen groups into `tmp`; returns the groups written."""
-    with engine.store.read() as conn, tmp.open("wb") as out:
+    with engine.reader() as conn, tmp.open("wb") as out:
         groups = [g for g in dump.dump_groups(conn) if group_ids is None or g in group_ids]
         header = {
             "kind": "header",
@@ -232,10 +232,9 @@ async def import_graph(
                     ops = _page_ops(kind, page)
                     # Embedded before the lock (the commit then reads the embedding cache).
                     embed_plan(plan_for_ops(group, ops), engine.embedder)
-                    with engine.write_lock:
-                        with engine.store.writer() as conn:
-                            fresh = _changed(conn, group, kind, ops)
-                        engine.commit_ops([(group, fresh)])
+                    with engine.writer() as w, w.connection() as conn:
+                        fresh = _changed(conn, group, kind, ops)
+                        w.commit([(group, fresh)])
                     unchanged += len(ops) - len(fresh)
                     written[kind] += len(fresh)
                     done += len(page)

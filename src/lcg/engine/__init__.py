@@ -6,6 +6,7 @@ from lcg.engine.kernel import (
     Engine,
     EpisodeCommit,
     Invalidation,
+    Writer,
     no_ontology,
     open_engine,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "Engine",
     "EpisodeCommit",
     "Invalidation",
+    "Writer",
     "no_ontology",
     "open_engine",
 ]

@@ -22,7 +22,7 @@ import json
 import logging
 import shutil
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -141,6 +141,29 @@ _AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no lo
 _TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut at startup
 
 
+class Writer:
+    """The writer, while `Engine.writer()` holds the write lock: reads on the writer connection
+    (never waiting for a pooled reader, which under load are all busy) and commits."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Conn]:
+        """The writer connection (reads; writes go through `commit`)."""
+        with self._engine._db.writer() as conn:
+            yield conn
+
+    def read(self, fn: Callable[[Conn], T]) -> T:
+        with self.connection() as conn:
+            return fn(conn)
+
+    def commit(self, batches: Sequence[Batch | tuple[str, list[Op]]]) -> list[tuple[int, int]]:
+        """Apply, log and commit batches of several groups atomically: per group one WAL batch,
+        all in one transaction. Returns each batch's (first, last) seq."""
+        return self._engine._commit_planned(batches)
+
+
 class Engine:
     """The context graph: one workspace's store, WAL and embedder."""
 
@@ -170,7 +193,7 @@ class Engine:
     # -- plumbing --------------------------------------------------------------------------
 
     @property
-    def store(self) -> Store:
+    def _db(self) -> Store:
         if self._store is None:
             raise UnavailableError(self.degraded_reason or "unknown")
         return self._store
@@ -189,27 +212,31 @@ class Engine:
     def wal(self) -> Wal:
         return self._wal
 
-    @property
-    def write_lock(self) -> threading.RLock:
-        """The one write lock, for admin passes outside the commit path (lcg.admin.waladmin)."""
-        return self._write_lock
-
     async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[Conn]:
+        """A pooled reader connection (a snapshot), for code already in a worker thread."""
+        with self._db.read() as conn:
+            yield conn
+
     def _read(self, fn: Callable[[Conn], T]) -> T:
-        with self.store.read() as conn:
+        with self.reader() as conn:
             return fn(conn)
 
     async def read(self, fn: Callable[[Conn], T]) -> T:
         """Run `fn` on a pooled reader connection in a worker thread (subsystems' reads)."""
         return await self._run(self._read, fn)
 
-    def _locked_read(self, fn: Callable[[Conn], T]) -> T:
-        """A read on the writer connection: only while holding the write lock, so a writer never
-        waits for a pooled reader connection (under load they are all busy with reads)."""
-        with self.store.writer() as conn:
-            return fn(conn)
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[Writer]:
+        """Hold the write lock for a pass of several reads and commits (in a worker thread).
+
+        The pass reads on the writer connection and commits through the commit primitive; it
+        never calls a model (embed before entering)."""
+        with self._write_lock:
+            yield Writer(self)
 
     def startup(self) -> list[ReplayReport]:
         """Repair torn WAL tails, catch every group up to its WAL, load the name and search indexes.
@@ -323,7 +350,7 @@ class Engine:
         for `knowledge_status`, and move the group's stream past every seq ever applied, so no
         seq is handed out twice."""
         for group_id in self._wal.groups() if groups is None else groups:
-            with self.store.writer() as conn:
+            with self._db.writer() as conn:
                 ahead = self._database_ahead(conn, group_id)
                 known = self._losses(conn, group_id)
             floor = max((x["last_seq"] for x in known if x.get("kind") == _AHEAD), default=None)
@@ -350,7 +377,7 @@ class Engine:
                 )
                 entry = {"kind": _AHEAD, "file": None, "first_seq": first, "last_seq": applied}
                 if entry not in known:
-                    with self.store.transaction() as tx:
+                    with self._db.transaction() as tx:
                         graph.set_meta(tx, loss_key(group_id), json.dumps([*known, entry]))
                 floor = applied if floor is None else max(floor, applied)
             if floor is not None:
@@ -380,13 +407,13 @@ class Engine:
             self.events.emit("wal_batch_lost", group_id=report.group_id, **loss.to_wire())
         if not report.lost and not full:
             return
-        with self.store.writer() as conn:
+        with self._db.writer() as conn:
             known = self._losses(conn, report.group_id)
         if full:  # a replay re-derives batches; what the WAL itself lost stays recorded
             known = [x for x in known if x.get("kind") in (_AHEAD, _TORN)]
         fresh = [{"kind": _LOST, **loss.to_wire()} for loss in report.lost]
         merged = known + [x for x in fresh if x not in known]
-        with self.store.transaction() as tx:
+        with self._db.transaction() as tx:
             graph.set_meta(tx, loss_key(report.group_id), json.dumps(merged) if merged else None)
 
     def _record_torn(self, torn: TornTail) -> None:
@@ -414,7 +441,7 @@ class Engine:
         if bounds.max_seq is None:
             return None
         generation = self._wal.generation(group_id)
-        with self.store.writer() as conn:
+        with self._db.writer() as conn:
             position = self._position(conn, group_id)
             has_data = self._group_has_data(conn, group_id)
         if position is None or position[0] is None or position[1] != generation:
@@ -440,7 +467,7 @@ class Engine:
         return None
 
     def _held_through(self, group_id: str) -> int | None:
-        with self.store.writer() as conn:
+        with self._db.writer() as conn:
             raw = graph.get_meta(conn, position_key(group_id))
         held = json.loads(raw).get("held_through") if raw else None
         return held if isinstance(held, int) else None
@@ -452,11 +479,11 @@ class Engine:
             return None
         generation = self._wal.generation(group_id)
         directory = self._wal.directory(group_id)
-        with self.store.writer() as conn:
+        with self._db.writer() as conn:
             position = self._position(conn, group_id)
         if plan[0] == "bulk":
             report = replay_group(
-                self.store,
+                self._db,
                 directory,
                 group_id,
                 self.embedder,
@@ -467,7 +494,7 @@ class Engine:
         else:
             assert position is not None and position[0] is not None
             report = replay_group(
-                self.store,
+                self._db,
                 directory,
                 group_id,
                 self.embedder,
@@ -502,7 +529,7 @@ class Engine:
         """After a replay (write lock held): a group re-derived whole (`full`) holds only vectors
         of the embedder in use, so it is stamped with it; a tail leaves the stamp as it was."""
         if full:
-            with self.store.transaction() as tx:
+            with self._db.transaction() as tx:
                 stamp.restamp_group(tx, group_id, self.embedder.identity)
 
     def _emit_replay(self, report: ReplayReport) -> None:
@@ -536,7 +563,7 @@ class Engine:
         appended: list[tuple[str, int, int]] = []
         body_done = False
         try:
-            with self.store.transaction() as tx:
+            with self._db.transaction() as tx:
                 for batch in batches:
                     if batch.apply is not None:
                         batch.apply(tx)
@@ -577,7 +604,7 @@ class Engine:
         positions it set are visible), False when it was rolled back and its lines were removed.
         """
         if body_done:
-            with self.store.writer() as conn:
+            with self._db.writer() as conn:
                 if all(
                     (self._position(conn, g) or (None, None))[0] == last for g, _, last in appended
                 ):
@@ -671,20 +698,22 @@ class Engine:
 
     def _rewire_cross_group(self) -> None:
         """Restore the hops of cross-group facts into entities replayed after them (derived)."""
-        with self.store.transaction() as tx:
+        with self._db.transaction() as tx:
             crossgroup.rewire_hops(tx)
 
-    # -- admin passes (lcg.curation.merge, lcg.curation.pointers), write lock held ----------------
-
-    def commit_ops(self, batches: Sequence[tuple[str, list[Op]]]) -> list[tuple[int, int]]:
-        """Apply, log and commit operations of several groups atomically (write lock held).
-
-        For passes that re-point or re-type rows already stored. Vectors come from the embedding
-        cache only (the model is never called under the lock); a text the cache lacks (a renamed
-        entity, say) gets its vector later, from backfill or a rebuild, and the search index
-        embeds it itself when it reloads the group.
-        """
-        return self._commit([self._prepare(g, ops, cache_only=True) for g, ops in batches if ops])
+    def _commit_planned(
+        self, batches: Sequence[Batch | tuple[str, list[Op]]]
+    ) -> list[tuple[int, int]]:
+        """Commit a plan's batches (write lock held). A `(group_id, ops)` batch gets its vectors
+        from the embedding cache only (the model is never called under the lock): a text the
+        cache lacks (a renamed entity, say) gets its vector later, from backfill or a rebuild,
+        and the search index embeds it itself when it reloads the group."""
+        return self._commit(
+            [
+                b if isinstance(b, Batch) else self._prepare(b[0], b[1], cache_only=True)
+                for b in batches
+            ]
+        )
 
     async def write(
         self, plan: Callable[[Conn], tuple[T, Sequence[Batch | tuple[str, list[Op]]]]]
@@ -692,18 +721,13 @@ class Engine:
         """Run `plan` on the writer connection under the write lock, then commit the batches it
         returns (per group, one WAL batch; all of them in one transaction) and return its
         result. `plan` only reads and decides: it never calls a model. A `(group_id, ops)` batch
-        gets its vectors from the embedding cache (as `commit_ops`); a `Batch` carries its own
-        (computed before the call)."""
+        gets its vectors from the embedding cache; a `Batch` carries its own (computed before
+        the call)."""
 
         def run() -> T:
-            with self._write_lock:
-                result, batches = self._locked_read(plan)
-                self._commit(
-                    [
-                        b if isinstance(b, Batch) else self._prepare(b[0], b[1], cache_only=True)
-                        for b in batches
-                    ]
-                )
+            with self.writer() as w:
+                result, batches = w.read(plan)
+                w.commit(batches)
                 return result
 
         return await self._run(run)
@@ -752,7 +776,7 @@ class Engine:
 
         def write() -> list[tuple[int, int]]:
             with self._write_lock:
-                with self.store.writer() as conn:
+                with self._db.writer() as conn:
                     self._check_commit_references(conn, commit)
                 return self._commit([batch])
 
@@ -839,7 +863,7 @@ class Engine:
                     if preserve_wal
                     else {}
                 )
-                store = self.store
+                store = self._db
                 self._store = None
                 self.degraded_reason = "unknown"
                 # New reads now fail as unavailable; let the reads already running finish first.
@@ -962,14 +986,14 @@ class Engine:
         with self._write_lock:
             for group_id in candidates:
                 try:
-                    with self.store.writer() as conn:
+                    with self._db.writer() as conn:
                         position = self._position(conn, group_id)
                         if position is not None and position[0] is not None:
                             continue
                         if self._group_has_data(conn, group_id):
                             continue
                     generation = self._wal.generation(group_id)
-                    with self.store.transaction() as tx:
+                    with self._db.transaction() as tx:
                         write_position(tx, group_id, 0, generation)
                 except (LcgError, OSError, ValueError) as exc:  # degrade to null, never fail
                     logger.warning("group %r: WAL position backfill failed: %s", group_id, exc)
@@ -1144,7 +1168,7 @@ class Engine:
     ) -> dict[str, Any]:
         directory = self._rebuild_directory(group_id)
         with self._write_lock:
-            with self.store.writer() as conn:
+            with self._db.writer() as conn:
                 plan = self._rebuild_plan(
                     conn, directory, group_id, from_seq, to_seq, dry_run, force_clear
                 )
@@ -1158,11 +1182,11 @@ class Engine:
             self._search.invalidate([group_id])
             self._wal.drop_stream(group_id)
             if from_seq == 0 and has_data:
-                with self.store.transaction() as tx:
+                with self._db.transaction() as tx:
                     graph.purge_group(tx, group_id)
                     write_position(tx, group_id, None, generation)
             report = replay_group(
-                self.store,
+                self._db,
                 directory,
                 group_id,
                 self.embedder,
@@ -1184,7 +1208,7 @@ class Engine:
                 and to_seq < max_seq
             ):
                 # A bounded restore: keep the later lines from being replayed at the next open.
-                with self.store.transaction() as tx:
+                with self._db.transaction() as tx:
                     write_position(tx, group_id, report.last_committed_seq, generation, max_seq)
             self._reload_names()
             self._search.invalidate([group_id])

@@ -207,7 +207,7 @@ class IngestPipeline:
     def _position(self, group_id: str) -> tuple[str | None, int]:
         """(generation, next seq) of the group's WAL stream; taken under the write lock."""
         wal = self.engine.wal
-        with self.engine.write_lock:
+        with self.engine.writer():
             if not wal.directory(group_id).is_dir():
                 return (None, 0)
             stream = wal.stream(group_id)
@@ -223,7 +223,7 @@ class IngestPipeline:
         # first episode skips the group-filtered reads, which scan the whole Entity and Fact
         # tables (bench/scale.py: the first episode after open took 5.4 s at 1M facts).
         if position != (None, 0):
-            with engine.store.read() as conn:
+            with engine.reader() as conn:
                 entities = graph.entities_in_groups(conn, [group_id])
                 facts = [f for f in graph.facts_with_hops(conn, [group_id]) if f.expired_at is None]
         index = GroupIndex(group_id, engine.embedder.identity.dim, position=position)

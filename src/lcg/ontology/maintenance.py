@@ -90,12 +90,11 @@ def _write_batch(
     engine: Engine, group_id: str, revise: Callable[[Conn], tuple[list[Entity], list[Fact]]]
 ) -> int:
     """Under the write lock: re-derive rows from their current state and commit them (thread)."""
-    with engine.write_lock:
-        with engine.store.writer() as conn:
-            entities, facts = revise(conn)
+    with engine.writer() as w:
+        entities, facts = w.read(revise)
         ops = [entity_op(e) for e in entities] + [fact_op(f) for f in facts]
         if ops:
-            engine.commit_ops([(group_id, ops)])
+            w.commit([(group_id, ops)])
         return len(ops)
 
 

@@ -235,7 +235,7 @@ def _time_mask(view: View, time: TimeFilter) -> Mask:
 
 
 def _center(engine: Engine, uuid: str) -> Entity:
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         found = search_rows.entities_by_uuids(conn, [uuid]).get(uuid)
     if found is None:
         raise NotFoundError("entity", uuid, f"center_node_uuid '{uuid}' does not exist")
@@ -285,7 +285,7 @@ def _entities(
 
         hits = _by_distance(hits, hops, strategy.max_hops)
     hits = hits[:limit]
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         rows = search_rows.entities_by_uuids(conn, [h.uuid for h in hits])
     return [(rows[h.uuid], h.score) for h in hits if h.uuid in rows]
 
@@ -333,7 +333,7 @@ def _facts(
     # nearly always suffices; the rows' own check below is the authoritative one.
     for start in range(0, len(hits), limit):
         batch = hits[start : start + limit]
-        with engine.store.read() as conn:
+        with engine.reader() as conn:
             rows = search_rows.facts_by_uuids(conn, [h.uuid for h in batch])
         for h in batch:
             fact = rows.get(h.uuid)
@@ -362,7 +362,7 @@ def episode_hits(
     index = engine.search_index
     hits, _ = _rank(index, "episode", ("episode",), groups, query, limit, strategy, floor=floor)
     hits = hits[:limit]
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         rows = search_rows.episodes_by_uuids(conn, [h.uuid for h in hits])
     return [(rows[h.uuid], h) for h in hits if h.uuid in rows]
 

@@ -348,7 +348,7 @@ class RpcServer:
             # The degraded engine's write lock is held while rebuilding, so a knowledge_recover
             # sent meanwhile answers "Recovery already in progress"; one that ran first and
             # reopened the database in place leaves nothing to do.
-            with degraded.write_lock if degraded is not None else contextlib.nullcontext():
+            with degraded.writer() if degraded is not None else contextlib.nullcontext():
                 if degraded is not None and degraded.degraded_reason is None:
                     return
                 fresh = rebuild_database(
