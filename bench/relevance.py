@@ -291,7 +291,7 @@ def _serve_rss(home: Path) -> dict[str, Any]:
 
 
 def _count(engine: Any, label: str) -> int:
-    with engine.store.read() as conn:
+    with engine.reader() as conn:
         return int(conn.rows(f"MATCH (n:{label}) RETURN count(*)")[0][0])
 
 

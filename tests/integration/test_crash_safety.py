@@ -65,6 +65,7 @@ from pathlib import Path
 import anyio
 
 from lcg import Entity, Episode, EpisodeCommit, Fact, Settings, open_engine
+from lcg.engine import exclusive
 from lcg.service.registry import dispatch
 
 home, run, seed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
@@ -140,7 +141,7 @@ async def main():
         # The engine checkpoints Kuzu's journal after commits once it is large; a shrinking
         # journal tells that one happened (so the parent knows kills can land in one).
         journal = exclusive.store(engine).journal_bytes()
-        if journal < last_journal or engine.maybe_checkpoint():
+        if journal < last_journal or exclusive.maybe_checkpoint(engine):
             ack(kind="checkpoint", run=run, i=i)
         last_journal = exclusive.store(engine).journal_bytes()
 

@@ -53,6 +53,7 @@ from pathlib import Path
 import anyio
 
 from lcg import Settings, open_engine
+from lcg.engine import exclusive
 from lcg.service.registry import dispatch
 
 home, point, group = Path(sys.argv[1]), sys.argv[2], sys.argv[3]

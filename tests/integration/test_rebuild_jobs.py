@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -13,10 +13,12 @@ import anyio.to_thread
 import pytest
 from rebuild_jobs import rebuild_and_wait, wait_for_job
 
-import lcg.engine.kernel
-from lcg import Engine
+from lcg import Engine, Settings, open_engine
+from lcg.engine.jobs import JobTable
+from lcg.engine.replay import replay_group
 from lcg.errors import ConflictError, InvalidRequestError, StorageError
 from lcg.service.registry import REGISTRY, Context, dispatch
+from lcg.telemetry import ListSink
 
 pytestmark = pytest.mark.anyio
 
@@ -54,31 +56,59 @@ class Gate:
         self.reached = threading.Event()
         self.release = threading.Event()
 
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        real = lcg.engine.kernel.replay_group
+    def replay(self, *args: Any, **kwargs: Any) -> Any:
+        """The real replay, held at its first progress frame."""
+        progress = kwargs["progress"]
 
-        def gated(*args: Any, **kwargs: Any) -> Any:
-            progress = kwargs["progress"]
+        def hold(frame: dict[str, Any]) -> None:
+            progress(frame)
+            if not self.reached.is_set():
+                self.reached.set()
+                assert self.release.wait(WAIT)
 
-            def hold(frame: dict[str, Any]) -> None:
-                progress(frame)
-                if not self.reached.is_set():
-                    self.reached.set()
-                    assert self.release.wait(WAIT)
-
-            kwargs["progress"] = hold
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(lcg.engine.kernel, "replay_group", gated)
+        kwargs["progress"] = hold
+        return replay_group(*args, **kwargs)
 
     async def wait_reached(self) -> None:
         assert await anyio.to_thread.run_sync(self.reached.wait, WAIT)
 
 
+class Replays:
+    """The replay step given to this module's engines: the real one unless a test swaps it."""
+
+    def __init__(self) -> None:
+        self.step: Callable[..., Any] = replay_group
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.step(*args, **kwargs)
+
+
 @pytest.fixture
-def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
+def replays() -> Replays:
+    return Replays()
+
+
+@pytest.fixture
+def jobs() -> JobTable:
+    return JobTable()
+
+
+@pytest.fixture
+def engine(
+    settings: Settings, events: ListSink, replays: Replays, jobs: JobTable
+) -> Iterator[Engine]:
+    """An open engine whose replay step and job table the test holds."""
+    eng = open_engine(settings, events=events, replay=replays, jobs=jobs)
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+@pytest.fixture
+def gate(replays: Replays) -> Iterator[Gate]:
     g = Gate()
-    g.install(monkeypatch)
+    replays.step = g.replay
     try:
         yield g
     finally:
@@ -133,7 +163,9 @@ async def test_unknown_job_is_not_found_and_job_id_is_required(engine: Engine) -
         assert info.value.wire_message().endswith("job_id is required and must be non-empty")
 
 
-async def test_refusals_come_back_synchronously_and_start_no_job(engine: Engine) -> None:
+async def test_refusals_come_back_synchronously_and_start_no_job(
+    engine: Engine, jobs: JobTable
+) -> None:
     await _seed(engine)
     with pytest.raises(ConflictError, match="force_clear"):
         await dispatch(engine, RB, {})
@@ -141,12 +173,14 @@ async def test_refusals_come_back_synchronously_and_start_no_job(engine: Engine)
         await dispatch(engine, RB, {"group_id": "nowhere"})
     with pytest.raises(InvalidRequestError, match="to_seq"):
         await dispatch(engine, RB, {"from_seq": 5, "to_seq": 1})
-    assert engine._jobs.running() is None
-    assert engine._jobs.get("anything") is None
+    assert jobs.running() is None
+    assert jobs.get("anything") is None
     assert await _names(engine) == set(NAMES)
 
 
-async def test_dry_runs_and_streaming_calls_stay_synchronous(engine: Engine) -> None:
+async def test_dry_runs_and_streaming_calls_stay_synchronous(
+    engine: Engine, jobs: JobTable
+) -> None:
     await _seed(engine)
     dry = await dispatch(engine, RB, {"from_seq": 1, "dry_run": True})
     assert dry["success"] is True and dry["dry_run"] is True
@@ -156,7 +190,7 @@ async def test_dry_runs_and_streaming_calls_stay_synchronous(engine: Engine) -> 
     assert streamed["success"] is True and streamed["dry_run"] is False
     assert streamed["mutations_replayed"] == len(NAMES)
     assert frames
-    assert engine._jobs.running() is None
+    assert jobs.running() is None
     assert await _names(engine) == set(NAMES)
 
 
@@ -201,27 +235,27 @@ async def test_progress_moves_and_a_second_call_returns_the_running_job(
     ],
 )
 async def test_a_failing_job_reports_its_error_and_releases_the_engine(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch, error: Exception, message: str
+    engine: Engine, replays: Replays, jobs: JobTable, error: Exception, message: str
 ) -> None:
     await _seed(engine)
 
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise error
 
-    monkeypatch.setattr(lcg.engine.kernel, "replay_group", fail)
+    replays.step = fail
     started = await dispatch(engine, RB, {"from_seq": 1})
     status = await wait_for_job(engine, started["job_id"])
     assert set(status) == STATUS_KEYS
     assert status["status"] == "failed"
     assert status["result"] is None
     assert status["error"] is not None and message in status["error"]
-    assert engine._jobs.running() is None
+    assert jobs.running() is None
     # The write lock was released: writes go on.
     await dispatch(engine, "knowledge_assert_entity", {"name": "Barbara"})
     assert await _names(engine) == {*NAMES, "Barbara"}
 
 
-async def test_close_waits_for_a_running_job(engine: Engine, gate: Gate) -> None:
+async def test_close_waits_for_a_running_job(engine: Engine, gate: Gate, jobs: JobTable) -> None:
     await _seed(engine)
     started = await dispatch(engine, RB, {"force_clear": True})
     await gate.wait_reached()
@@ -237,7 +271,7 @@ async def test_close_waits_for_a_running_job(engine: Engine, gate: Gate) -> None
     gate.release.set()
     closer.join(WAIT)
     assert closed.is_set()
-    job = engine._jobs.get(started["job_id"])
+    job = jobs.get(started["job_id"])
     assert job is not None
     status = job.to_wire()
     assert status["status"] == "completed", status

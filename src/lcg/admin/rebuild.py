@@ -1,23 +1,56 @@
 """`knowledge_rebuild_from_wal` and `knowledge_rebuild_status` (API.md §2.34-2.35): re-deriving a
 group from its WAL, in the foreground or as a background job.
 
-The replay itself is the kernel's (`Engine.rebuild_from_wal` and friends: the same machinery as
-startup catch-up, under the write lock); this area adds what a full rebuild owes the other
-groups: their cross-group pointers into the re-derived group are re-resolved by name, ignoring
-the staleness gate (after a reset or a bounded restore positions are not comparable).
+The replay is the kernel's catch-up machinery (`lcg.engine.catchup`, reached through
+`lcg.engine.exclusive`) run under the write lock: checks (steps 4-8), the purge of a full
+rebuild, the replay, and what it leaves behind (positions, WAL problems, names, search, the
+embedder stamp, cross-group hops). A full rebuild also owes the other groups something: their
+cross-group pointers into the re-derived group are re-resolved by name, ignoring the staleness
+gate (after a reset or a bounded restore positions are not comparable).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import anyio.to_thread
 
 from lcg.curation.pointers import rebind_locked
-from lcg.engine import Engine
+from lcg.engine import Engine, exclusive
+from lcg.engine.jobs import RebuildJob
+from lcg.engine.replay import ReplayReport, write_position
+from lcg.errors import ConflictError, InvalidRequestError, WalGenerationError
+from lcg.ontology import record_ingested_ontology
+from lcg.storage import graph
+from lcg.storage.store import Conn
+from lcg.wal.layout import ordered_files
+from lcg.wal.reader import ReadStats, iter_records
 
 __all__ = ["rebuild_from_wal", "rebuild_groups", "rebuild_status", "start_rebuild"]
 
+P = ParamSpec("P")
+T = TypeVar("T")
 Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class _RebuildPlan:
+    """What a rebuild will do once its checks passed (API.md §2.34 steps 6-8)."""
+
+    from_seq: int
+    to_seq: int | None
+    has_data: bool
+    reset: bool
+    previous: str | None
+    generation: str | None
+
+
+async def _run(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
 def _rebind(engine: Engine, group_id: str) -> dict[str, int]:
@@ -36,9 +69,7 @@ async def rebuild_from_wal(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Replay a group's WAL into the graph now (API.md §2.34, synchronous form)."""
-    return await engine.rebuild_from_wal(
-        group_id, from_seq, to_seq, dry_run, force_clear, progress, rebind=_rebind
-    )
+    return await _run(_rebuild, engine, group_id, from_seq, to_seq, dry_run, force_clear, progress)
 
 
 async def rebuild_groups(
@@ -50,9 +81,20 @@ async def rebuild_groups(
     progress: Progress | None = None,
 ) -> list[dict[str, Any]]:
     """Rebuild several groups from their WALs, under one hold of the write lock."""
-    return await engine.rebuild_groups(
-        group_ids, force_clear=force_clear, dry_run=dry_run, progress=progress, rebind=_rebind
-    )
+
+    def run() -> list[dict[str, Any]]:
+        with exclusive.write_lock(engine):
+            if dry_run:
+                return [
+                    _rebuild(engine, g, 0, None, True, force_clear, progress) for g in group_ids
+                ]
+            results = [
+                _rebuild(engine, g, 0, None, False, force_clear, progress) for g in group_ids
+            ]
+            engine.indices_built = all(r["indices_built"] for r in results)
+            return results
+
+    return await _run(run)
 
 
 async def start_rebuild(
@@ -62,11 +104,220 @@ async def start_rebuild(
     to_seq: int | None = None,
     force_clear: bool = False,
 ) -> dict[str, Any]:
-    """Start a real rebuild as a background job (API.md §2.34 step 9); every refusal is raised
-    before a job exists."""
-    return await engine.start_rebuild(group_id, from_seq, to_seq, force_clear, rebind=_rebind)
+    """Start a real rebuild as a background job (API.md §2.34 step 9, non-streaming form).
+
+    Every refusal of steps 4-8 is raised here, before a job exists (the checks read a
+    snapshot; the job repeats them under the write lock, and fails if the state changed in
+    between). If a job is already running (any group), that job is returned instead.
+    """
+    return await _run(_start_rebuild, engine, group_id, from_seq, to_seq, force_clear)
+
+
+def _start_rebuild(
+    engine: Engine,
+    group_id: str,
+    from_seq: int,
+    to_seq: int | None,
+    force_clear: bool,
+) -> dict[str, Any]:
+    directory = _rebuild_directory(engine, group_id)
+    with engine.reader() as conn:
+        _rebuild_plan(engine, conn, directory, group_id, from_seq, to_seq, False, force_clear)
+
+    def work(job: RebuildJob) -> dict[str, Any]:
+        result = _rebuild(engine, group_id, from_seq, to_seq, False, force_clear, job.progress)
+        result.pop("success", None)
+        return result
+
+    job, _ = exclusive.jobs(engine).start(group_id, len(ordered_files(directory)), work)
+    return {"success": True, "job_id": job.job_id, "status": "running"}
 
 
 def rebuild_status(engine: Engine, job_id: str) -> dict[str, Any]:
     """`knowledge_rebuild_status` (API.md §2.35): a background job's state, from memory."""
-    return engine.rebuild_status(job_id)
+    job = exclusive.jobs(engine).get(job_id)
+    if job is None:
+        return {"status": "not_found"}
+    return job.to_wire()
+
+
+def _rebuild_directory(engine: Engine, group_id: str) -> Path:
+    """The group's WAL directory, if it holds any WAL file (API.md §2.34 steps 4-5)."""
+    directory = engine.wal.directory(group_id)
+    if not directory.is_dir() or not any(directory.glob("*.jsonl")):
+        raise InvalidRequestError(f"No WAL files found at {directory}", field="group_id")
+    return directory
+
+
+def _rebuild_plan(
+    engine: Engine,
+    conn: Conn,
+    directory: Path,
+    group_id: str,
+    from_seq: int,
+    to_seq: int | None,
+    dry_run: bool,
+    force_clear: bool,
+) -> _RebuildPlan | dict[str, Any]:
+    """API.md §2.34 steps 6-8 (checks only): the effective plan, or a dry run's reset answer.
+
+    Raises:
+        WalGenerationError, ConflictError: the rebuild is refused.
+    """
+    position = exclusive.catchup(engine).position(conn, group_id)
+    has_data = exclusive.catchup(engine).group_has_data(conn, group_id)
+    applied, previous = position if position else (None, None)
+    generation = engine.wal.generation(group_id)
+    if applied is not None and generation is None:
+        raise WalGenerationError(
+            f'group "{group_id}": {directory}/.wal-generation.json is absent or unreadable — '
+            "republish the full WAL directory including its dot-files, or create the file by "
+            'hand with {"generation": "<any unique string>"}'
+        )
+    reset = applied is not None and generation != previous
+    if reset and dry_run:
+        return {
+            "success": True,
+            "group_id": group_id,
+            "dry_run": True,
+            "reset_detected": True,
+            "previous_generation": previous,
+            "generation": generation,
+            "message": "the WAL stream's generation changed since it was applied; a real "
+            "rebuild will purge the group and replay the whole stream",
+        }
+    if reset:
+        from_seq, to_seq, force_clear = 0, None, True
+    if from_seq == 0 and has_data:
+        prefix = (
+            f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
+            "from_seq: 0 is a full rebuild."
+        )
+        if dry_run:
+            raise ConflictError(
+                f"{prefix} A dry run cannot preview this cleanly — purge the "
+                "group first or pass a from_seq > 0."
+            )
+        if not force_clear:
+            raise ConflictError(
+                f"{prefix} Pass force_clear: true to purge the group and replay "
+                "it, or a from_seq > 0 to replay a tail."
+            )
+    return _RebuildPlan(from_seq, to_seq, has_data, reset, previous, generation)
+
+
+def _rebuild(
+    engine: Engine,
+    group_id: str,
+    from_seq: int,
+    to_seq: int | None,
+    dry_run: bool,
+    force_clear: bool,
+    progress: Callable[[dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    directory = _rebuild_directory(engine, group_id)
+    with exclusive.write_lock(engine):
+        with exclusive.store(engine).writer() as conn:
+            plan = _rebuild_plan(
+                engine, conn, directory, group_id, from_seq, to_seq, dry_run, force_clear
+            )
+        if isinstance(plan, dict):
+            return plan
+        from_seq, to_seq, has_data = plan.from_seq, plan.to_seq, plan.has_data
+        reset, previous, generation = plan.reset, plan.previous, plan.generation
+        if dry_run:
+            return _dry_run(engine, directory, group_id, from_seq, to_seq, previous, generation)
+        engine.indices_built = False
+        engine.search_index.invalidate([group_id])
+        engine.wal.drop_stream(group_id)
+        if from_seq == 0 and has_data:
+            with exclusive.store(engine).transaction() as tx:
+                graph.purge_group(tx, group_id)
+                write_position(tx, group_id, None, generation)
+        report = exclusive.catchup(engine).replay(
+            exclusive.store(engine),
+            directory,
+            group_id,
+            engine.embedder,
+            generation=generation,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            bulk_load=from_seq == 0,
+            batch_size=engine.settings.replay_batch_size,
+            progress=progress,
+        )
+        exclusive.catchup(engine).stamp_replayed(group_id, full=from_seq == 0)
+        exclusive.catchup(engine).record_losses(report, full=from_seq == 0)
+        exclusive.catchup(engine).check_database_ahead(
+            [group_id]
+        )  # its stream was dropped: floor it again
+        max_seq = engine.wal.bounds(group_id).max_seq
+        if (
+            to_seq is not None
+            and max_seq is not None
+            and report.last_committed_seq is not None
+            and to_seq < max_seq
+        ):
+            # A bounded restore: keep the later lines from being replayed at the next open.
+            with exclusive.store(engine).transaction() as tx:
+                write_position(tx, group_id, report.last_committed_seq, generation, max_seq)
+        exclusive.catchup(engine).reload_names()
+        engine.search_index.invalidate([group_id])
+        exclusive.catchup(engine).rewire_cross_group()
+        # Pointers into a re-derived group are re-resolved by name, ignoring the staleness
+        # gate: after a reset or a bounded restore, positions are not comparable.
+        rebound = _rebind(engine, group_id) if from_seq == 0 else None
+        # The group's texts were just embedded by the replay: loading it hits the cache.
+        engine.indices_built = exclusive.catchup(engine).warm_search([group_id])
+        exclusive.catchup(engine).emit_replay(report)
+        record_ingested_ontology(engine.settings)  # the graph now reflects the current ontology
+        result = report.to_wire(
+            engine.settings.replay_failure_samples, engine.settings.replay_fidelity_threshold
+        )
+        result.update(
+            {
+                "success": True,
+                "dry_run": False,
+                "indices_built": engine.indices_built,
+                "reset_detected": reset,
+                "previous_generation": previous,
+                "generation": generation,
+                "cross_group_rebind": rebound if reset else None,
+            }
+        )
+        return result
+
+
+def _dry_run(
+    engine: Engine,
+    directory: Any,
+    group_id: str,
+    from_seq: int,
+    to_seq: int | None,
+    previous: str | None,
+    generation: str | None,
+) -> dict[str, Any]:
+    stats = ReadStats()
+    report = ReplayReport(group_id, from_seq, to_seq, mode="dry_run")
+    report.mutations_replayed = sum(1 for _ in iter_records(directory, from_seq, to_seq, stats))
+    report.unparseable_lines = stats.unparseable
+    report.unrecognised_lines = stats.unrecognised
+    report.torn_tail_lines = stats.torn_tail
+    report.incomplete_batch_lines = stats.incomplete_batch_lines
+    report.corrupt_batch_lines = stats.corrupt_batch_lines
+    report.lost = stats.lost
+    report.wal_files_processed = stats.files_processed
+    result = report.to_wire(
+        engine.settings.replay_failure_samples, engine.settings.replay_fidelity_threshold
+    )
+    result.update(
+        {
+            "success": True,
+            "dry_run": True,
+            "reset_detected": False,
+            "previous_generation": previous,
+            "generation": generation,
+            "cross_group_rebind": None,
+        }
+    )
+    return result

@@ -3,7 +3,7 @@
 lcg's database is derived from the WAL (DESIGN §1.1), so every strategy ends the same way: the
 database files are put into some state, the database is opened again and the ordinary startup
 catch-up applies whatever the WAL holds beyond the positions recorded in it. The open database
-is replaced in place (`Engine.reopen_store`), so the service keeps the same Engine object and
+is replaced in place (`Engine.reopen`), so the service keeps the same Engine object and
 needs no swap.
 
 - `drop_lbug_wal`: quarantine Kuzu's own journal `<db>.wal` as
@@ -32,6 +32,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from lcg.admin.indices import build_search_index
 from lcg.engine import Engine, exclusive
 from lcg.engine.recovery import DEGRADED_DB_OPEN_FAILED, is_lock_conflict, move_database_aside
 from lcg.engine.replay import ReplayReport
@@ -112,7 +113,7 @@ def _ensure_indexes(engine: Engine) -> None:
     to report why.
     """
     if not engine.indices_built:
-        engine.build_search_index()
+        build_search_index(engine)
 
 
 def _episode_count(store: Store) -> int:
@@ -125,7 +126,7 @@ def _reopen(
     prepare: Callable[[Path], object],
     on_open: Callable[[Store], object] | None = None,
 ) -> list[ReplayReport]:
-    """`engine.reopen_store`, telling a failed file operation from a failed reopen.
+    """`engine.reopen`, telling a failed file operation from a failed reopen.
 
     Raises:
         _StrategyFailed: `prepare` failed (its message) or the database did not reopen.
@@ -141,7 +142,7 @@ def _reopen(
         prepared = True
 
     try:
-        reports = engine.reopen_store(step, failed_reason=DEGRADED_DB_OPEN_FAILED, on_open=on_open)
+        reports = engine.reopen(step, failed_reason=DEGRADED_DB_OPEN_FAILED, on_open=on_open)
     except _StrategyFailed:
         raise
     except Exception as exc:

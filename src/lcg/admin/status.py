@@ -2,19 +2,23 @@
 §3.1), answered also while no database is open (degraded, §3.1.3).
 
 Counts, WAL positions and problems, index and embedder state, the cross-group pointers by state
-(`lcg.curation.pointers`), the ontology and extractor in use. Positions are the kernel's
-(`Engine.wal_state`, `Engine.backfill_positions`).
+(`lcg.curation.pointers`), the ontology and extractor in use. Positions and WAL problems are
+kept by the kernel's catch-up (`lcg.engine.catchup`); this module reads them and back-fills a
+position where that is certain.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anyio.to_thread
 
 from lcg.curation.pointers import counts_by_state
 from lcg.embedding import stamp
-from lcg.engine import Engine
+from lcg.engine import Engine, exclusive
+from lcg.engine.replay import write_position
+from lcg.errors import LcgError
 from lcg.extraction.extractor import extractor_status
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.ontology import ontology_status
@@ -23,12 +27,14 @@ from lcg.storage.store import Conn, schema_version
 from lcg.timeutil import to_iso_z, to_read_format
 from lcg.wal.layout import group_dir, ordered_files
 
+logger = logging.getLogger(__name__)
+
 
 async def status(engine: Engine) -> dict[str, Any]:
     """`knowledge_status` (API.md §3.1): counts, WAL positions, index and embedder state."""
-    if not engine.is_open:
+    if not exclusive.is_open(engine):
         return degraded_status(engine)
-    await anyio.to_thread.run_sync(engine.backfill_positions)
+    await anyio.to_thread.run_sync(backfill_positions, engine)
 
     def read(conn: Conn) -> dict[str, Any]:
         c = graph.counts(conn)
@@ -38,7 +44,7 @@ async def status(engine: Engine) -> dict[str, Any]:
             "exists": default_dir.is_dir(),
             "file_count": len(files),
             "byte_size": sum(p.stat().st_size for p in files),
-            **engine.wal_state(conn, DEFAULT_GROUP_ID),
+            **wal_state(engine, conn, DEFAULT_GROUP_ID),
         }
         identity = engine.embedder.identity
         out: dict[str, Any] = {
@@ -68,10 +74,10 @@ async def status(engine: Engine) -> dict[str, Any]:
                 "queryable": True,
                 "initializing": False,
                 "wal": wal,
-                "wal_groups": {g: engine.wal_state(conn, g) for g in engine.wal.groups()},
-                "wal_problems": engine.wal_problems(conn),
+                "wal_groups": {g: wal_state(engine, conn, g) for g in engine.wal.groups()},
+                "wal_problems": exclusive.catchup(engine).wal_problems(conn),
                 "indices_built": engine.indices_built,
-                "name_index_trusted": engine.name_index_trusted,
+                "name_index_trusted": engine.names.trusted,
                 "name_index_fallback_scans": 0,
                 "cross_group_pointers": counts_by_state(conn),
                 "ontology": ontology_status(engine.settings, has_episodes=c["episodes"] > 0),
@@ -104,7 +110,7 @@ def degraded_status(engine: Engine) -> dict[str, Any]:
 
 
 async def health(engine: Engine) -> dict[str, Any]:
-    if not engine.is_open:
+    if not exclusive.is_open(engine):
         return {
             "ok": False,
             "healthy": False,
@@ -117,3 +123,61 @@ async def health(engine: Engine) -> dict[str, Any]:
         return {"ok": True, "healthy": True, "state": "healthy"}
 
     return await engine.read(probe)
+
+
+def wal_state(engine: Engine, conn: Conn, group_id: str) -> dict[str, Any]:
+    bounds = engine.wal.bounds(group_id)
+    generation = engine.wal.generation(group_id)
+    position = exclusive.catchup(engine).position(conn, group_id)
+    applied = position[0] if position else None
+    max_seq = bounds.max_seq
+    if generation is not None:
+        gen_status = "known"
+    elif max_seq is None:
+        gen_status = "not_applicable"
+    else:
+        gen_status = "unknown"
+    if max_seq is None or max_seq == 0:
+        hydration = "not_applicable"
+    elif (applied if applied is not None else 0) >= max_seq:
+        hydration = "hydrated"
+    else:
+        hydration = "wal_ahead"
+    return {
+        "applied_seq": applied,
+        "max_seq": max_seq,
+        "generation": generation,
+        "generation_status": gen_status,
+        "hydration_status": hydration,
+    }
+
+
+def backfill_positions(engine: Engine) -> None:
+    """Record a position for groups that have none where that is certain (API.md §3.1.4).
+
+    Only the first backfill rule applies here: a group with no data and no WAL line gets
+    `(0, on-disk generation)`. A group whose WAL has lines but no data is hydrated by the
+    next startup's bulk catch-up, which recording 0 would turn into a tail replay from seq
+    1; a group with data and no position stays unknown — guessing it from the latest
+    episode would make startup tail-replay from the guess (`_catch_up_plan` refuses to
+    guess: it asks for an explicit rebuild). See README, "Differences from the reference".
+    """
+    # Only a group without WAL lines can qualify: most calls need no lock at all (a running
+    # background rebuild holds it for its whole replay).
+    candidates = [g for g in engine.wal.groups() if engine.wal.bounds(g).max_seq is None]
+    if not candidates:
+        return
+    with exclusive.write_lock(engine):
+        for group_id in candidates:
+            try:
+                with exclusive.store(engine).writer() as conn:
+                    position = exclusive.catchup(engine).position(conn, group_id)
+                    if position is not None and position[0] is not None:
+                        continue
+                    if exclusive.catchup(engine).group_has_data(conn, group_id):
+                        continue
+                generation = engine.wal.generation(group_id)
+                with exclusive.store(engine).transaction() as tx:
+                    write_position(tx, group_id, 0, generation)
+            except (LcgError, OSError, ValueError) as exc:  # degrade to null, never fail
+                logger.warning("group %r: WAL position backfill failed: %s", group_id, exc)

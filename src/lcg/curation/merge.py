@@ -84,7 +84,7 @@ def _fail(message: str, canonical_uuid: str = "") -> dict[str, Any]:
 
 def exact_name_matches(conn: Conn, engine: Engine, group: str, name: str) -> list[Entity]:
     """Entities of the group named exactly `name` (case-sensitive), by (created_at, uuid)."""
-    uuids = [u for u, _ in engine.name_lookup(group, name)]
+    uuids = [u for u, _ in engine.names.lookup(group, name)]
     found = graph.entities_by_uuids(conn, uuids)
     return [found[u] for u in uuids if u in found and found[u].name == name]
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from lcg.engine.replay import applied_seq
 from lcg.errors import InvalidRequestError, NotFoundError
 from lcg.models import Fact
 from lcg.storage import crossgroup, graph
@@ -139,7 +140,7 @@ def counts_by_state(conn: Conn) -> dict[str, int]:
 
 def resolve(engine: Engine, conn: Conn, group_id: str, name: str) -> tuple[str, str | None]:
     """(binding_state, resolved uuid) of a normalised name in a group (API.md §2.32)."""
-    hits = engine.name_lookup(group_id, name)
+    hits = engine.names.lookup(group_id, name)
     active = [u for u, merged in hits if not merged]
     if len(active) > 1:
         return "ambiguous", None
@@ -149,7 +150,7 @@ def resolve(engine: Engine, conn: Conn, group_id: str, name: str) -> tuple[str, 
     if winner is None:
         return "unbound", None
     try:
-        live = engine.resolve_merged(conn, winner, f"endpoint '{name}'")
+        live = engine.names.follow_merged(conn, winner, f"endpoint '{name}'")
     except InvalidRequestError:
         return "unbound", None
     return "bound", live.uuid
@@ -157,7 +158,7 @@ def resolve(engine: Engine, conn: Conn, group_id: str, name: str) -> tuple[str, 
 
 def _pointer(engine: Engine, conn: Conn, group_id: str, name: str) -> Pointer:
     state, resolved = resolve(engine, conn, group_id, name)
-    return Pointer(group_id, name, state, resolved, engine.applied_seq(conn, group_id))
+    return Pointer(group_id, name, state, resolved, applied_seq(conn, group_id))
 
 
 def _invalidate(fact: Fact, at: datetime) -> Op:
@@ -274,7 +275,7 @@ def rebind_locked(
     ops: dict[str, list[Op]] = {}
     at = now()
     with w.connection() as conn:
-        current = engine.applied_seq(conn, source_group_id)
+        current = applied_seq(conn, source_group_id)
         facts = crossgroup.pointer_facts(conn)
         live = {(f.group_id, f.source_uuid, f.target_uuid, f.name) for f in facts}
         for fact in facts:
@@ -344,7 +345,7 @@ def unbind_plan(
                     p.endpoint_name,
                     "unbound",
                     None,
-                    engine.applied_seq(conn, p.source_group_id),
+                    applied_seq(conn, p.source_group_id),
                 )
         if fresh != pointers:
             src = "" if "src" in fresh and fresh["src"].resolved_uuid is None else fact.source_uuid

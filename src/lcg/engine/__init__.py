@@ -1,15 +1,8 @@
 """The kernel: lifecycle, startup catch-up, snapshot reads, the commit primitive, name
 resolution (see README.md in this directory)."""
 
-from lcg.engine.kernel import (
-    Batch,
-    Engine,
-    EpisodeCommit,
-    Invalidation,
-    Writer,
-    no_ontology,
-    open_engine,
-)
+from lcg.engine.commits import Batch, EpisodeCommit, Invalidation
+from lcg.engine.kernel import Engine, Writer, open_engine
 
 __all__ = [
     "Batch",
@@ -17,6 +10,5 @@ __all__ = [
     "EpisodeCommit",
     "Invalidation",
     "Writer",
-    "no_ontology",
     "open_engine",
 ]

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import threading
 
+from lcg.engine.catchup import CatchUp
+from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
 from lcg.storage.store import Store
 
-__all__ = ["store", "write_lock"]
+__all__ = ["catchup", "is_open", "jobs", "maybe_checkpoint", "store", "write_lock"]
 
 
 def write_lock(engine: Engine) -> threading.RLock:
@@ -30,3 +32,24 @@ def store(engine: Engine) -> Store:
         UnavailableError: the engine is degraded (no database open).
     """
     return engine._db
+
+
+def catchup(engine: Engine) -> CatchUp:
+    """The engine's catch-up machinery (positions, replay, what a replay leaves behind), for a
+    rebuild run under the write lock (lcg.admin.rebuild)."""
+    return engine._catchup
+
+
+def jobs(engine: Engine) -> JobTable:
+    """The engine's background rebuild jobs (joined when it closes)."""
+    return engine._jobs
+
+
+def is_open(engine: Engine) -> bool:
+    """Whether a database is open (False: degraded, or closed)."""
+    return engine._store is not None
+
+
+def maybe_checkpoint(engine: Engine) -> bool:
+    """Checkpoint the database's journal now if it is due (as after every commit)."""
+    return engine._maybe_checkpoint()

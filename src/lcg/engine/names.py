@@ -7,13 +7,17 @@ Cypher writes make it reload from a full scan.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from lcg.models import normalize_name
+from lcg.errors import InvalidRequestError
+from lcg.models import Entity, normalize_name
+from lcg.storage import graph
+from lcg.storage.store import Conn
 
-__all__ = ["NameIndex"]
+__all__ = ["NameIndex", "Names"]
 
 _EPOCH = datetime.min
 
@@ -67,3 +71,55 @@ class NameIndex:
 
     def __len__(self) -> int:
         return len(self._key_of)
+
+
+class Names:
+    """Name resolution (`Engine.names`): exact names to entities over the name index, with
+    Merged tombstones followed to the live entity."""
+
+    def __init__(self, index: NameIndex, reload: Callable[[], None]) -> None:
+        self._index = index
+        self._reload = reload
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the name index is complete (raw Cypher writes make it fall back to scans)."""
+        return self._index.trusted
+
+    def lookup(self, group_id: str, name: str) -> list[tuple[str, bool]]:
+        """(uuid, is_merged) of the entities with this name in the group, earliest first."""
+        return self._index.lookup(group_id, name)
+
+    def resolve(self, conn: Conn, group_id: str, name: str) -> Entity | None:
+        """Exact (trimmed, case-insensitive) name in the group, earliest first, tombstones followed."""
+        hits = self._index.lookup(group_id, name)
+        if not hits:
+            return None
+        entity = graph.entity_by_uuid(conn, hits[0][0])
+        if entity is None:  # index out of date: trust the database
+            self._reload()
+            hits = self._index.lookup(group_id, name)
+            entity = graph.entity_by_uuid(conn, hits[0][0]) if hits else None
+            if entity is None:
+                return None
+        return self.follow_merged(conn, entity, f"name '{name}'")
+
+    def follow_merged(self, conn: Conn, entity: Entity, what: str) -> Entity:
+        """Follow `merged_into` from a tombstone to the live entity (InvalidRequestError if none)."""
+        seen = {entity.uuid}
+        current = entity
+        while "Merged" in current.labels:
+            target_uuid = current.merged_into or json.loads(current.attributes or "{}").get(
+                "merged_into"
+            )
+            target = (
+                graph.entity_by_uuid(conn, target_uuid) if isinstance(target_uuid, str) else None
+            )
+            if target is None or target.group_id != entity.group_id or target.uuid in seen:
+                raise InvalidRequestError(
+                    f"{what} resolves to a Merged tombstone whose merged_into chain is missing, "
+                    f"dangling, cyclic or crosses groups; refusing to guess"
+                )
+            seen.add(target.uuid)
+            current = target
+        return current

@@ -30,12 +30,20 @@ from lcg.embedding.base import Embedder
 from lcg.embedding.vectors import embed_plan, plan_for_ops, plan_for_rows
 from lcg.errors import StorageError
 from lcg.storage import bulk, graph
-from lcg.storage.store import Store
+from lcg.storage.store import Conn, Store
 from lcg.wal.fold import fold
 from lcg.wal.reader import LostBatch, ReadStats, iter_records
 from lcg.wal.records import Op, WalRecord
 
-__all__ = ["ReplayReport", "loss_key", "position_key", "replay_group", "write_position"]
+__all__ = [
+    "ReplayReport",
+    "applied_position",
+    "applied_seq",
+    "loss_key",
+    "position_key",
+    "replay_group",
+    "write_position",
+]
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -47,6 +55,21 @@ def position_key(group_id: str) -> str:
 def loss_key(group_id: str) -> str:
     """The meta key of the batches of a group's stream that replay could not apply."""
     return f"wal_loss:{group_id}"
+
+
+def applied_position(conn: Conn, group_id: str) -> tuple[int | None, str | None] | None:
+    """The group's recorded (applied_seq, generation), None when never recorded."""
+    raw = graph.get_meta(conn, position_key(group_id))
+    if raw is None:
+        return None
+    value = json.loads(raw)
+    return value.get("applied_seq"), value.get("generation")
+
+
+def applied_seq(conn: Conn, group_id: str) -> int | None:
+    """The group's recorded applied WAL position, None when unknown."""
+    position = applied_position(conn, group_id)
+    return position[0] if position else None
 
 
 def write_position(

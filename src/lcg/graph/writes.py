@@ -62,13 +62,13 @@ async def assert_entity(
                     entity_uuid,
                     f"entity_uuid '{entity_uuid}' does not exist in group '{group_id}'",
                 )
-            current: Entity | None = engine.resolve_merged(
+            current: Entity | None = engine.names.follow_merged(
                 conn, found, f"entity_uuid '{entity_uuid}'"
             )
         else:
-            current = engine.resolve_name(conn, group_id, name)
+            current = engine.names.resolve(conn, group_id, name)
         if current is not None and normalize_name(current.name) != normalize_name(name):
-            for other, merged in engine.name_lookup(group_id, name):
+            for other, merged in engine.names.lookup(group_id, name):
                 if other != current.uuid and not merged:
                     raise ConflictError(
                         f"cannot rename entity '{current.uuid}' to '{name}': an active "
@@ -143,7 +143,7 @@ async def assert_relationship(
     def plan(conn: Conn) -> tuple[dict[str, Any], list[Batch]]:
         ends = []
         for name in (source_name, target_name):
-            entity = engine.resolve_name(conn, group_id, name)
+            entity = engine.names.resolve(conn, group_id, name)
             if entity is None:
                 raise NotFoundError(
                     "entity",

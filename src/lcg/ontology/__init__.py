@@ -9,6 +9,7 @@ and the engine needs this package for `knowledge_status`).
 from lcg.ontology.loader import (
     load_ontology,
     load_workspace_ontology,
+    no_ontology,
     ontology_status,
     parse_ontology,
     record_ingested_ontology,
@@ -34,6 +35,7 @@ __all__ = [
     "RelationType",
     "load_ontology",
     "load_workspace_ontology",
+    "no_ontology",
     "normalize_entity_type",
     "normalize_relation_type",
     "ontology_status",

@@ -414,3 +414,16 @@ def ontology_status(settings: Settings, *, has_episodes: bool = False) -> dict[s
         "drifted": drifted,
         "drift_summary": summary,
     }
+
+
+def no_ontology() -> dict[str, Any]:
+    """The `ontology` object of `knowledge_status` when no ontology is loaded (API.md §3.1.5)."""
+    return {
+        "present": False,
+        "loaded": False,
+        "mode": None,
+        "entity_type_count": 0,
+        "relation_type_count": 0,
+        "drifted": False,
+        "drift_summary": None,
+    }

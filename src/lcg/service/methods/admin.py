@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from lcg.admin import cypher, rebuild, recover, waladmin
+from lcg.admin import cypher, indices, rebuild, recover, waladmin
 from lcg.admin.recover import STRATEGIES
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
@@ -138,7 +138,7 @@ async def _cypher(engine: Engine, a: QueryCypherParams, ctx: Context) -> dict[st
     "meanwhile. Searches never need it first (the index loads itself). Safe to repeat.",
 )
 async def _build_indices(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, Any]:
-    return await engine.build_indices()
+    return await indices.build_indices(engine)
 
 
 @declare(

@@ -10,6 +10,7 @@ from pydantic import (
     field_validator,
 )
 
+from lcg.admin import clear
 from lcg.engine import Engine
 from lcg.graph import deletes, reads, writes
 from lcg.models import DEFAULT_GROUP_ID
@@ -353,4 +354,4 @@ async def _delete_by_group(engine: Engine, a: DeleteByGroupParams, ctx: Context)
     required=("confirm",),
 )
 async def _clear_all(engine: Engine, a: ClearAllParams, ctx: Context) -> dict[str, Any]:
-    return await engine.clear_all(a.confirm, a.preserve_wal)
+    return await clear.clear_all(engine, a.confirm, a.preserve_wal)

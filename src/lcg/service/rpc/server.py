@@ -47,10 +47,11 @@ import anyio.to_thread
 
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
-from lcg.engine import Engine, no_ontology
+from lcg.engine import Engine
 from lcg.engine.recovery import open_or_degraded, rebuild_database
 from lcg.errors import ConfigError, ConflictError, InvalidRequestError, UnavailableError
 from lcg.fsmodes import private_dir
+from lcg.ontology import no_ontology
 from lcg.service.registry import REGISTRY, Context, dispatch
 from lcg.service.rpc import protocol
 from lcg.telemetry import EventSink, JsonlSink

@@ -1,0 +1,340 @@
+"""Startup catch-up and what a replay leaves behind: bringing each group up to its WAL, the
+applied positions, the WAL problems kept for `knowledge_status`, the database-ahead floor, and
+the derived state a replay refreshes (names, search, cross-group hops, the embedder stamp).
+
+The kernel runs it at open (`Engine.startup`) and after a failed commit; the admin area's
+rebuild (`lcg.admin.rebuild`) drives the same pieces through `lcg.engine.exclusive`. Every
+method that writes expects the write lock held.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from lcg.config import Settings
+from lcg.embedding import stamp
+from lcg.embedding.base import Embedder
+from lcg.embedding.select import embedder_for_stamp
+from lcg.engine.names import NameIndex
+from lcg.engine.replay import ReplayReport, applied_position, loss_key, position_key
+from lcg.errors import StorageError
+from lcg.search.floor import vector_floor
+from lcg.search.index import SearchIndex
+from lcg.storage import crossgroup, graph
+from lcg.storage.store import Conn, Store
+from lcg.telemetry import EventSink
+from lcg.wal.writer import TornTail, Wal
+
+__all__ = ["AHEAD", "LOST", "TORN", "CatchUp", "Replay"]
+
+logger = logging.getLogger(__name__)
+
+# The kinds of `wal_problems` entries in knowledge_status (kept in Meta `wal_loss:<group>`).
+LOST = "batch_not_applied"  # a batch with an unreadable line, passed over by a replay
+AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no longer holds
+TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut at startup
+
+
+class Replay(Protocol):
+    """The replay step (`lcg.engine.replay.replay_group`, or what `open_engine` was given)."""
+
+    def __call__(
+        self,
+        store: Store,
+        directory: Path,
+        group_id: str,
+        embedder: Embedder,
+        *,
+        generation: str | None,
+        from_seq: int = 0,
+        to_seq: int | None = None,
+        bulk_load: bool = False,
+        batch_size: int = ...,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> ReplayReport: ...
+
+
+class CatchUp:
+    """One engine's catch-up machinery (its store, WAL, indexes and replay step)."""
+
+    def __init__(
+        self,
+        store: Callable[[], Store],
+        wal: Wal,
+        settings: Settings,
+        embedder: Embedder,
+        events: EventSink,
+        names: NameIndex,
+        search: SearchIndex,
+        replay: Replay,
+    ) -> None:
+        self._store = store
+        self._wal = wal
+        self.settings = settings
+        self.embedder = embedder
+        self.events = events
+        self._names = names
+        self._search = search
+        self.replay = replay
+
+    def _read(self, fn: Callable[[Conn], Any]) -> Any:
+        with self._store().read() as conn:
+            return fn(conn)
+
+    def position(self, conn: Conn, group_id: str) -> tuple[int | None, str | None] | None:
+        return applied_position(conn, group_id)
+
+    def database_ahead(self, conn: Conn, group_id: str) -> tuple[int, int | None] | None:
+        """(applied_seq, max_seq) when the database has applied seqs its WAL stream no longer
+        holds (same generation): a fidelity problem, as a rebuild would lose them."""
+        position = self.position(conn, group_id)
+        if position is None or position[0] is None:
+            return None
+        if position[1] != self._wal.generation(group_id):
+            return None
+        max_seq = self._wal.bounds(group_id).max_seq
+        if max_seq is not None and position[0] <= max_seq:
+            return None
+        return position[0], max_seq
+
+    def check_database_ahead(self, groups: Sequence[str] | None = None) -> None:
+        """(Write lock held.) Report every group whose database is ahead of its WAL, record it
+        for `knowledge_status`, and move the group's stream past every seq ever applied, so no
+        seq is handed out twice."""
+        for group_id in self._wal.groups() if groups is None else groups:
+            with self._store().writer() as conn:
+                ahead = self.database_ahead(conn, group_id)
+                known = self.losses(conn, group_id)
+            floor = max((x["last_seq"] for x in known if x.get("kind") == AHEAD), default=None)
+            if ahead is not None:
+                applied, max_seq = ahead
+                first = 0 if max_seq is None else max_seq + 1
+                logger.error(
+                    "group %r: the database has applied WAL seq %d but the WAL ends at %s; "
+                    "seqs %d..%d exist only in the database and a rebuild from the WAL would "
+                    "lose them; new writes continue at seq %d",
+                    group_id,
+                    applied,
+                    max_seq,
+                    first,
+                    applied,
+                    applied + 1,
+                )
+                self.events.emit(
+                    "wal_behind_database",
+                    group_id=group_id,
+                    applied_seq=applied,
+                    max_seq=max_seq,
+                    next_seq=applied + 1,
+                )
+                entry = {"kind": AHEAD, "file": None, "first_seq": first, "last_seq": applied}
+                if entry not in known:
+                    with self._store().transaction() as tx:
+                        graph.set_meta(tx, loss_key(group_id), json.dumps([*known, entry]))
+                floor = applied if floor is None else max(floor, applied)
+            if floor is not None:
+                self._wal.stream(group_id).skip_to(floor + 1)
+
+    def losses(self, conn: Conn, group_id: str) -> list[dict[str, Any]]:
+        raw = graph.get_meta(conn, loss_key(group_id))
+        value = json.loads(raw) if raw else []
+        return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+    def record_losses(self, report: ReplayReport, *, full: bool) -> None:
+        """Keep the batches a replay could not apply (write lock held), for `knowledge_status`.
+
+        A replay of the whole stream replaces the group's record of them; a tail replay adds
+        to it. Seqs the database held beyond its WAL stay recorded (they bound the next seq).
+        """
+        for loss in report.lost:
+            logger.error(
+                "group %r: WAL batch seq %s..%s in %s has an unreadable line and was not "
+                "applied (%d readable lines dropped)",
+                report.group_id,
+                loss.first_seq,
+                loss.last_seq,
+                loss.file,
+                loss.lines_dropped,
+            )
+            self.events.emit("wal_batch_lost", group_id=report.group_id, **loss.to_wire())
+        if not report.lost and not full:
+            return
+        with self._store().writer() as conn:
+            known = self.losses(conn, report.group_id)
+        if full:  # a replay re-derives batches; what the WAL itself lost stays recorded
+            known = [x for x in known if x.get("kind") in (AHEAD, TORN)]
+        fresh = [{"kind": LOST, **loss.to_wire()} for loss in report.lost]
+        merged = known + [x for x in fresh if x not in known]
+        with self._store().transaction() as tx:
+            graph.set_meta(tx, loss_key(report.group_id), json.dumps(merged) if merged else None)
+
+    def record_torn(self, torn: TornTail) -> None:
+        """(Write lock held.) Keep a torn tail cut at startup for `knowledge_status`."""
+        entry = {"kind": TORN, **torn.to_wire()}
+        with self._store().writer() as conn:
+            known = self.losses(conn, torn.group_id)
+        with self._store().transaction() as tx:
+            graph.set_meta(tx, loss_key(torn.group_id), json.dumps([*known, entry]))
+
+    def wal_problems(self, conn: Conn) -> list[dict[str, Any]]:
+        """The `wal_problems` of `knowledge_status` (an lcg extension): WAL lines lost, by group."""
+        return [
+            {"group_id": group_id, **loss}
+            for group_id in self._wal.groups()
+            for loss in self.losses(conn, group_id)
+        ]
+
+    def group_has_data(self, conn: Conn, group_id: str) -> bool:
+        return any(graph.group_counts(conn, group_id).values())
+
+    def catch_up_plan(self, group_id: str) -> tuple[str, int] | None:
+        """How to bring a group up to its WAL: ("bulk", n) or ("tail", n) operations, or None."""
+        bounds = self._wal.bounds(group_id)
+        if bounds.max_seq is None:
+            return None
+        generation = self._wal.generation(group_id)
+        with self._store().writer() as conn:
+            position = self.position(conn, group_id)
+            has_data = self.group_has_data(conn, group_id)
+        if position is None or position[0] is None or position[1] != generation:
+            if has_data:
+                logger.warning(
+                    "group %r: WAL position unknown or its generation changed; "
+                    "run knowledge_rebuild_from_wal to re-derive it",
+                    group_id,
+                )
+                return None
+            return ("bulk", bounds.max_seq + 1)
+        if position[0] < bounds.max_seq:
+            held = self.held_through(group_id)
+            if held is not None and bounds.max_seq <= held:
+                logger.info(
+                    "group %r: WAL lines %d..%d are held back by a bounded restore",
+                    group_id,
+                    position[0] + 1,
+                    held,
+                )
+                return None
+            return ("tail", bounds.max_seq - position[0])
+        return None
+
+    def held_through(self, group_id: str) -> int | None:
+        with self._store().writer() as conn:
+            raw = graph.get_meta(conn, position_key(group_id))
+        held = json.loads(raw).get("held_through") if raw else None
+        return held if isinstance(held, int) else None
+
+    def catch_up(self, group_id: str, plan: tuple[str, int] | None = None) -> ReplayReport | None:
+        """Apply what the group's WAL holds beyond its applied position (write lock held)."""
+        plan = plan if plan is not None else self.catch_up_plan(group_id)
+        if plan is None:
+            return None
+        generation = self._wal.generation(group_id)
+        directory = self._wal.directory(group_id)
+        with self._store().writer() as conn:
+            position = self.position(conn, group_id)
+        if plan[0] == "bulk":
+            report = self.replay(
+                self._store(),
+                directory,
+                group_id,
+                self.embedder,
+                generation=generation,
+                bulk_load=True,
+                batch_size=self.settings.replay_batch_size,
+            )
+        else:
+            assert position is not None and position[0] is not None
+            report = self.replay(
+                self._store(),
+                directory,
+                group_id,
+                self.embedder,
+                generation=generation,
+                from_seq=position[0] + 1,
+                batch_size=self.settings.replay_batch_size,
+            )
+        self.stamp_replayed(group_id, full=plan[0] == "bulk")
+        self.record_losses(report, full=plan[0] == "bulk")
+        self._search.invalidate([group_id])
+        self.emit_replay(report)
+        return report
+
+    def stamp_replayed(self, group_id: str, full: bool) -> None:
+        """After a replay (write lock held): a group re-derived whole (`full`) holds only vectors
+        of the embedder in use, so it is stamped with it; a tail leaves the stamp as it was."""
+        if full:
+            with self._store().transaction() as tx:
+                stamp.restamp_group(tx, group_id, self.embedder.identity)
+
+    def emit_replay(self, report: ReplayReport) -> None:
+        self.events.emit(
+            "wal_replay_complete",
+            **report.to_wire(
+                self.settings.replay_failure_samples, self.settings.replay_fidelity_threshold
+            ),
+        )
+
+    def settle_search_embedder(self) -> None:
+        """Answer searches with the model that made the workspace's vectors: while groups are
+        stamped by one other model that loads offline, with that one (until a re-embed,
+        lcg.admin.reembed, restamps them); otherwise with the embedder in use."""
+        found = self._read(lambda c: stamp.foreign_stamp(c, self.embedder.identity))
+        current = self._search.embedder.identity
+        if found == (current.model, current.dim):
+            return
+        wanted = embedder_for_stamp(self.settings, *found) if found is not None else None
+        target = wanted or self.embedder
+        if current == target.identity:
+            return
+        floor = vector_floor(target.identity, self.settings.search_vector_floor)
+        self._search.swap_embedder(target, floor)
+        model = self.embedder.identity.model
+        if found is None:
+            logger.info("search answers with %s", model)
+        elif wanted is not None:
+            logger.warning(
+                "this workspace was embedded with %s: search answers with it until "
+                "`lcg models reembed` (knowledge_backfill_summary_embeddings) re-embeds it "
+                "with %s",
+                found[0],
+                model,
+            )
+        else:
+            logger.warning(
+                "this workspace was embedded with %s, which cannot be loaded here: search "
+                "embeds with %s as it loads; `lcg models reembed` makes it permanent",
+                found[0],
+                model,
+            )
+
+    def warm_search(self, groups: Sequence[str] | None = None) -> bool:
+        """Load the search index of `groups` (None: all) now rather than on the first search;
+        whether it loaded (a failure only defers the load to the next search)."""
+        try:
+            self.settle_search_embedder()
+            self._search.warm(groups)
+        except Exception:  # derived data: a failed load must not fail the open or the rebuild
+            logger.exception("search index load failed; it is retried on the next search")
+            if groups is None:
+                self._search.reset()
+            else:
+                self._search.invalidate(groups)
+            return False
+        return True
+
+    def reload_names(self) -> None:
+        try:
+            self._names.load(self._read(graph.name_rows))
+        except StorageError:
+            logger.exception("name index reload failed; marking it untrusted")
+            self._names.trusted = False
+
+    def rewire_cross_group(self) -> None:
+        """Restore the hops of cross-group facts into entities replayed after them (derived)."""
+        with self._store().transaction() as tx:
+            crossgroup.rewire_hops(tx)
