@@ -151,6 +151,37 @@ def test_engine_resolution_is_lazy_cached_and_injectable(engine: Engine) -> None
     }
 
 
+def test_open_engine_wires_the_given_model_and_ingest_pipeline(
+    settings: Settings, events: ListSink
+) -> None:
+    """Both parts are given at open (no side table): the engine holds them, the ingest
+    methods and extraction use them."""
+    from lcg import open_engine
+    from lcg.extraction.extractor import HeuristicExtractor
+    from lcg.ingest.pipeline import IngestPipeline, pipeline_for
+
+    built: list[IngestPipeline] = []
+
+    def ingest(engine: Engine) -> IngestPipeline:
+        built.append(IngestPipeline(engine, HeuristicExtractor()))
+        return built[-1]
+
+    eng = open_engine(settings, events=events, llm=Canned(), ingest=ingest)
+    try:
+        assert llm_client(eng).name == "canned:m1"
+        assert describe_llm(eng)["source"] == "injected"
+        assert len(built) == 1 and pipeline_for(eng) is built[0] is eng.ingest
+        assert isinstance(pipeline_for(eng).extractor, HeuristicExtractor)
+    finally:
+        eng.close()
+    plain = open_engine(settings, events=events)
+    try:
+        assert plain.ingest is None  # built on the first ingest, then kept
+        assert pipeline_for(plain) is pipeline_for(plain) is plain.ingest
+    finally:
+        plain.close()
+
+
 def test_a_configured_engine_builds_once(settings: Settings, events: ListSink) -> None:
     from lcg import open_engine
 

@@ -48,6 +48,8 @@ from lcg.errors import (
     UnavailableError,
     WalError,
 )
+from lcg.extraction.llm import LlmClient
+from lcg.extraction.select import LlmSlot
 from lcg.fsmodes import private_dir
 from lcg.models import (
     Entity,
@@ -114,10 +116,17 @@ class Engine:
         *,
         replay: Replay = replay_group,
         jobs: JobTable | None = None,
+        llm: LlmClient | None = None,
+        ingest: object | None = None,
     ) -> None:
         self.settings = settings
         self.embedder = embedder
         self.events: EventSink = events or NullSink()
+        # The language model (built from the settings on first use unless given) and the ingest
+        # pipeline (lcg.ingest: an area the kernel does not import; built on first ingest unless
+        # given): both reached through the engine, never through a side table.
+        self.llm = LlmSlot(settings, self.events, llm)
+        self.ingest = ingest
         self._store: Store | None = store
         self._wal = wal
         self._write_lock = threading.RLock()
@@ -508,12 +517,15 @@ def open_engine(
     events: EventSink | None = None,
     replay: Replay = replay_group,
     jobs: JobTable | None = None,
+    llm: LlmClient | None = None,
+    ingest: Callable[[Engine], object] | None = None,
 ) -> Engine:
     """Build an engine from settings: open the store and WAL, catch up, load indexes.
 
     Each part can be given instead of built: the embedder (wrapped in the embedding cache),
-    the event sink, the replay step (startup catch-up and rebuilds) and the table of
-    background rebuild jobs.
+    the event sink, the replay step (startup catch-up and rebuilds), the table of background
+    rebuild jobs, the language model (used as given) and the ingest pipeline (`ingest(engine)`,
+    e.g. `lcg.ingest.pipeline.IngestPipeline`; else built on the first ingest).
 
     Raises:
         StorageError: the database cannot be opened.
@@ -534,7 +546,9 @@ def open_engine(
     except BaseException:
         wal.unlock()
         raise
-    engine = Engine(settings, store, wal, cached, events, replay=replay, jobs=jobs)
+    engine = Engine(settings, store, wal, cached, events, replay=replay, jobs=jobs, llm=llm)
+    if ingest is not None:
+        engine.ingest = ingest(engine)
     try:
         engine.startup()
     except BaseException:

@@ -18,7 +18,6 @@ Callers: `llm_client(engine)`; tests and benchmarks inject one with `set_llm_cli
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,6 +39,7 @@ from lcg.timeutil import now
 __all__ = [
     "UNCONFIGURED_MESSAGE",
     "LlmPlan",
+    "LlmSlot",
     "build_llm_client",
     "default_reference_time",
     "describe_llm",
@@ -60,6 +60,7 @@ UNCONFIGURED_MESSAGE = (
 class _EngineLike(Protocol):
     settings: Settings
     events: EventSink
+    llm: LlmSlot
 
 
 @dataclass(frozen=True)
@@ -171,18 +172,35 @@ class _Resolved:
     injected: bool = False
 
 
-_resolved: weakref.WeakKeyDictionary[Any, _Resolved] = weakref.WeakKeyDictionary()
+class LlmSlot:
+    """An engine's language model (`Engine.llm`): the one `open_engine` was given, or the one
+    the settings select, built on first use and then kept (a configuration error too)."""
+
+    def __init__(self, settings: Settings, events: EventSink, client: LlmClient | None = None):
+        self._settings = settings
+        self._events = events
+        self._resolved = _Resolved(client, None, injected=True) if client is not None else None
+
+    def resolve(self) -> _Resolved:
+        found = self._resolved
+        if found is None:
+            try:
+                found = _Resolved(build_llm_client(self._settings, self._events), None)
+            except ConfigError as exc:
+                found = _Resolved(None, exc)
+            self._resolved = found
+        return found
+
+    def set(self, client: LlmClient, *, wrap: bool = False) -> None:
+        """Use `client` from now on: as given, or with `wrap=True` behind the truncation retry
+        and telemetry (`wrap_client`) like a configured provider."""
+        if wrap:
+            client = wrap_client(client, self._settings, self._events)
+        self._resolved = _Resolved(client, None, injected=True)
 
 
 def _resolve(engine: _EngineLike) -> _Resolved:
-    found = _resolved.get(engine)
-    if found is None:
-        try:
-            found = _Resolved(build_llm_client(engine.settings, engine.events), None)
-        except ConfigError as exc:
-            found = _Resolved(None, exc)
-        _resolved[engine] = found
-    return found
+    return engine.llm.resolve()
 
 
 def llm_client(engine: _EngineLike) -> LlmClient:
@@ -199,11 +217,10 @@ def llm_client(engine: _EngineLike) -> LlmClient:
 
 
 def set_llm_client(engine: _EngineLike, client: LlmClient, *, wrap: bool = False) -> None:
-    """Use `client` for this engine (tests, benchmarks): as given, or with `wrap=True` behind the
-    truncation retry and telemetry (`wrap_client`) like a configured provider."""
-    if wrap:
-        client = wrap_client(client, engine.settings, engine.events)
-    _resolved[engine] = _Resolved(client, None, injected=True)
+    """Use `client` for this engine (tests, benchmarks) after it opened: as given, or with
+    `wrap=True` behind the truncation retry and telemetry (`wrap_client`) like a configured
+    provider. `open_engine(settings, llm=client)` injects one from the start."""
+    engine.llm.set(client, wrap=wrap)
 
 
 def default_reference_time(engine: _EngineLike, group_id: str, name: str, body: str) -> datetime:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 import uuid as uuidlib
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -130,7 +129,6 @@ _FLAG_REASONS: dict[str, Reason] = {"caller": "caller", "heuristic": "cue"}
 _MENTIONS_CONSIDERED = 64
 
 _LOOP_STATE: anyio.lowlevel.RunVar[dict[int, _LoopState]] = anyio.lowlevel.RunVar("lcg_ingest")
-_PIPELINES: weakref.WeakKeyDictionary[Engine, IngestPipeline] = weakref.WeakKeyDictionary()
 
 
 def extractor_for(engine: Engine) -> Extractor:
@@ -145,10 +143,13 @@ def extractor_for(engine: Engine) -> Extractor:
 
 
 def pipeline_for(engine: Engine) -> IngestPipeline:
-    """The engine's pipeline (one per engine: it owns the groups' resolution indexes)."""
-    pipeline = _PIPELINES.get(engine)
+    """The engine's pipeline (one per engine: it owns the groups' resolution indexes): the one
+    `open_engine(..., ingest=...)` built, else one built now and kept on the engine."""
+    pipeline = engine.ingest
     if pipeline is None:
-        pipeline = _PIPELINES[engine] = IngestPipeline(engine)
+        pipeline = engine.ingest = IngestPipeline(engine)
+    if not isinstance(pipeline, IngestPipeline):
+        raise TypeError(f"engine.ingest is {type(pipeline).__name__}, not an IngestPipeline")
     return pipeline
 
 
