@@ -1,4 +1,6 @@
-"""`Engine`: the library API of lcg — WAL, graph store, embedder and name index composed.
+"""`Engine`, the kernel: lifecycle, startup catch-up, reads, the commit primitive (`write`,
+`writer`, `commit_episode`) and name resolution over one workspace's store, WAL and embedder.
+Everything else is a function of its area built on these (see README.md in this directory).
 
 Invariants it keeps:
 - **WAL before acknowledgement.** A write is applied inside a DB transaction, appended to the WAL
@@ -11,7 +13,8 @@ Invariants it keeps:
   registry's params models); what can only be checked against the graph is checked inside the
   write transaction, before the WAL append.
 
-Public methods are async (anyio); the Kuzu work runs in worker threads.
+`read`, `write`, `commit_episode` and `entity_by_name` are async (anyio; the Kuzu work runs in
+worker threads); `reader` and `writer` are for code already in a worker thread.
 """
 
 from __future__ import annotations
