@@ -217,7 +217,8 @@ def _rebuild(
 ) -> dict[str, Any]:
     directory = _rebuild_directory(engine, group_id)
     with exclusive.write_lock(engine):
-        with exclusive.store(engine).writer() as conn:
+        db, cu = exclusive.store(engine), exclusive.catchup(engine)
+        with db.writer() as conn:
             plan = _rebuild_plan(
                 engine, conn, directory, group_id, from_seq, to_seq, dry_run, force_clear
             )
@@ -231,11 +232,11 @@ def _rebuild(
         engine.search_index.invalidate([group_id])
         engine.wal.drop_stream(group_id)
         if from_seq == 0 and has_data:
-            with exclusive.store(engine).transaction() as tx:
+            with db.transaction() as tx:
                 graph.purge_group(tx, group_id)
                 write_position(tx, group_id, None, generation)
-        report = exclusive.catchup(engine).replay(
-            exclusive.store(engine),
+        report = cu.replay(
+            db,
             directory,
             group_id,
             engine.embedder,
@@ -246,11 +247,9 @@ def _rebuild(
             batch_size=engine.settings.replay_batch_size,
             progress=progress,
         )
-        exclusive.catchup(engine).stamp_replayed(group_id, full=from_seq == 0)
-        exclusive.catchup(engine).record_losses(report, full=from_seq == 0)
-        exclusive.catchup(engine).check_database_ahead(
-            [group_id]
-        )  # its stream was dropped: floor it again
+        cu.stamp_replayed(group_id, full=from_seq == 0)
+        cu.record_losses(report, full=from_seq == 0)
+        cu.check_database_ahead([group_id])  # its stream was dropped: floor it again
         max_seq = engine.wal.bounds(group_id).max_seq
         if (
             to_seq is not None
@@ -259,17 +258,17 @@ def _rebuild(
             and to_seq < max_seq
         ):
             # A bounded restore: keep the later lines from being replayed at the next open.
-            with exclusive.store(engine).transaction() as tx:
+            with db.transaction() as tx:
                 write_position(tx, group_id, report.last_committed_seq, generation, max_seq)
-        exclusive.catchup(engine).reload_names()
+        cu.reload_names()
         engine.search_index.invalidate([group_id])
-        exclusive.catchup(engine).rewire_cross_group()
+        cu.rewire_cross_group()
         # Pointers into a re-derived group are re-resolved by name, ignoring the staleness
         # gate: after a reset or a bounded restore, positions are not comparable.
         rebound = _rebind(engine, group_id) if from_seq == 0 else None
         # The group's texts were just embedded by the replay: loading it hits the cache.
-        engine.indices_built = exclusive.catchup(engine).warm_search([group_id])
-        exclusive.catchup(engine).emit_replay(report)
+        engine.indices_built = cu.warm_search([group_id])
+        cu.emit_replay(report)
         record_ingested_ontology(engine.settings)  # the graph now reflects the current ontology
         result = report.to_wire(
             engine.settings.replay_failure_samples, engine.settings.replay_fidelity_threshold
