@@ -1,7 +1,9 @@
 """lcg: a local-first, bi-temporal context graph engine.
 
-from lcg import Settings, open_engine
-engine = open_engine(Settings.for_home(Path(".lcg")))
+async with lcg.open(".lcg") as graph:       # the typed library front (lcg.library)
+    hits = await graph.find_entities("Apollo 11")
+
+The engine itself: `open_engine(Settings.for_home(Path(".lcg")))`.
 """
 
 from lcg.config import Settings, load_settings
@@ -18,6 +20,7 @@ from lcg.errors import (
     WalError,
     WalGenerationError,
 )
+from lcg.library import Graph, open
 from lcg.models import Entity, Episode, Fact
 
 __all__ = [
@@ -28,6 +31,7 @@ __all__ = [
     "Episode",
     "EpisodeCommit",
     "Fact",
+    "Graph",
     "InvalidRequestError",
     "Invalidation",
     "LcgError",
@@ -39,6 +43,7 @@ __all__ = [
     "WalError",
     "WalGenerationError",
     "load_settings",
+    "open",
     "open_engine",
 ]
 __version__ = "0.1.0"

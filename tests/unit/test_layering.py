@@ -73,12 +73,22 @@ def test_relative_imports_are_resolved(tmp_path: Path) -> None:
 
 
 def test_core_modules_never_import_transports() -> None:
+    """The library front (`lcg/library/`, `lcg.open`) is a transport into Python: it calls the
+    registry like the others, and nothing but the package's `__init__` imports it."""
     offenders = {
         path: _names(imports, "lcg.service", "lcg.cli")
         for path, imports in sources().items()
-        if not path.startswith(("lcg/service/", "lcg/cli/"))
+        if not path.startswith(("lcg/service/", "lcg/cli/", "lcg/library/"))
     }
     assert {p: names for p, names in offenders.items() if names} == {}
+    library = {
+        path: _names(imports, "lcg.library")
+        for path, imports in sources().items()
+        if not path.startswith("lcg/library/") and path != "lcg/__init__.py"
+    }
+    assert {p: names for p, names in library.items() if names} == {}
+    front = [n for p, i in sources().items() if p.startswith("lcg/library/") for n in i]
+    assert not _names(set(front), "lcg.cli", "lcg.service.http", "lcg.service.mcp")
 
 
 def test_the_service_layer_never_imports_the_cli() -> None:

@@ -14,6 +14,7 @@ PUBLIC = [
     "Episode",
     "EpisodeCommit",
     "Fact",
+    "Graph",
     "InvalidRequestError",
     "Invalidation",
     "LcgError",
@@ -25,6 +26,7 @@ PUBLIC = [
     "WalError",
     "WalGenerationError",
     "load_settings",
+    "open",
     "open_engine",
 ]
 
