@@ -4,6 +4,7 @@ the wire raises them, and the engine closed on leaving the block."""
 
 from __future__ import annotations
 
+import types
 import typing
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -29,6 +30,12 @@ def check_shape(value: Any, shape: Any, where: str = "result") -> None:
             check_shape(item, typing.get_args(shape)[0], f"{where}[{i}]")
         return
     if not typing.is_typeddict(shape):
+        union = typing.get_origin(shape) in (typing.Union, types.UnionType)
+        plain = {typing.get_origin(t) or t for t in (typing.get_args(shape) if union else [shape])}
+        if plain <= {str, int, float, bool, list, dict, type(None)}:
+            if float in plain:
+                plain.add(int)
+            assert isinstance(value, tuple(plain)), (where, value, shape)
         return
     assert isinstance(value, dict), where
     keys = set(shape.__required_keys__) | set(shape.__optional_keys__)
@@ -44,6 +51,8 @@ def test_the_shape_check_can_fail() -> None:
         check_shape({"nodes": [], "count": 0, "extra": 1}, results.FindEntitiesResult)
     with pytest.raises(AssertionError):
         check_shape({"nodes": [{"uuid": "u"}], "count": 1}, results.FindEntitiesResult)
+    with pytest.raises(AssertionError):
+        check_shape({"nodes": [], "count": "0"}, results.FindEntitiesResult)
 
 
 async def test_ingest_find_context_and_time_travel(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ class EntityRecord(TypedDict):
     labels: list[str]
     created_at: str
     summary: str
-    attributes: dict[str, Any]
+    attributes: str  # a JSON object, encoded as a string (the reference's shape)
     episode_uuids: list[str]
     source_descriptions: list[str]
 
@@ -63,7 +63,7 @@ class FactRecord(TypedDict):
     created_at: str
     valid_at: str | None
     invalid_at: str | None
-    attributes: dict[str, Any]
+    attributes: str  # a JSON object, encoded as a string (the reference's shape)
     relation_type: str | None
     episode_uuids: list[str]
     source_descriptions: list[str]
