@@ -48,11 +48,11 @@ def check_shape(value: Any, shape: Any, where: str = "result") -> None:
 
 def test_the_shape_check_can_fail() -> None:
     with pytest.raises(AssertionError):
-        check_shape({"nodes": [], "count": 0, "extra": 1}, results.FindEntitiesResult)
+        check_shape({"nodes": [], "count": 0, "extra": 1}, results.NodesResult)
     with pytest.raises(AssertionError):
-        check_shape({"nodes": [{"uuid": "u"}], "count": 1}, results.FindEntitiesResult)
+        check_shape({"nodes": [{"uuid": "u"}], "count": 1}, results.NodesResult)
     with pytest.raises(AssertionError):
-        check_shape({"nodes": [], "count": "0"}, results.FindEntitiesResult)
+        check_shape({"nodes": [], "count": "0"}, results.NodesResult)
 
 
 async def test_ingest_find_context_and_time_travel(tmp_path: Path) -> None:
@@ -83,6 +83,7 @@ async def test_ingest_find_context_and_time_travel(tmp_path: Path) -> None:
             facts=[GivenFact("Bo", "Atlas", "LEADS", "Bo leads Atlas.", supersedes=(ana_leads,))],
         )
         assert [s["uuid"] for s in second["edges_superseded"]] == [ana_leads]
+        check_shape(second, RESULTS["knowledge_add_facts"])
 
         context = await graph.get_context("Who leads Atlas?", token_budget=512)
         check_shape(context, RESULTS["knowledge_get_context"])
@@ -179,3 +180,52 @@ def test_the_readmes_library_example_runs(
     assert "Bo leads Atlas." in "\n".join(printed)
     assert printed[-2] == "['Ana leads Atlas.']"
     assert printed[-1] == "[('Ana leads Atlas.', 'superseded'), ('Bo leads Atlas.', 'current')]"
+
+
+async def test_every_typed_result_matches_a_real_answer(tmp_path: Path) -> None:
+    """One real answer per method that has a TypedDict, checked key by key."""
+    answers: dict[str, Any] = {}
+    async with lcg.open(tmp_path / "ws", embedder="hash", extractor="heuristic") as graph:
+        answers["health_check"] = await graph.health()
+        answers["knowledge_process_chunk"] = await graph.process_chunk(
+            "Neil Armstrong commanded Apollo 11.", "c1", "apollo.md"
+        )
+        answers["knowledge_add_episode"] = await graph.add_episode(
+            "e2", "Buzz Aldrin flew on Apollo 11.", reference_time="1969-07-16"
+        )
+        answers["knowledge_add_facts"] = await graph.add_facts(
+            "2025-01-01",
+            entities=[GivenEntity("Ana"), GivenEntity("Atlas")],
+            facts=[GivenFact("Ana", "Atlas", "LEADS", "Ana leads Atlas.")],
+        )
+        entity = await graph.assert_entity("Bo", labels=["Person"])
+        answers["knowledge_assert_entity"] = entity
+        relationship = await graph.assert_relationship(
+            "Bo", "Atlas", "LEADS", fact="Bo leads Atlas.", valid_at="2025-03-01"
+        )
+        answers["knowledge_assert_relationship"] = relationship
+        assert relationship["edges_superseded"], "LEADS is single-valued: Ana's fact ends"
+        answers["knowledge_get_episodes"] = await graph.get_episodes()
+        answers["knowledge_get_nodes_by_group"] = await graph.get_nodes_by_group()
+        answers["knowledge_get_edges_by_group"] = await graph.get_edges_by_group()
+        answers["knowledge_get_edges_by_uuids"] = await graph.get_edges_by_uuids(
+            [relationship["edge_uuid"]]
+        )
+        answers["knowledge_list_entities"] = await graph.list_entities()
+        answers["knowledge_list_relationships"] = await graph.list_relationships()
+        answers["knowledge_get_entity_neighbors"] = await graph.get_entity_neighbors(
+            entity["entity_uuid"]
+        )
+        answers["knowledge_get_entities_by_source"] = await graph.get_entities_by_source("apollo")
+        answers["knowledge_find_entities"] = await graph.find_entities("Atlas")
+        answers["knowledge_find_relationships"] = await graph.find_relationships("leads Atlas")
+        answers["knowledge_search_passages"] = await graph.search_passages("Apollo", min_score=0.0)
+        answers["knowledge_get_context"] = await graph.get_context("Who leads Atlas?")
+        answers["knowledge_get_entity_timeline"] = await graph.timeline(name="Atlas")
+        answers["knowledge_get_changes"] = await graph.changes("2025-01-01")
+    assert set(answers) == set(RESULTS)
+    for method, answer in answers.items():
+        check_shape(answer, RESULTS[method], method)
+        for key, value in answer.items():  # no list a shape check would pass vacuously
+            if isinstance(value, list) and key in ("nodes", "edges", "facts", "episodes"):
+                assert value, (method, key)

@@ -176,7 +176,9 @@ def _method(method: Method, imports: _Imports) -> list[str]:
     if method.long_running:
         signature.append(f"progress: {imports.use('Progress')} | None = None,")
     typed = results.RESULTS.get(method.name)
-    result = imports.use(typed.__name__) if typed is not None else "dict[str, Any]"
+    # Results by module attribute: a renamed TypedDict leaves the stale file importable (the
+    # annotations are strings), so the generator can still run to fix it.
+    result = f"{imports.use('results')}.{typed.__name__}" if typed is not None else "dict[str, Any]"
     imports.use("Any")
     if len(signature) == 1:
         out = [f"    async def {python_name(method.name)}(self) -> {result}:"]
@@ -220,6 +222,7 @@ _MODULES = {
     "GivenEntity": "lcg.ingest.caller",
     "GivenFact": "lcg.ingest.caller",
     "Progress": "lcg.service.declare",
+    "results": "lcg.library",
 }
 
 
@@ -233,7 +236,7 @@ def _isort_key(name: str) -> tuple[int, str]:
 def _import_lines(names: set[str]) -> list[str]:
     by_module: dict[str, list[str]] = {}
     for name in names:
-        module = _MODULES.get(name, "lcg.library.results")
+        module = _MODULES[name]
         by_module.setdefault(module, []).append(name)
     stdlib = sorted(m for m in by_module if not m.startswith("lcg"))
     own = sorted(m for m in by_module if m.startswith("lcg"))

@@ -12,17 +12,7 @@ from typing import Any, Literal, cast
 
 from lcg.curation.pointers import Endpoint
 from lcg.ingest.caller import GivenEntity, GivenFact
-from lcg.library.results import (
-    AddEpisodeResult,
-    AddFactsResult,
-    ChangesResult,
-    ContextResult,
-    FindEntitiesResult,
-    FindRelationshipsResult,
-    ProcessChunkResult,
-    SearchPassagesResult,
-    TimelineResult,
-)
+from lcg.library import results
 from lcg.service.declare import Progress
 
 
@@ -38,10 +28,10 @@ class GraphMethods(ABC):
     ) -> dict[str, Any]:
         """Run wire method `method` with `params` (Python values, converted to wire values)."""
 
-    async def health(self) -> dict[str, Any]:
+    async def health(self) -> results.HealthResult:
         """Liveness and readiness probe. Wire method `health_check` (docs/api.md §health_check)."""
         answer = await self._call("health_check", {})
-        return answer
+        return cast(results.HealthResult, answer)
 
     async def status(self) -> dict[str, Any]:
         """Graph counts, per-group WAL positions, index state and the embedder in use. Call it to
@@ -60,7 +50,7 @@ class GraphMethods(ABC):
         labels: Sequence[str] | None = None,
         summary: str = "",
         attributes: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> results.AssertEntityResult:
         """Create or update one entity by exact name (case-insensitive) or by entity_uuid within a
         group, without any LLM extraction. Repeating the call with the same name is idempotent.
         Wire method `knowledge_assert_entity` (docs/api.md §knowledge_assert_entity).
@@ -76,7 +66,7 @@ class GraphMethods(ABC):
                 "attributes": attributes,
             },
         )
-        return answer
+        return cast(results.AssertEntityResult, answer)
 
     async def assert_relationship(
         self,
@@ -90,7 +80,7 @@ class GraphMethods(ABC):
         valid_at: datetime | date | str | None = None,
         relation_type: str | None = None,
         supersedes: Sequence[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> results.AssertRelationshipResult:
         """Create or update one directed fact (source --predicate--> target) between two existing
         entities of the same group, resolved by name. The (source, predicate, target) triple of
         a current fact is its identity: asserting it again updates the fact text and validity.
@@ -115,14 +105,14 @@ class GraphMethods(ABC):
                 "supersedes": supersedes,
             },
         )
-        return answer
+        return cast(results.AssertRelationshipResult, answer)
 
     async def get_episodes(
         self,
         *,
         group_id: str = "liminis",
         last_n: int = 50,
-    ) -> dict[str, Any]:
+    ) -> results.EpisodesResult:
         """The most recent episodes (ingested texts) of one group, newest first, with the uuids of
         the entities each one mentions. Wire method `knowledge_get_episodes` (docs/api.md
         §knowledge_get_episodes).
@@ -134,13 +124,13 @@ class GraphMethods(ABC):
                 "last_n": last_n,
             },
         )
-        return answer
+        return cast(results.EpisodesResult, answer)
 
     async def get_nodes_by_group(
         self,
         *,
         group_ids: Sequence[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> results.NodesResult:
         """Every entity of the given groups, unranked and unpaged (all groups when group_ids is
         omitted; none for []): a bulk dump that can be large. To look something up by name or
         topic use knowledge_find_entities; to browse the newest entities with the episodes that
@@ -153,7 +143,7 @@ class GraphMethods(ABC):
                 "group_ids": group_ids,
             },
         )
-        return answer
+        return cast(results.NodesResult, answer)
 
     async def get_edges_by_group(
         self,
@@ -162,7 +152,7 @@ class GraphMethods(ABC):
         as_of: datetime | date | str | None = None,
         known_at: datetime | date | str | None = None,
         include_invalidated: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> results.EdgesResult:
         """Every fact (relationship) owned by the given groups, current and invalidated, unranked
         and unpaged: a bulk dump; with as_of / known_at / include_invalidated, only the facts
         visible at those instants. To search facts use knowledge_find_relationships; to browse
@@ -179,12 +169,12 @@ class GraphMethods(ABC):
                 "include_invalidated": include_invalidated,
             },
         )
-        return answer
+        return cast(results.EdgesResult, answer)
 
     async def get_edges_by_uuids(
         self,
         uuids: Sequence[str],
-    ) -> dict[str, Any]:
+    ) -> results.EdgesResult:
         """Fetch specific facts by uuid (from an earlier answer); unknown uuids are left out. To
         find facts by content use knowledge_find_relationships. Wire method
         `knowledge_get_edges_by_uuids` (docs/api.md §knowledge_get_edges_by_uuids).
@@ -195,14 +185,14 @@ class GraphMethods(ABC):
                 "uuids": uuids,
             },
         )
-        return answer
+        return cast(results.EdgesResult, answer)
 
     async def list_entities(
         self,
         *,
         group_ids: Sequence[str] | None = None,
         num_results: int = 500,
-    ) -> dict[str, Any]:
+    ) -> results.NodesResult:
         """Browse entities, newest uuid first, at most num_results, with the episodes that mention
         each one. To look something up by name or topic use knowledge_find_entities; for every
         entity of a group at once, knowledge_get_nodes_by_group. Wire method
@@ -215,7 +205,7 @@ class GraphMethods(ABC):
                 "num_results": num_results,
             },
         )
-        return answer
+        return cast(results.NodesResult, answer)
 
     async def list_relationships(
         self,
@@ -225,7 +215,7 @@ class GraphMethods(ABC):
         as_of: datetime | date | str | None = None,
         known_at: datetime | date | str | None = None,
         include_invalidated: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> results.FactsResult:
         """Browse facts, at most num_results, with the episodes that mention either endpoint
         (optionally filtered by as_of / known_at / include_invalidated). To search facts by
         content use knowledge_find_relationships; for every fact of a group at once,
@@ -242,7 +232,7 @@ class GraphMethods(ABC):
                 "include_invalidated": include_invalidated,
             },
         )
-        return answer
+        return cast(results.FactsResult, answer)
 
     async def get_entity_neighbors(
         self,
@@ -253,7 +243,7 @@ class GraphMethods(ABC):
         as_of: datetime | date | str | None = None,
         known_at: datetime | date | str | None = None,
         include_invalidated: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> results.NeighborsResult:
         """The one-hop neighbourhood of an entity: its facts (outgoing first) and the entities at
         their other ends (optionally filtered by as_of / known_at / include_invalidated). Wire
         method `knowledge_get_entity_neighbors` (docs/api.md §knowledge_get_entity_neighbors).
@@ -269,7 +259,7 @@ class GraphMethods(ABC):
                 "include_invalidated": include_invalidated,
             },
         )
-        return answer
+        return cast(results.NeighborsResult, answer)
 
     async def get_entities_by_source(
         self,
@@ -277,7 +267,7 @@ class GraphMethods(ABC):
         *,
         group_ids: Sequence[str] | None = None,
         num_results: int = 100,
-    ) -> dict[str, Any]:
+    ) -> results.BySourceResult:
         """Entities mentioned by episodes whose source_description contains the given text. Wire
         method `knowledge_get_entities_by_source` (docs/api.md
         §knowledge_get_entities_by_source).
@@ -290,7 +280,7 @@ class GraphMethods(ABC):
                 "num_results": num_results,
             },
         )
-        return answer
+        return cast(results.BySourceResult, answer)
 
     async def delete_episode(
         self,
@@ -759,7 +749,7 @@ class GraphMethods(ABC):
         *,
         group_id: str = "liminis",
         reference_time: datetime | date | str | None = None,
-    ) -> ProcessChunkResult:
+    ) -> results.ProcessChunkResult:
         """Ingest one chunk of a source document as an episode: entities and dated facts are
         extracted, matched to what the graph already holds, and facts the text supersedes are
         retired (kept as history). chunk_id names the episode; source_file groups a document's
@@ -777,7 +767,7 @@ class GraphMethods(ABC):
                 "reference_time": reference_time,
             },
         )
-        return cast(ProcessChunkResult, answer)
+        return cast(results.ProcessChunkResult, answer)
 
     async def add_episode(
         self,
@@ -788,7 +778,7 @@ class GraphMethods(ABC):
         source_description: str = "",
         group_id: str = "liminis",
         reference_time: datetime | date | str | None = None,
-    ) -> AddEpisodeResult:
+    ) -> results.AddEpisodeResult:
         """Ingest an arbitrary episode (a message, a note, a JSON document) into a group: entities
         and dated facts are extracted and merged into the graph, superseded facts are retired.
         source is 'text', 'message' or 'json'; reference_time (RFC 3339) is when it was written.
@@ -805,7 +795,7 @@ class GraphMethods(ABC):
                 "reference_time": reference_time,
             },
         )
-        return cast(AddEpisodeResult, answer)
+        return cast(results.AddEpisodeResult, answer)
 
     async def add_facts(
         self,
@@ -817,7 +807,7 @@ class GraphMethods(ABC):
         source_description: str = "",
         entities: Sequence[GivenEntity | Mapping[str, Any]] = (),
         facts: Sequence[GivenFact | Mapping[str, Any]] = (),
-    ) -> AddFactsResult:
+    ) -> results.AddFactsResult:
         """Add facts YOU extracted (no extraction model runs; use this instead of
         knowledge_add_episode when you can read the text yourself). Steps: 1) look up what the
         graph holds now about the entities — knowledge_get_context, or
@@ -850,7 +840,7 @@ class GraphMethods(ABC):
                 "facts": facts,
             },
         )
-        return cast(AddFactsResult, answer)
+        return cast(results.AddFactsResult, answer)
 
     async def find_entities(
         self,
@@ -861,7 +851,7 @@ class GraphMethods(ABC):
         group_ids: Sequence[str] | None = None,
         center_node_uuid: str | None = None,
         labels: Sequence[str] | None = None,
-    ) -> FindEntitiesResult:
+    ) -> results.NodesResult:
         """Search entities (people, places, things, ideas) by name and summary: full-text and
         embedding matches fused by rank. The first choice when you have a name or a topic: it
         finds the uuid of something before you ask about its relationships
@@ -880,7 +870,7 @@ class GraphMethods(ABC):
                 "labels": labels,
             },
         )
-        return cast(FindEntitiesResult, answer)
+        return cast(results.NodesResult, answer)
 
     async def find_relationships(
         self,
@@ -895,7 +885,7 @@ class GraphMethods(ABC):
         as_of: datetime | date | str | None = None,
         known_at: datetime | date | str | None = None,
         include_invalidated: bool = False,
-    ) -> FindRelationshipsResult:
+    ) -> results.FactsResult:
         """Search facts (relationships between entities) by their sentence and predicate: full-text
         and embedding matches fused by rank. Returns current facts unless as_of / known_at /
         include_invalidated ask for other instants. The first choice for a question about facts;
@@ -918,7 +908,7 @@ class GraphMethods(ABC):
                 "include_invalidated": include_invalidated,
             },
         )
-        return cast(FindRelationshipsResult, answer)
+        return cast(results.FactsResult, answer)
 
     async def search_passages(
         self,
@@ -928,7 +918,7 @@ class GraphMethods(ABC):
         min_score: float = 0.5,
         group_ids: Sequence[str] | None = None,
         search_strategy: Literal["hybrid_rrf", "hybrid_mmr", "lexical", "vector"] = "vector",
-    ) -> SearchPassagesResult:
+    ) -> results.SearchPassagesResult:
         """Search the text of ingested episodes (passages) by embedding similarity; each passage
         carries its cosine score. With the default hash embedder similarity is lexical. Wire
         method `knowledge_search_passages` (docs/api.md §knowledge_search_passages).
@@ -943,7 +933,7 @@ class GraphMethods(ABC):
                 "search_strategy": search_strategy,
             },
         )
-        return cast(SearchPassagesResult, answer)
+        return cast(results.SearchPassagesResult, answer)
 
     async def changes(
         self,
@@ -953,7 +943,7 @@ class GraphMethods(ABC):
         group_ids: Sequence[str] | None = None,
         entity_uuid: str | None = None,
         num_results: int = 1000,
-    ) -> ChangesResult:
+    ) -> results.ChangesResult:
         """What changed in a time window [since, until): facts that became valid (started), stopped
         being valid (ended), were learned or were retired, each entry tagged with its kind, in
         time order. Filter by group_ids and by entity_uuid (facts touching that entity). Wire
@@ -969,7 +959,7 @@ class GraphMethods(ABC):
                 "num_results": num_results,
             },
         )
-        return cast(ChangesResult, answer)
+        return cast(results.ChangesResult, answer)
 
     async def timeline(
         self,
@@ -977,7 +967,7 @@ class GraphMethods(ABC):
         entity_uuid: str | None = None,
         name: str | None = None,
         group_id: str = "liminis",
-    ) -> TimelineResult:
+    ) -> results.TimelineResult:
         """Every fact about one entity (by entity_uuid, or by name within group_id), current and
         superseded, ordered by when it became true, each with its status and the facts it
         superseded / was superseded by. Wire method `knowledge_get_entity_timeline` (docs/api.md
@@ -991,7 +981,7 @@ class GraphMethods(ABC):
                 "group_id": group_id,
             },
         )
-        return cast(TimelineResult, answer)
+        return cast(results.TimelineResult, answer)
 
     async def get_context(
         self,
@@ -1002,7 +992,7 @@ class GraphMethods(ABC):
         hops: int = 1,
         as_of: datetime | date | str | None = None,
         num_seeds: int = 8,
-    ) -> ContextResult:
+    ) -> results.ContextResult:
         """Graph context for a question, ready to paste into a prompt: entities and facts found by
         hybrid search, expanded `hops` steps through the graph, packed into a cited text block
         of at most token_budget tokens (estimated as UTF-8 bytes / 4). Currently valid facts
@@ -1020,7 +1010,7 @@ class GraphMethods(ABC):
                 "num_seeds": num_seeds,
             },
         )
-        return cast(ContextResult, answer)
+        return cast(results.ContextResult, answer)
 
     async def reprocess_entity_types(
         self,

@@ -16,18 +16,28 @@ __all__ = [
     "RESULTS",
     "AddEpisodeResult",
     "AddFactsResult",
+    "AssertEntityResult",
+    "AssertRelationshipResult",
+    "BySourceResult",
     "ChangeEntry",
     "ChangesResult",
     "ContextResult",
+    "EdgesResult",
     "EntityRecord",
+    "EpisodeRecord",
+    "EpisodesResult",
     "FactRecord",
-    "FindEntitiesResult",
-    "FindRelationshipsResult",
+    "FactsResult",
+    "HealthResult",
     "HistoricalFact",
     "IngestExtras",
+    "IngestSuperseded",
+    "NeighborsResult",
+    "NodesResult",
     "Passage",
     "ProcessChunkResult",
     "SearchPassagesResult",
+    "SupersededFact",
     "TimelineFact",
     "TimelineResult",
 ]
@@ -89,6 +99,35 @@ class ChangeEntry(TypedDict):
     fact: HistoricalFact
 
 
+class EpisodeRecord(TypedDict):
+    uuid: str
+    name: str
+    group_id: str
+    created_at: str
+    source: str
+    source_description: str
+    content: str
+    valid_at: str
+    entity_edges: list[str]
+
+
+class SupersededFact(TypedDict):
+    """A current fact a write retired: when it ended, why (`caller`, `ontology`, `builtin`) and
+    the fact that replaced it."""
+
+    uuid: str
+    fact: str
+    invalid_at: str | None
+    reason: str
+    superseded_by: str
+
+
+class IngestSuperseded(SupersededFact):
+    source_name: str
+    target_name: str
+    same_episode: NotRequired[bool]  # both facts came with this episode
+
+
 class Passage(TypedDict):
     uuid: str
     name: str
@@ -103,13 +142,58 @@ class Passage(TypedDict):
 # -- results --------------------------------------------------------------------------------------
 
 
-class FindEntitiesResult(TypedDict):
+class HealthResult(TypedDict):
+    ok: bool
+    healthy: bool
+    state: str  # healthy | initializing | degraded
+    reason: NotRequired[str]
+
+
+class AssertEntityResult(TypedDict):
+    entity_uuid: str
+    created: bool
+    embedding_warning: str | None
+
+
+class AssertRelationshipResult(TypedDict):
+    edge_uuid: str
+    created: bool
+    embedding_warning: str | None
+    edges_superseded: list[SupersededFact]
+
+
+class NodesResult(TypedDict):
     nodes: list[EntityRecord]
     count: int
 
 
-class FindRelationshipsResult(TypedDict):
+class FactsResult(TypedDict):
     facts: list[FactRecord]
+    count: int
+
+
+class EdgesResult(TypedDict):
+    edges: list[FactRecord]
+    count: int
+
+
+class EpisodesResult(TypedDict):
+    episodes: list[EpisodeRecord]
+    count: int
+
+
+class NeighborsResult(TypedDict):
+    center_uuid: str
+    nodes: list[EntityRecord]
+    edges: list[FactRecord]
+    count: int  # = node_count
+    node_count: int
+    edge_count: int
+
+
+class BySourceResult(TypedDict):
+    source: str
+    nodes: list[EntityRecord]
     count: int
 
 
@@ -156,7 +240,7 @@ class IngestExtras(TypedDict):
     entities_merged: int
     edges_duplicate: int
     edges_dropped_self_referential: int
-    edges_superseded: list[dict[str, Any]]
+    edges_superseded: list[IngestSuperseded]
     salvage: dict[str, Any]
     timings: dict[str, float]
 
@@ -187,11 +271,22 @@ class AddFactsResult(ProcessChunkResult):
 
 
 RESULTS: dict[str, type] = {
+    "health_check": HealthResult,
+    "knowledge_assert_entity": AssertEntityResult,
+    "knowledge_assert_relationship": AssertRelationshipResult,
+    "knowledge_get_episodes": EpisodesResult,
+    "knowledge_get_nodes_by_group": NodesResult,
+    "knowledge_get_edges_by_group": EdgesResult,
+    "knowledge_get_edges_by_uuids": EdgesResult,
+    "knowledge_list_entities": NodesResult,
+    "knowledge_list_relationships": FactsResult,
+    "knowledge_get_entity_neighbors": NeighborsResult,
+    "knowledge_get_entities_by_source": BySourceResult,
     "knowledge_add_episode": AddEpisodeResult,
     "knowledge_process_chunk": ProcessChunkResult,
     "knowledge_add_facts": AddFactsResult,
-    "knowledge_find_entities": FindEntitiesResult,
-    "knowledge_find_relationships": FindRelationshipsResult,
+    "knowledge_find_entities": NodesResult,
+    "knowledge_find_relationships": FactsResult,
     "knowledge_search_passages": SearchPassagesResult,
     "knowledge_get_context": ContextResult,
     "knowledge_get_entity_timeline": TimelineResult,
