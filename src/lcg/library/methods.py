@@ -1109,3 +1109,90 @@ class GraphMethods(ABC):
             progress,
         )
         return answer
+
+    async def code_ingest(
+        self,
+        path: str,
+        *,
+        group_id: str = "liminis",
+        history: str | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Ingest a source repository's structure (files, modules, classes, functions, methods with
+        signatures, first docstring lines and line ranges; never bodies) and the facts between
+        them (DEFINES, CONTAINS, IMPORTS, INHERITS, CALLS), from the working tree or, with
+        `history`, commit by commit from git. Re-runs write only what changed. Wire method
+        `knowledge_code_ingest` (docs/api.md §knowledge_code_ingest).
+        """
+        answer = await self._call(
+            "knowledge_code_ingest",
+            {
+                "path": path,
+                "group_id": group_id,
+                "history": history,
+            },
+            progress,
+        )
+        return answer
+
+    async def code_where(
+        self,
+        name: str,
+        *,
+        group_id: str = "liminis",
+    ) -> dict[str, Any]:
+        """Where a code symbol is defined: each match with its kind, `path:line_start-line_end`,
+        signature and first docstring line (and whether it still exists). Wire method
+        `knowledge_code_where` (docs/api.md §knowledge_code_where).
+        """
+        answer = await self._call(
+            "knowledge_code_where",
+            {
+                "name": name,
+                "group_id": group_id,
+            },
+        )
+        return answer
+
+    async def code_calls(
+        self,
+        name: str,
+        *,
+        group_id: str = "liminis",
+        as_of: datetime | date | str | None = None,
+    ) -> dict[str, Any]:
+        """Who calls a code symbol and what it calls (calls resolved within the repository), now or
+        as of a time. Wire method `knowledge_code_calls` (docs/api.md §knowledge_code_calls).
+        """
+        answer = await self._call(
+            "knowledge_code_calls",
+            {
+                "name": name,
+                "group_id": group_id,
+                "as_of": as_of,
+            },
+        )
+        return answer
+
+    async def code_changes(
+        self,
+        since: datetime | date | str,
+        *,
+        until: datetime | date | str | None = None,
+        path: str = "",
+        group_id: str = "liminis",
+    ) -> dict[str, Any]:
+        """What changed in the code between two times (under a path prefix): symbols added,
+        removed, and those whose signature changed. Wire method `knowledge_code_changes`
+        (docs/api.md §knowledge_code_changes).
+        """
+        answer = await self._call(
+            "knowledge_code_changes",
+            {
+                "since": since,
+                "until": until,
+                "path": path,
+                "group_id": group_id,
+            },
+        )
+        return answer
