@@ -15,7 +15,7 @@
 
 Codes live on the classes: `rpc_code` is what the JSON-RPC transport answers, `exit_code` what the
 CLI exits with. `wire_message()` renders the message with the prefix the reference service uses
-(spec/API.md §1.5), so clients that match on substrings keep working.
+(docs/api.md §errors), so clients that match on substrings keep working.
 """
 
 from __future__ import annotations

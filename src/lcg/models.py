@@ -1,7 +1,7 @@
 """Value types shared by the core: episodes, entities, facts, and their wire shapes.
 
 Rows are frozen dataclasses with aware-UTC datetimes. `attributes` is kept as the JSON object
-text the wire returns (spec/API.md §1.12: a JSON-encoded object *as a string*), canonicalised by
+text the wire returns (docs/api.md §records: a JSON-encoded object *as a string*), canonicalised by
 `canonical_attributes` so equal objects compare equal.
 """
 
@@ -126,7 +126,7 @@ def entity_to_wire(
     episode_uuids: list[str] | None = None,
     source_descriptions: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The entity object of spec/API.md §1.12."""
+    """The entity object of docs/api.md §records."""
     return {
         "uuid": entity.uuid,
         "name": entity.name,
@@ -147,7 +147,7 @@ def fact_to_wire(
     *,
     endpoints_present: bool = True,
 ) -> dict[str, Any]:
-    """The edge object of spec/API.md §1.12 (`created_at` is always "" there)."""
+    """The edge object of docs/api.md §records (`created_at` is always "" there)."""
     return {
         "uuid": fact.uuid,
         "name": fact.name,
@@ -166,7 +166,7 @@ def fact_to_wire(
 
 
 def episode_to_wire(episode: Episode, entity_edges: list[str]) -> dict[str, Any]:
-    """The episode object of spec/API.md §1.12."""
+    """The episode object of docs/api.md §records."""
     return {
         "uuid": episode.uuid,
         "name": episode.name,

@@ -1,4 +1,4 @@
-"""Telemetry events: one JSON object per line, tagged by `type` (spec/API.md §1.13).
+"""Telemetry events: one JSON object per line, tagged by `type` (docs/api.md §telemetry).
 
 The engine emits through an `EventSink`; entry points choose where events go (stderr JSONL for
 the service, a list in tests). Nothing leaves the machine.

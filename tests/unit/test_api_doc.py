@@ -26,14 +26,28 @@ def headings(text: str) -> set[str]:
     }
 
 
+CITATION = re.compile(
+    r"docs/api\.md\s+(§[A-Za-z0-9_.-]+(?:(?:,\s+(?:the [^,§]*,\s+)?|\s+and\s+)§[A-Za-z0-9_.-]+)*)"
+)
+
+
 def citations(paths: list[Path]) -> dict[str, set[str]]:
-    """`path:line` -> the sections cited on a line that names docs/api.md."""
+    """`path:line` -> the sections a `docs/api.md §a, §b` citation there names (a citation may
+    run over a line break)."""
     found: dict[str, set[str]] = {}
     for path in paths:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if "docs/api.md" in line:
-                found[f"{path.relative_to(ROOT)}:{number}"] = set(SECTION.findall(line))
+        text = path.read_text(encoding="utf-8")
+        for match in CITATION.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            where = f"{path.relative_to(ROOT)}:{line}"
+            found.setdefault(where, set()).update(SECTION.findall(match.group(1)))
     return found
+
+
+def test_the_citation_reader() -> None:
+    text = "x (docs/api.md §a, §b-c and §d.e). docs/api.md\n§f, the job, §g; §h"
+    matches = [SECTION.findall(m.group(1)) for m in CITATION.finditer(text)]
+    assert matches == [["a", "b-c", "d.e"], ["f", "g"]]
 
 
 def test_the_generated_tables_are_current() -> None:
@@ -59,10 +73,15 @@ def test_the_heading_reader() -> None:
     }
 
 
+def cited_files() -> list[Path]:
+    """The code (Python and the UI's JavaScript) and the prose documents."""
+    code = [p for p in (ROOT / "src" / "lcg").rglob("*") if p.suffix in (".py", ".js")]
+    return sorted([*code, ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+
+
 def test_every_citation_in_the_code_names_a_heading() -> None:
     known = headings(DOC.read_text(encoding="utf-8"))
-    sources = sorted((ROOT / "src" / "lcg").rglob("*.py"))
-    cited = citations(sources)
+    cited = citations(cited_files())
     assert cited, "the code cites docs/api.md"
     unresolved = {where: s - known for where, s in cited.items() if s - known}
     assert unresolved == {}
@@ -72,3 +91,15 @@ def test_the_documents_own_references_resolve() -> None:
     text = DOC.read_text(encoding="utf-8")
     known = headings(text)
     assert set(SECTION.findall(text)) - known == set()
+
+
+def test_the_code_no_longer_cites_the_outside_spec() -> None:
+    """`API.md §x.y` pointed at a document outside the repository; the code and the documents
+    cite docs/api.md."""
+    stale = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in cited_files()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "API.md" in line
+    ]
+    assert stale == []

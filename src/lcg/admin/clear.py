@@ -1,5 +1,5 @@
-"""`knowledge_clear_all` (API.md §2.21): delete the whole graph (and, unless the WAL is
-preserved, the whole WAL) and start empty.
+"""`knowledge_clear_all` (docs/api.md §knowledge_clear_all): delete the whole graph (and, unless the
+WAL is preserved, the whole WAL) and start empty.
 
 It replaces the database itself, so it works below the commit primitive: under the write lock
 (`lcg.engine.exclusive`) it has the kernel reopen the engine in place (`Engine.reopen`) on

@@ -1,5 +1,6 @@
-"""`knowledge_query_cypher`: one Cypher statement run verbatim (API.md §2.33), and the lexer
-that decides whether it may run and whether it mutates.
+"""`knowledge_query_cypher`: one Cypher statement run verbatim
+(docs/api.md §knowledge_query_cypher), and the lexer that decides whether it may run and whether it
+mutates.
 
 A read runs on the writer under the write lock; a mutation is one `Engine.write` whose batch
 (one `cypher.exec` line in the default group's WAL) the statement itself applies, in the

@@ -1,5 +1,6 @@
-"""`knowledge_build_indices` (API.md §2.36): drop lcg's in-process search index and load it
-again for every group, now (it otherwise loads at open and after a rebuild, or lazily)."""
+"""`knowledge_build_indices` (docs/api.md §knowledge_build_indices): drop lcg's in-process search
+index and load it again for every group, now (it otherwise loads at open and after a rebuild, or
+lazily)."""
 
 from __future__ import annotations
 

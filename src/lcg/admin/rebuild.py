@@ -1,5 +1,6 @@
-"""`knowledge_rebuild_from_wal` and `knowledge_rebuild_status` (API.md §2.34-2.35): re-deriving a
-group from its WAL, in the foreground or as a background job.
+"""`knowledge_rebuild_from_wal` and `knowledge_rebuild_status`
+(docs/api.md §knowledge_rebuild_from_wal, §knowledge_rebuild_status): re-deriving a group from its
+WAL, in the foreground or as a background job.
 
 The replay is the kernel's catch-up machinery (`lcg.engine.catchup`, reached through
 `lcg.engine.exclusive`) run under the write lock: checks (steps 4-8), the purge of a full
@@ -39,7 +40,8 @@ Progress = Callable[[dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class _RebuildPlan:
-    """What a rebuild will do once its checks passed (API.md §2.34 steps 6-8)."""
+    """What a rebuild will do once its checks passed (docs/api.md §knowledge_rebuild_from_wal, the
+    generation and data checks)."""
 
     from_seq: int
     to_seq: int | None
@@ -68,7 +70,8 @@ async def rebuild_from_wal(
     force_clear: bool = False,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Replay a group's WAL into the graph now (API.md §2.34, synchronous form)."""
+    """Replay a group's WAL into the graph now (docs/api.md §knowledge_rebuild_from_wal, synchronous
+    form)."""
     return await _run(_rebuild, engine, group_id, from_seq, to_seq, dry_run, force_clear, progress)
 
 
@@ -104,7 +107,8 @@ async def start_rebuild(
     to_seq: int | None = None,
     force_clear: bool = False,
 ) -> dict[str, Any]:
-    """Start a real rebuild as a background job (API.md §2.34 step 9, non-streaming form).
+    """Start a real rebuild as a background job (docs/api.md §knowledge_rebuild_from_wal, the
+    background job, non-streaming form).
 
     Every refusal of steps 4-8 is raised here, before a job exists (the checks read a
     snapshot; the job repeats them under the write lock, and fails if the state changed in
@@ -134,7 +138,8 @@ def _start_rebuild(
 
 
 def rebuild_status(engine: Engine, job_id: str) -> dict[str, Any]:
-    """`knowledge_rebuild_status` (API.md §2.35): a background job's state, from memory."""
+    """`knowledge_rebuild_status` (docs/api.md §knowledge_rebuild_status): a background job's state,
+    from memory."""
     job = exclusive.jobs(engine).get(job_id)
     if job is None:
         return {"status": "not_found"}
@@ -142,7 +147,8 @@ def rebuild_status(engine: Engine, job_id: str) -> dict[str, Any]:
 
 
 def _rebuild_directory(engine: Engine, group_id: str) -> Path:
-    """The group's WAL directory, if it holds any WAL file (API.md §2.34 steps 4-5)."""
+    """The group's WAL directory, if it holds any WAL file (docs/api.md §knowledge_rebuild_from_wal,
+    the WAL directory check)."""
     directory = engine.wal.directory(group_id)
     if not directory.is_dir() or not any(directory.glob("*.jsonl")):
         raise InvalidRequestError(f"No WAL files found at {directory}", field="group_id")
@@ -159,7 +165,8 @@ def _rebuild_plan(
     dry_run: bool,
     force_clear: bool,
 ) -> _RebuildPlan | dict[str, Any]:
-    """API.md §2.34 steps 6-8 (checks only): the effective plan, or a dry run's reset answer.
+    """docs/api.md §knowledge_rebuild_from_wal, the generation and data checks (checks only): the
+    effective plan, or a dry run's reset answer.
 
     Raises:
         WalGenerationError, ConflictError: the rebuild is refused.

@@ -1,4 +1,5 @@
-"""`knowledge_recover` and `knowledge_recover_full`: recovery on demand (API.md §2.42, §2.43).
+"""`knowledge_recover` and `knowledge_recover_full`: recovery on demand
+(docs/api.md §knowledge_recover, §knowledge_recover_full).
 
 lcg's database is derived from the WAL (DESIGN §1.1), so every strategy ends the same way: the
 database files are put into some state, the database is opened again and the ordinary startup
@@ -61,7 +62,7 @@ class _StrategyFailed(Exception):
 
 @contextlib.contextmanager
 def _exclusive(engine: Engine) -> Iterator[None]:
-    """Hold the write lock, or fail at once if anyone holds it (API.md §1.10)."""
+    """Hold the write lock, or fail at once if anyone holds it (docs/api.md §concurrency)."""
     if not exclusive.write_lock(engine).acquire(blocking=False):
         raise ConflictError("Recovery already in progress")
     try:
@@ -221,7 +222,8 @@ def _recover(engine: Engine, strategy: str) -> dict[str, Any]:
 
 
 async def recover(engine: Engine, strategy: str) -> dict[str, Any]:
-    """Run one named recovery strategy (API.md §2.42), on a healthy or a degraded engine.
+    """Run one named recovery strategy (docs/api.md §knowledge_recover), on a healthy or a degraded
+    engine.
 
     Raises:
         ConflictError: `Recovery already in progress` (the write lock is held).
@@ -288,9 +290,9 @@ def _full(engine: Engine) -> dict[str, Any]:
 
 
 async def recover_full(engine: Engine) -> dict[str, Any]:
-    """One-call recovery (API.md §2.43): a no-op on a healthy engine; on a degraded one, reopen
-    at the last checkpoint without Kuzu's journal and catch up from the WAL, falling back to a
-    full rebuild from the WAL.
+    """One-call recovery (docs/api.md §knowledge_recover_full): a no-op on a healthy engine; on a
+    degraded one, reopen at the last checkpoint without Kuzu's journal and catch up from the WAL,
+    falling back to a full rebuild from the WAL.
 
     Raises:
         ConflictError: `Recovery already in progress` (the write lock is held).

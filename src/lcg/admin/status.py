@@ -1,5 +1,5 @@
-"""`knowledge_status` and `health_check`: what the graph holds and whether it is caught up (API.md
-§3.1), answered also while no database is open (degraded, §3.1.3).
+"""`knowledge_status` and `health_check`: what the graph holds and whether it is caught up
+(docs/api.md §status-fields), answered also while no database is open (§status-degraded).
 
 Counts, WAL positions and problems, index and embedder state, the cross-group pointers by state
 (`lcg.curation.pointers`), the ontology and extractor in use. Positions and WAL problems are
@@ -31,7 +31,8 @@ logger = logging.getLogger(__name__)
 
 
 async def status(engine: Engine) -> dict[str, Any]:
-    """`knowledge_status` (API.md §3.1): counts, WAL positions, index and embedder state."""
+    """`knowledge_status` (docs/api.md §status-fields): counts, WAL positions, index and embedder
+    state."""
     if not exclusive.is_open(engine):
         return degraded_status(engine)
     await anyio.to_thread.run_sync(backfill_positions, engine)
@@ -91,7 +92,7 @@ async def status(engine: Engine) -> dict[str, Any]:
 
 
 def degraded_status(engine: Engine) -> dict[str, Any]:
-    """`knowledge_status` while no database is open (API.md §3.1.3)."""
+    """`knowledge_status` while no database is open (docs/api.md §status-degraded)."""
     return {
         "running": True,
         "degraded": True,
@@ -153,7 +154,7 @@ def wal_state(engine: Engine, conn: Conn, group_id: str) -> dict[str, Any]:
 
 
 def backfill_positions(engine: Engine) -> None:
-    """Record a position for groups that have none where that is certain (API.md §3.1.4).
+    """Record a position for groups that have none where that is certain (docs/api.md §status-wal).
 
     Only the first backfill rule applies here: a group with no data and no WAL line gets
     `(0, on-disk generation)`. A group whose WAL has lines but no data is hydrated by the

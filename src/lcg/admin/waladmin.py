@@ -1,4 +1,5 @@
-"""WAL administration: named marks, preparing for a backup, and compacted dumps (API.md §2.37-2.41).
+"""WAL administration: named marks, preparing for a backup, and compacted dumps
+(docs/api.md §admin).
 
 - `mark_create` records a group's applied position under a name (`lcg.wal.marks`); restoring it
   is `knowledge_rebuild_from_wal {from_seq: 0, to_seq: seq, force_clear: true}`.

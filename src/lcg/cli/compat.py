@@ -1,7 +1,7 @@
 """`liminis-context-graph`: the reference service's command line, so existing configs keep working.
 
 An MCP client config that ran the reference binary works by changing only the command name.
-Flags follow spec/API.md §4.6 exactly: arguments are scanned left to right, a flag that takes a
+Flags follow docs/api.md §cli exactly: arguments are scanned left to right, a flag that takes a
 value consumes the next argument, only `--scope` also accepts `--scope=LIST`, `-h/--help` wins
 over everything. Usage errors print `liminis-context-graph: <message>` to stderr and exit 2;
 fatal startup errors exit 1. stdout carries only `--help`/`--version` text or MCP messages.
@@ -169,10 +169,11 @@ def extractor_overrides(opts: Options) -> dict[str, str]:
 
 
 def embedder_endpoint(opts: Options) -> tuple[str, str] | None:
-    """The embedding endpoint as ("uds" | "http", where), in the reference's order (API.md §4.7
-    step 6): `--embedder-uds`, `--embedder-http`, then `/tmp/liminis-inference.sock` if it
-    exists and no endpoint or embedder is configured otherwise. None: lcg's own selection
-    (`LCG_EMBEDDER`, README "Embeddings") applies. Attached mode ignores the flags.
+    """The embedding endpoint as ("uds" | "http", where), in the reference's order
+    (docs/api.md §startup, the embedding endpoint): `--embedder-uds`, `--embedder-http`, then
+    `/tmp/liminis-inference.sock` if it exists and no endpoint or embedder is configured otherwise.
+    None: lcg's own selection (`LCG_EMBEDDER`, README "Embeddings") applies. Attached mode ignores
+    the flags.
 
     Raises:
         ConfigError: the settings are invalid.

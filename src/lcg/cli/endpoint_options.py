@@ -4,8 +4,8 @@ PATH` for `lcg serve` and `lcg mcp`: one local OpenAI-compatible endpoint each.
 The options store their values in the click context (`ctx.meta`), so commands only merge
 `embedder_overrides(ctx)` / `extractor_overrides(ctx)` into their settings overrides. An
 embedder flag selects the `http` embedder over `LCG_EMBEDDER`, `LCG_EMBEDDING_URL` and
-`LCG_EMBEDDING_UDS` (spec/API.md §4.7 step 6: the socket, then the URL); the extractor flags win
-over every variable except `LCG_REPLAY_LLM` (step 7).
+`LCG_EMBEDDING_UDS` (docs/api.md §startup, the embedding endpoint: the socket, then the URL); the
+extractor flags win over every variable except `LCG_REPLAY_LLM` (docs/api.md §ingest-pipeline).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The workspace corrections file (API.md §2.26-2.27): validating it and applying it.
+"""The workspace corrections file (docs/api.md §curation): validating it and applying it.
 
 `<LIMINIS_WORKSPACE_ROOT>/.liminis/knowledge-corrections.yaml` holds
 `{corrections: [{id, type, canonical?, canonical_uuid?, aliases?, edge_uuid?, applied_at?}]}`.

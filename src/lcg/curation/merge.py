@@ -1,4 +1,5 @@
-"""Merging alias entities into a canonical one (API.md §2.25), the core of curation.
+"""Merging alias entities into a canonical one (docs/api.md §knowledge_merge_entities), the core of
+curation.
 
 A merge is one WAL batch in the merge group's stream, committed in one transaction, made of
 existing operations only: each active fact of the group touching an alias is either copied onto

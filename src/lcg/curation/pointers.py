@@ -1,4 +1,5 @@
-"""Cross-group pointers (API.md §2.32-2.33): edges of one group whose endpoints are named in others.
+"""Cross-group pointers (docs/api.md §curation): edges of one group whose endpoints are named in
+others.
 
 A side given as `{"source_group_id", "endpoint_name"}` becomes a pointer stored in the fact's
 `attributes.cross_group_pointers[src|dst]`: the normalised name, the group it is looked up in,
@@ -49,7 +50,7 @@ STATES = ("bound", "unbound", "ambiguous")
 
 
 def normalize_endpoint(name: str) -> str:
-    """Control characters removed, trimmed, lower-cased (API.md §1.12)."""
+    """Control characters removed, trimmed, lower-cased (docs/api.md §records)."""
     return "".join(c for c in name if unicodedata.category(c) != "Cc").strip().lower()
 
 
@@ -139,7 +140,8 @@ def counts_by_state(conn: Conn) -> dict[str, int]:
 
 
 def resolve(engine: Engine, conn: Conn, group_id: str, name: str) -> tuple[str, str | None]:
-    """(binding_state, resolved uuid) of a normalised name in a group (API.md §2.32)."""
+    """(binding_state, resolved uuid) of a normalised name in a group
+    (docs/api.md §knowledge_add_cross_group_edge)."""
     hits = engine.names.lookup(group_id, name)
     active = [u for u, merged in hits if not merged]
     if len(active) > 1:
@@ -258,8 +260,8 @@ async def rebind(engine: Engine, source_group_id: str) -> dict[str, int]:
 def rebind_locked(
     engine: Engine, w: Writer, source_group_id: str, *, force: bool = False
 ) -> dict[str, int]:
-    """The rebind pass, holding the writer `w`; `force` ignores the staleness gate (API.md
-    §2.33)."""
+    """The rebind pass, holding the writer `w`; `force` ignores the staleness gate (docs/api.md
+    §knowledge_rebind_pointers)."""
     counts = dict.fromkeys(
         (
             "checked",
@@ -328,7 +330,8 @@ def unbind_plan(
     engine: Engine, conn: Conn, purged: list[str]
 ) -> tuple[list[dict[str, Any]], dict[str, list[Op]]]:
     """For `knowledge_delete_by_group`: the impact on other groups' pointers into the purged
-    groups, and the operations that leave those pointers unbound (API.md §2.23)."""
+    groups, and the operations that leave those pointers unbound
+    (docs/api.md §knowledge_delete_by_group)."""
     impacts: dict[str, int] = {}
     ops: dict[str, list[Op]] = {}
     for fact in crossgroup.pointer_facts(conn):

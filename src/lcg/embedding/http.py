@@ -1,7 +1,8 @@
 """An OpenAI-compatible embeddings endpoint (`POST /v1/embeddings`) over HTTP or a Unix socket.
 
-This is the reference service's sidecar contract (spec/API.md §4.7 step 6). `connect_http`
-probes the endpoint once at startup to learn the dimension (and the model name it reports):
+This is the reference service's sidecar contract (docs/api.md §startup, the embedding endpoint).
+`connect_http` probes the endpoint once at startup to learn the dimension (and the model name it
+reports):
 - a transport failure (nothing listening, refused, timed out) is fatal;
 - any other probe failure (an HTTP error status, an unusable body) is fatal unless
   `LCG_EMBEDDING_DIM` is set, in which case startup goes on with that dimension;
@@ -183,7 +184,8 @@ def connect_http(
     batch_size: int = 64,
     timeout_s: float = 30.0,
 ) -> HttpEmbedder:
-    """Probe the endpoint and return an embedder for it (spec/API.md §4.7 step 6).
+    """Probe the endpoint and return an embedder for it (docs/api.md §startup, the embedding
+    endpoint).
 
     Args:
         endpoint: the URL or Unix socket.

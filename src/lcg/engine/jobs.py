@@ -1,4 +1,5 @@
-"""Background rebuild jobs (API.md §2.34 step 9, §2.35): an in-memory table of replay threads.
+"""Background rebuild jobs (docs/api.md §knowledge_rebuild_from_wal, the background job,
+§knowledge_rebuild_status): an in-memory table of replay threads.
 
 A non-streaming, non-dry-run `knowledge_rebuild_from_wal` is validated by the caller, then its
 replay runs in a thread of its own registered here; `knowledge_rebuild_status` polls it. At most
@@ -46,7 +47,7 @@ class RebuildJob:
     thread: threading.Thread | None = field(default=None, repr=False)
 
     def progress(self, frame: dict[str, Any]) -> None:
-        """A replay progress frame (API.md §1.8 shape): copy its counters."""
+        """A replay progress frame (docs/api.md §progress shape): copy its counters."""
         with self.lock:
             self.mutations_replayed = int(frame.get("mutations_replayed_so_far", 0))
             self.wal_files_processed = int(frame.get("files_processed_so_far", 0))
@@ -68,7 +69,8 @@ class RebuildJob:
                 self.error = error
 
     def to_wire(self) -> dict[str, Any]:
-        """The `knowledge_rebuild_status` answer for this job (API.md §2.35)."""
+        """The `knowledge_rebuild_status` answer for this job
+        (docs/api.md §knowledge_rebuild_status)."""
         with self.lock:
             end = self.finished if self.finished is not None else time.monotonic()
             return {

@@ -540,7 +540,8 @@ def open_engine(
             "so far (server mode is issue 19, in progress)"
         )
     private_dir(settings.home)
-    # The embedder first (API.md §4.7: probe, then open the database): a bad one opens nothing.
+    # The embedder first (docs/api.md §startup: probe, then open the database): a bad one opens
+    # nothing.
     cached = build_embedder(settings, embedder)
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
     wal.lock()  # before the database: a second writer of this WAL touches nothing

@@ -40,7 +40,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# The reference's reason for "the database could not be opened, recovery needed" (API.md §1.7).
+# The reference's reason for "the database could not be opened, recovery needed"
+# (docs/api.md §degraded).
 DEGRADED_DB_OPEN_FAILED = "lbug_wal_corrupt"
 
 _DB_SUFFIXES = ("", ".wal", ".shadow", ".lock")

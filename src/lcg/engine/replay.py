@@ -127,7 +127,8 @@ class ReplayReport:
         )
 
     def to_wire(self, sample_cap: int, fidelity_threshold: float) -> dict[str, Any]:
-        """The statistics keys of `knowledge_rebuild_from_wal` (spec/API.md §2.34)."""
+        """The statistics keys of `knowledge_rebuild_from_wal`
+        (docs/api.md §knowledge_rebuild_from_wal)."""
         ranked = self.failures.most_common()
         samples = [
             {"cypher": template[:200], "error": error, "count": count}
@@ -214,7 +215,7 @@ def replay_group(
     stats = ReadStats()
 
     def frame(message: str) -> None:
-        """A progress frame in the shape of API.md §1.8 (the transport adds `type`)."""
+        """A progress frame in the shape of docs/api.md §progress (the transport adds `type`)."""
         if progress is not None:
             progress(
                 {

@@ -1,4 +1,5 @@
-"""Which language model extraction uses: resolved lazily, once per engine (spec/API.md §4.7 step 7).
+"""Which language model extraction uses: resolved lazily, once per engine (docs/api.md §startup, the
+extraction model).
 
 First match wins:
 

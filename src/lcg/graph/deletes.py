@@ -1,5 +1,5 @@
-"""Graph deletes: an episode, the episodes of a source file or chunk, whole groups (API.md
-§2.17-2.20). Each is one `Engine.write`: the rows to delete are found on the writer under the
+"""Graph deletes: an episode, the episodes of a source file or chunk, whole groups (docs/api.md
+§graph). Each is one `Engine.write`: the rows to delete are found on the writer under the
 write lock and deleted by one WAL batch per group, in one transaction. Purging a group also
 unbinds the cross-group pointers that named it (`lcg.curation.pointers.unbind_plan`).
 `knowledge_clear_all` replaces the database itself: `lcg.admin.clear`.

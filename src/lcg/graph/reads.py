@@ -1,4 +1,4 @@
-"""Graph reads: episodes, entities, facts and neighbourhoods as wire records (API.md §2.9-2.16).
+"""Graph reads: episodes, entities, facts and neighbourhoods as wire records (docs/api.md §graph).
 
 Each is one snapshot read through the kernel's `Engine.read`; `time` (a `TimeFilter`) picks the
 facts a read sees on both time axes, and None keeps the reference's rule (every edge,
@@ -42,7 +42,8 @@ async def get_nodes_by_group(engine: Engine, group_ids: list[str] | None) -> dic
 async def get_edges_by_group(
     engine: Engine, group_ids: list[str] | None, time: TimeFilter | None = None
 ) -> dict[str, Any]:
-    """API.md §2.14; `time` None is the reference's rule: every edge, invalidated or not."""
+    """docs/api.md §knowledge_get_edges_by_group; `time` None is the reference's rule: every edge,
+    invalidated or not."""
 
     def read(conn: Conn) -> dict[str, Any]:
         if group_ids == []:

@@ -1,7 +1,7 @@
-"""Direct writes: one entity or one fact asserted by a caller, without extraction (API.md
-§2.6-2.7). Each is one `Engine.write`: its texts are embedded first (no lock held), then the
-plan resolves names and decides on the writer under the write lock, and the kernel commits the
-one WAL batch it returns.
+"""Direct writes: one entity or one fact asserted by a caller, without extraction (docs/api.md
+§knowledge_assert_entity, §knowledge_assert_relationship). Each is one `Engine.write`: its texts are
+embedded first (no lock held), then the plan resolves names and decides on the writer under the
+write lock, and the kernel commits the one WAL batch it returns.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ async def assert_entity(
     summary: str = "",
     attributes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Create or update one entity by name (or uuid) in a group. See API.md §2.6."""
+    """Create or update one entity by name (or uuid) in a group. See
+    docs/api.md §knowledge_assert_entity."""
     name = name.strip()
     label_tuple = normalize_labels(labels)
     attrs = canonical_attributes(attributes or {})
@@ -127,7 +128,8 @@ async def assert_relationship(
     relation_type: str | None = None,
     supersedes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Create or update one directed fact between two entities of a group. See API.md §2.7.
+    """Create or update one directed fact between two entities of a group. See
+    docs/api.md §knowledge_assert_relationship.
 
     lcg extension: the fact retires the current facts named in `supersedes`, else those the
     group's ontology (`cardinality: one`) or lcg's built-in single-valued families say it

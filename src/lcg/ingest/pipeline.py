@@ -1,4 +1,5 @@
-"""The ingestion pipeline: one episode in, one atomic commit out (DESIGN §5, API.md §2.0.1).
+"""The ingestion pipeline: one episode in, one atomic commit out (DESIGN §5,
+docs/api.md §ingest-pipeline).
 
     extract   (no lock; up to LCG_EXTRACTION_CONCURRENCY episodes at once)
       a long episode: entities call -> names embedded with the body (one batch) -> at most K

@@ -1,4 +1,5 @@
-"""Prompts and answer parsing for the LLM typing passes (API.md §2.28, §2.31).
+"""Prompts and answer parsing for the LLM typing passes
+(docs/api.md §knowledge_reprocess_entity_types, §knowledge_reprocess_relation_types).
 
 Each prompt is a pure function `items -> LlmRequest`; each parser turns the model's JSON object
 into one verdict per item (an empty string when the model gave none, so the caller can leave the

@@ -1,7 +1,7 @@
 """Finding, parsing and caching ontology files; the drift and `.wal-ontology.json` sidecars.
 
-Where files live (spec/API.md §2.0.1 step 2, §5.1), with `<root>` = `$LIMINIS_WORKSPACE_ROOT/.lcg`
-when that is set, else lcg's home directory (`.lcg`):
+Where files live (docs/api.md §ingest-pipeline, the ontology file, §layout), with `<root>` =
+`$LIMINIS_WORKSPACE_ROOT/.lcg` when that is set, else lcg's home directory (`.lcg`):
 
     <root>/ontology.yaml                    the workspace ontology (legacy: <root>/../.graphiti/)
     <root>/ontology/<enc(group_id)>.yaml    a group's own ontology; replaces the workspace one
@@ -334,7 +334,8 @@ def _best_effort(what: str, write: Callable[[], None]) -> None:
 
 
 def write_wal_ontology(settings: Settings, group_id: str, ontology: Ontology) -> None:
-    """Record in the group's WAL directory which ontology guided its extraction (API.md §5.5).
+    """Record in the group's WAL directory which ontology guided its extraction
+    (docs/api.md §wal-ontology).
 
     Informational only, never read back; a failure is logged, not raised.
     """
@@ -391,7 +392,8 @@ def _drift_summary(recorded: dict[str, Any], current: Ontology) -> str:
 
 
 def ontology_status(settings: Settings, *, has_episodes: bool = False) -> dict[str, Any]:
-    """The `ontology` object of `knowledge_status` (API.md §3.1.5): the workspace file only.
+    """The `ontology` object of `knowledge_status` (docs/api.md §status-ontology): the workspace
+    file only.
 
     `drifted` compares the ontology's content hash with the one recorded by the last ingest or
     rebuild; with no record, a graph that already holds episodes counts as drifted once an
@@ -417,7 +419,8 @@ def ontology_status(settings: Settings, *, has_episodes: bool = False) -> dict[s
 
 
 def no_ontology() -> dict[str, Any]:
-    """The `ontology` object of `knowledge_status` when no ontology is loaded (API.md §3.1.5)."""
+    """The `ontology` object of `knowledge_status` when no ontology is loaded
+    (docs/api.md §status-ontology)."""
     return {
         "present": False,
         "loaded": False,

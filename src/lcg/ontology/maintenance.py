@@ -1,4 +1,4 @@
-"""The typing maintenance passes over one group (API.md §2.28-2.31).
+"""The typing maintenance passes over one group (docs/api.md §ontology).
 
 - `reprocess_entity_types`: LLM re-classification of entity types, then ancestor re-stamping.
 - `canonicalize_relations`: lexical (name/alias/keyword) mapping of edges onto the ontology's
@@ -11,7 +11,7 @@ and embedding calls included), then writes in batches, each under the write lock
 rows are re-read there and only the typing field is changed, so an edit made meanwhile survives.
 Changes are ordinary `entity.upsert` / `fact.upsert` WAL operations (the whole row, new labels
 or relation_type), so a rebuild from the WAL reproduces them. Domain failures of the two LLM
-passes are `{"success": false, ...}` results; the other two raise (API.md §1.6).
+passes are `{"success": false, ...}` results; the other two raise (docs/api.md §error-styles).
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ async def reprocess_entity_types(
     client: ClientFactory,
     progress: Progress = None,
 ) -> dict[str, Any]:
-    """`knowledge_reprocess_entity_types` (API.md §2.28)."""
+    """`knowledge_reprocess_entity_types` (docs/api.md §knowledge_reprocess_entity_types)."""
     failed = _scope_error(scope)
     if failed is not None:
         return failed
@@ -402,7 +402,7 @@ async def canonicalize_relations(
     embedding_threshold: float,
     progress: Progress = None,
 ) -> dict[str, Any]:
-    """`knowledge_canonicalize_relations` (API.md §2.29).
+    """`knowledge_canonicalize_relations` (docs/api.md §knowledge_canonicalize_relations).
 
     Raises:
         InvalidRequestError: the group resolves no ontology, or one without relation types.
@@ -480,7 +480,8 @@ def _pseudo_type(fact: Fact) -> str:
 async def backfill_relation_types(
     engine: Engine, group_id: str, dry_run: bool, progress: Progress = None
 ) -> dict[str, Any]:
-    """`knowledge_backfill_relation_types` (API.md §2.30, deprecated): no ontology involved."""
+    """`knowledge_backfill_relation_types` (docs/api.md §knowledge_backfill_relation_types,
+    deprecated): no ontology involved."""
     facts = await _facts(engine, group_id)
     candidates = [f for f in facts if _blank(f.relation_type)]
     if not dry_run and candidates:
@@ -512,7 +513,7 @@ async def reprocess_relation_types(
     client: ClientFactory,
     progress: Progress = None,
 ) -> dict[str, Any]:
-    """`knowledge_reprocess_relation_types` (API.md §2.31)."""
+    """`knowledge_reprocess_relation_types` (docs/api.md §knowledge_reprocess_relation_types)."""
     failed = _scope_error(scope)
     if failed is not None:
         return failed

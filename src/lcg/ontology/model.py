@@ -260,7 +260,8 @@ class Ontology:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def summary(self) -> dict[str, object]:
-        """`{"hash", "mode", "entity_types", "relation_types"}`: the sidecar shape (API.md §5.5)."""
+        """`{"hash", "mode", "entity_types", "relation_types"}`: the sidecar shape
+        (docs/api.md §wal-ontology)."""
         return {
             "hash": self.content_hash(),
             "mode": self.mode if self.present else None,

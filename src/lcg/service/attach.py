@@ -1,6 +1,6 @@
 """Attached MCP mode's forwarding client: one JSON-RPC connection to a running lcg service.
 
-Invariants (spec/API.md §4.5):
+Invariants (docs/api.md §mcp-attached):
 
 - One persistent connection to the service's Unix socket; calls are serialised (one in flight),
   with request ids 1, 2, 3, ... per client.

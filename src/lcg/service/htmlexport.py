@@ -1,6 +1,6 @@
 """`lcg export-html`: one self-contained HTML file showing (part of) the graph.
 
-Input is what the read methods return (entity and edge records, spec/API.md §1.12), so the
+Input is what the read methods return (entity and edge records, docs/api.md §records), so the
 command works the same against a running service or a database it opens itself. The file holds
 the data, the stylesheet and the force layout of the browser UI inline and loads nothing: its
 Content-Security-Policy forbids every fetch, and the embedded JSON escapes `/` so no URL from

@@ -1,4 +1,4 @@
-"""MCP over stdio, built with the official SDK: one tool per registered method (spec/API.md §4).
+"""MCP over stdio, built with the official SDK: one tool per registered method (docs/api.md §mcp).
 
 The only module that imports `mcp`. It owns:
 
@@ -110,7 +110,7 @@ def parse_scopes(text: str) -> frozenset[str]:
     """Parse a `--scope` list: comma separated, trimmed, empty tokens ignored, `all` = every scope.
 
     Raises:
-        ConfigError: an unknown token, or no token at all (API.md §4.6 wording).
+        ConfigError: an unknown token, or no token at all (docs/api.md §cli wording).
     """
     found: set[str] = set()
     for raw in text.split(","):

@@ -3,7 +3,7 @@ field types (timestamps, the time fields of the time-aware reads, group ids, cou
 params models sit next to their handlers in `lcg.service.methods.<area>`. Validation happens at
 the wire edge, before any write.
 
-Names, defaults and the four `group_ids` behaviours follow spec/API.md §1.11 and §2. Where the
+Names, defaults and the four `group_ids` behaviours follow docs/api.md §parameters. Where the
 reference silently treats a wrongly typed value as absent, lcg rejects it with an error naming
 the field (README, "Differences from the reference"): a typo in a destructive call should fail,
 not fall back to a default. `null` still means "absent" everywhere.
@@ -42,7 +42,7 @@ class Params(BaseModel):
 def parse_params(model: type[Params], raw: Any) -> Params:
     """Validate raw JSON params into `model`.
 
-    A non-object `params` reads as an empty object (API.md §1.2).
+    A non-object `params` reads as an empty object (docs/api.md §envelope).
 
     Raises:
         InvalidRequestError: naming the first offending field.
@@ -72,7 +72,8 @@ def parse_params(model: type[Params], raw: Any) -> Params:
 
 def timestamp(name: str) -> Any:
     """The one validator of every timestamp accepted over the wire: RFC 3339, the DB read
-    format, or a bare date (its midnight, UTC); the error message is API.md's."""
+    format, or a bare date (its midnight, UTC); the error message is the reference's
+    (docs/api.md §parameters)."""
 
     def check(value: Any) -> datetime:
         if not isinstance(value, str):
@@ -209,7 +210,7 @@ def _collapse(value: list[str] | None) -> list[str] | None:
     return value or None
 
 
-# `group_ids` variant B (API.md §1.11): omitted or `[]` means all groups.
+# `group_ids` variant B (docs/api.md §parameters): omitted or `[]` means all groups.
 CollapsingGroups = Annotated[GroupsOptional, AfterValidator(_collapse)]
 
 AsOf = Annotated[

@@ -1,8 +1,8 @@
 """Reads for curation and cross-group pointers, and the one derived repair they need.
 
-A cross-group fact (API.md §2.32) is an ordinary `Fact` row of its own group whose endpoints
-may be entities of other groups; its pointers live in its `attributes` under
-`cross_group_pointers`, so every WAL, fold, bulk and dump path carries them unchanged.
+A cross-group fact (docs/api.md §knowledge_add_cross_group_edge) is an ordinary `Fact` row of its
+own group whose endpoints may be entities of other groups; its pointers live in its `attributes`
+under `cross_group_pointers`, so every WAL, fold, bulk and dump path carries them unchanged.
 
 `rewire_hops` is derived, never logged: a group replayed from its WAL gets the hops of its own
 facts, but a fact of another group pointing into it loses its hop when the group is purged and

@@ -54,7 +54,7 @@ SAME_COMMIT = timedelta(seconds=5)
 
 
 def fact_record(fact: Fact) -> dict[str, Any]:
-    """The edge object of API.md §1.12 with both system-time columns filled in.
+    """The edge object of docs/api.md §records with both system-time columns filled in.
 
     The reference's reads always answer `created_at: ""` and have no `expired_at`; lcg's
     temporal methods return both (DB read format, `expired_at` null until it is retired).

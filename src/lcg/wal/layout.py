@@ -1,4 +1,4 @@
-"""Where a group's stream lives on disk, and the sidecars that describe it (spec/API.md §5).
+"""Where a group's stream lives on disk, and the sidecars that describe it (docs/api.md §disk).
 
     <wal_root>/<enc(group_id)>/<YYYYMMDD>_<HHMMSS>_<session>_<NNNN>.jsonl
     <wal_root>/<enc(group_id)>/.wal-generation.json   stream identity, minted once, never rewritten

@@ -1,4 +1,4 @@
-"""Named WAL positions ("checkpoints", "marks") of one group's stream (spec/API.md §5.6).
+"""Named WAL positions ("checkpoints", "marks") of one group's stream (docs/api.md §checkpoints).
 
     <group wal dir>/.checkpoints/<name>/g1.create.json  {"name", "seq", "created_at_ms", "wal_generation"}
     <group wal dir>/.checkpoints/<name>/g1.delete.json  {"name", "deleted_at_ms"}

@@ -1,5 +1,5 @@
 """Administration methods: raw Cypher, indexes, rebuild from the WAL, WAL administration and
-recovery (API.md §2.34-2.43; lcg.admin)."""
+recovery (docs/api.md §admin; lcg.admin)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ class RebuildStatusParams(Params):
 
 
 class RebuildParams(Params):
-    # Fields validate in declaration order: the seqs before the group (API.md §2.34 steps 1-4).
+    # Fields validate in declaration order: the seqs before the group
+    # (docs/api.md §knowledge_rebuild_from_wal, the order of its checks).
     from_seq: Annotated[int, seq_field("from_seq")] = 0
     to_seq: Annotated[int, seq_field("to_seq")] | None = None
     group_id: str = DEFAULT_GROUP_ID
@@ -99,7 +100,8 @@ class MarkGroupParams(Params):
 class MarkNameParams(Params):
     """`knowledge_wal_mark_create` / `_delete`: a name and one group."""
 
-    # Absent is validated too, so it gets the same message as "" (API.md §2.39).
+    # Absent is validated too, so it gets the same message as ""
+    # (docs/api.md §knowledge_wal_mark_create).
     name: Annotated[str, BeforeValidator(_name)] = Field(default=None, validate_default=True)
     group_id: MarkGroup = DEFAULT_GROUP_ID
 
@@ -153,7 +155,8 @@ async def _build_indices(engine: Engine, a: p.Empty, ctx: Context) -> dict[str, 
 )
 async def _rebuild(engine: Engine, a: RebuildParams, ctx: Context) -> dict[str, Any]:
     # A streaming call (progress wanted) and a dry run answer synchronously; any other call
-    # starts a background job, polled with knowledge_rebuild_status (API.md §2.34 step 9).
+    # starts a background job, polled with knowledge_rebuild_status
+    # (docs/api.md §knowledge_rebuild_from_wal, the background job).
     if ctx.progress is None and not a.dry_run:
         return await rebuild.start_rebuild(engine, a.group_id, a.from_seq, a.to_seq, a.force_clear)
     return await rebuild.rebuild_from_wal(

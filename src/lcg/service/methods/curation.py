@@ -1,4 +1,5 @@
-"""Curation and cross-group methods (API.md §2.25-2.27, §2.32-2.33): merge, corrections, cross-group pointers."""
+"""Curation and cross-group methods (docs/api.md §curation, §curation): merge, corrections,
+cross-group pointers."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ class ApplyCorrectionsParams(Params):
 
 class CrossGroupEdgeParams(Params):
     name: str = ""
-    # Absent is validated too, so it gets the shape message (API.md §2.32).
+    # Absent is validated too, so it gets the shape message
+    # (docs/api.md §knowledge_add_cross_group_edge).
     source: EndpointParam = Field(default=None, validate_default=True)
     target: EndpointParam = Field(default=None, validate_default=True)
     group_id: WriteGroup = DEFAULT_GROUP_ID

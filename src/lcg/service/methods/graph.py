@@ -1,4 +1,4 @@
-"""Graph methods: direct writes, reads and deletes (API.md §2.5-2.24; lcg.graph, the kernel)."""
+"""Graph methods: direct writes, reads and deletes (docs/api.md §graph; lcg.graph, the kernel)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ class DeleteByGroupParams(Params):
 
 class ClearAllParams(Params):
     confirm: bool = False
-    # lcg keeps the WAL unless told otherwise (API.md §2.24 defaults to false).
+    # lcg keeps the WAL unless told otherwise; the reference defaults to false (docs/api.md
+    # §knowledge_clear_all).
     preserve_wal: bool = True
 
 

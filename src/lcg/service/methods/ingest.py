@@ -1,7 +1,7 @@
-"""Ingestion methods: knowledge_process_chunk, knowledge_add_episode (API.md §2.0.1, §2.4, §2.5)
-and lcg's knowledge_add_facts (caller-written episodes).
+"""Ingestion methods: knowledge_process_chunk, knowledge_add_episode and lcg's
+knowledge_add_facts (caller-written episodes); docs/api.md §ingest.
 
-All run `lcg.ingest.pipeline`; the results carry API.md's fields plus what lcg adds: the
+All run `lcg.ingest.pipeline`; the results carry the reference's fields plus what lcg adds: the
 `extractor` that ran, the `cost` of its model calls, the facts the episode superseded (each with
 its reason and the fact that superseded it), and the salvage counters. An episode given no
 reference_time is dated now, or, when a cassette is replayed, at the time it was recorded with
@@ -71,7 +71,8 @@ ReferenceTime = Annotated[datetime | None, BeforeValidator(_reference_time)]
 
 
 class ProcessChunkParams(Params):
-    # Defaulted so that a missing value gets the same message as an empty one (API.md §2.4).
+    # Defaulted so that a missing value gets the same message as an empty one
+    # (docs/api.md §knowledge_process_chunk).
     chunk_text: Annotated[str, _required("chunk_text is required and must be non-empty")] = Field(
         default="", validate_default=True
     )

@@ -1,4 +1,5 @@
-"""Lifecycle methods: health_check, knowledge_status, knowledge_close (API.md §2.1-2.3, §3.1)."""
+"""Lifecycle methods: health_check, knowledge_status, knowledge_close (docs/api.md §lifecycle,
+§status-fields)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Typing maintenance methods (API.md §2.28-2.31): reprocess entity types, canonicalize / backfill / reprocess relation types.
+"""Typing maintenance methods (docs/api.md §ontology): reprocess entity types, canonicalize /
+backfill / reprocess relation types.
 
 Thin: the passes live in `lcg.ontology.maintenance`. The two LLM passes get the configured
-extraction model lazily, so an unconfigured one is reported the way API.md says (a
-`success: false` result) and only when there is something to classify.
+extraction model lazily, so an unconfigured one is reported the way docs/api.md §error-styles says
+(a `success: false` result) and only when there is something to classify.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class ReprocessTypesParams(Params):
     """`knowledge_reprocess_entity_types` / `knowledge_reprocess_relation_types`."""
 
     group_id: WriteGroup = DEFAULT_GROUP_ID
-    # Advertised as an enum (API.md §4.3) but any string is accepted: see the module docstring.
+    # Advertised as an enum (docs/api.md §mcp-tools) but any string is accepted: see the module
+    # docstring.
     scope: str = Field(
         default="untyped",
         description="Which rows to classify: untyped, off_ontology or all.",
@@ -59,7 +61,8 @@ class GroupDryRunParams(Params):
     """`knowledge_backfill_relation_types`: a required group, and dry_run."""
 
     # Validated even when absent, so a missing group_id gets the same message as "". The schema
-    # shows no default: there is none (never "all groups", never "liminis"; API.md §2.29).
+    # shows no default: there is none (never "all groups", never "liminis";
+    # docs/api.md §knowledge_canonicalize_relations).
     group_id: RequiredGroup = Field(
         default=None,
         validate_default=True,

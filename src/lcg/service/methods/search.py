@@ -1,4 +1,5 @@
-"""Hybrid search methods: knowledge_find_entities, knowledge_find_relationships, knowledge_search_passages (API.md §2.8-2.10).
+"""Hybrid search methods: knowledge_find_entities, knowledge_find_relationships,
+knowledge_search_passages (docs/api.md §search).
 
 Served by the in-process index of lcg.search (BM25 + exact vectors, fused by reciprocal rank);
 Kuzu holds no full-text index. The index loads lazily if it is not loaded yet, so
@@ -100,7 +101,8 @@ class FindRelationshipsParams(_Search):
 
 class SearchPassagesParams(Params):
     """knowledge_search_passages: `group_ids` variant B; `num_results` clamped to [1, 100],
-    `min_score` to [0, 1] (API.md §2.10). Vector-only unless `search_strategy` says otherwise."""
+    `min_score` to [0, 1] (docs/api.md §knowledge_search_passages). Vector-only unless
+    `search_strategy` says otherwise."""
 
     query: str = Field("", validate_default=True)
     num_results: Count = 10
@@ -204,8 +206,9 @@ async def _find_relationships(
 )
 async def _search_passages(engine: Engine, a: SearchPassagesParams, ctx: Context) -> dict[str, Any]:
     found = await anyio.to_thread.run_sync(
-        # The client's min_score is this method's vector floor (API.md §2.10), in place of
-        # the embedder's: a passage below it is dropped anyway.
+        # The client's min_score is this method's vector floor
+        # (docs/api.md §knowledge_search_passages), in place of the embedder's: a passage below it
+        # is dropped anyway.
         lambda: episode_hits(
             engine, a.query, a.group_ids, 3 * a.num_results, a.strategy, floor=a.min_score
         )

@@ -1,7 +1,7 @@
 """A small synchronous JSON-RPC client for the socket service (tests, the CLI, scripts).
 
 One `RpcClient` holds one connection, opened on first use; calls on it are sequential, as the
-protocol requires (spec/API.md §1.1). Progress frames of a streaming call are handed to the
+protocol requires (docs/api.md §transport). Progress frames of a streaming call are handed to the
 `progress` callback in order, before `call` returns the result.
 """
 

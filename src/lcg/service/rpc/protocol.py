@@ -1,4 +1,5 @@
-"""The JSON-RPC wire format of the socket service, without any I/O (spec/API.md §1.2-1.8).
+"""The JSON-RPC wire format of the socket service, without any I/O (docs/api.md §envelope, §errors,
+§progress).
 
 Owns: one line of bytes -> a `Request` (or a `ProtocolError` for a -32700 answer), results,
 errors and progress frames -> one line of bytes, and the single mapping from an exception to a

@@ -24,7 +24,7 @@
     return specific.length ? specific[specific.length - 1] : 'Entity';
   }
 
-  /* An entity record (API.md §1.12) -> graph node. */
+  /* An entity record (docs/api.md §records) -> graph node. */
   function node(entity) {
     return {
       id: entity.uuid,
@@ -171,7 +171,8 @@
       counts: [
         ['entities', s.entity_count], ['facts', s.relationship_count], ['episodes', s.episode_count]
       ],
-      // Two wire formats (DB read format and ISO-Z, API.md): both become epoch ms here.
+      // Two wire formats (DB read format and ISO-Z, docs/api.md §parameters): both become epoch ms
+      // here.
       lastIndexed: parseTime(s.last_index_time),
       firstIndexed: parseTime(s.index_created_at),
       databasePath: s.database_path || '',
