@@ -78,7 +78,10 @@ async def test_search_answers_from_the_old_vectors_until_the_re_embed_completes(
     try:
         status = await dispatch(engine, "knowledge_status", {})
         assert status["embedding_model_status"] == "mismatch"
-        # Opened on a workspace hash-384 embedded: search still answers with hash-384.
+        # Opened on a workspace hash-384 embedded: search still answers with hash-384, and
+        # status says so next to the model in use.
+        assert (status["embedding_dim"], status["search_embedding_dim"]) == (256, 384)
+        assert status["search_embedding_model"] == "hash-ngram-v2-384"
         assert engine.search_index.embed_query("moon").shape == (384,)
         assert await _search(engine) == before
 
@@ -100,6 +103,7 @@ async def test_search_answers_from_the_old_vectors_until_the_re_embed_completes(
         status = await dispatch(engine, "knowledge_status", {})
         assert status["embedding_model_status"] == "ok"
         assert {g["model"] for g in status["embedding_groups"].values()} == {"hash-ngram-v2-256"}
+        assert status["search_embedding_model"] == status["embedding_model"] == "hash-ngram-v2-256"
         assert engine.search_index.embed_query("moon").shape == (256,)
         after = await _search(engine)
         assert [names[:1] for names in after] != [[]] * len(QUERIES)

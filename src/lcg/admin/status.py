@@ -60,6 +60,10 @@ async def status(engine: Engine) -> dict[str, Any]:
             "embedding_dim": identity.dim,
             "embedding_lexical_only": identity.lexical_only,
             "search_vector_floor": engine.search_index.vector_floor,
+            # The model search answers with: the stamped one until a re-embed completes
+            # (docs/embeddings.md), so it may differ from embedding_model.
+            "search_embedding_model": engine.search_index.embedder.identity.model,
+            "search_embedding_dim": engine.search_index.embedder.identity.dim,
             **stamp.model_status(conn, identity),
             "entity_count": c["entities"],
             "relationship_count": c["facts"],
