@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from lcg.models import EmbeddingRow
+from lcg.models import EmbeddingRow, Fact
 from lcg.storage.store import Conn
 from lcg.timeutil import to_db
 from lcg.wal.fold import FoldedGroup
@@ -62,26 +62,7 @@ def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingR
         )
     facts = list(folded.facts.values())
     if facts:
-        conn.copy_from(
-            "Fact",
-            pa.table(
-                {
-                    "uuid": [f.uuid for f in facts],
-                    "group_id": [f.group_id for f in facts],
-                    "source_uuid": [f.source_uuid for f in facts],
-                    "target_uuid": [f.target_uuid for f in facts],
-                    "name": [f.name for f in facts],
-                    "fact": [f.fact for f in facts],
-                    "relation_type": pa.array([f.relation_type for f in facts], type=pa.string()),
-                    "attributes": [f.attributes for f in facts],
-                    "episodes": pa.array([list(f.episodes) for f in facts], type=_STRS),
-                    "valid_at": pa.array([to_db(f.valid_at) for f in facts], type=_TS),
-                    "invalid_at": pa.array([to_db(f.invalid_at) for f in facts], type=_TS),
-                    "created_at": pa.array([to_db(f.created_at) for f in facts], type=_TS),
-                    "expired_at": pa.array([to_db(f.expired_at) for f in facts], type=_TS),
-                }
-            ),
-        )
+        conn.copy_from("Fact", fact_table(facts))
     if embeddings:
         conn.copy_from(
             "Embedding",
@@ -112,3 +93,25 @@ def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingR
         conn.copy_from(
             "MENTIONS", pa.table({"from": [p[0] for p in pairs], "to": [p[1] for p in pairs]})
         )
+
+
+def fact_table(facts: Sequence[Fact]) -> pa.Table:
+    """The Fact rows as one pyarrow table in the Fact table's column order, for `COPY Fact`
+    (the bulk load here, and `graph.upsert_facts` when an episode brings many new facts)."""
+    return pa.table(
+        {
+            "uuid": [f.uuid for f in facts],
+            "group_id": [f.group_id for f in facts],
+            "source_uuid": [f.source_uuid for f in facts],
+            "target_uuid": [f.target_uuid for f in facts],
+            "name": [f.name for f in facts],
+            "fact": [f.fact for f in facts],
+            "relation_type": pa.array([f.relation_type for f in facts], type=pa.string()),
+            "attributes": [f.attributes for f in facts],
+            "episodes": pa.array([list(f.episodes) for f in facts], type=_STRS),
+            "valid_at": pa.array([to_db(f.valid_at) for f in facts], type=_TS),
+            "invalid_at": pa.array([to_db(f.invalid_at) for f in facts], type=_TS),
+            "created_at": pa.array([to_db(f.created_at) for f in facts], type=_TS),
+            "expired_at": pa.array([to_db(f.expired_at) for f in facts], type=_TS),
+        }
+    )

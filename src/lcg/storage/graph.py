@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.storage.bulk import fact_table
 from lcg.storage.store import Conn
 from lcg.timeutil import from_db, to_db
 from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
@@ -298,9 +299,6 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact]) -> None:
         )
 
 
-_TS = pa.timestamp("us")
-_STRS = pa.list_(pa.string())
-
 # What creating one new fact with its two hops costs as a prepared statement (two primary-key
 # lookups and three creations), for `Conn.point_limit`: above that many, `_create_facts`.
 _NEW_FACT_MS = 2.0
@@ -315,26 +313,7 @@ def _create_facts(conn: Conn, facts: Sequence[Fact]) -> None:
     only where the endpoint exists (a missing one, possible for replayed or cross-group data,
     gets no hop, as in `upsert_facts`)."""
     present = _existing(conn, "Entity", [u for f in facts for u in (f.source_uuid, f.target_uuid)])
-    conn.copy_from(
-        "Fact",
-        pa.table(
-            {
-                "uuid": [f.uuid for f in facts],
-                "group_id": [f.group_id for f in facts],
-                "source_uuid": [f.source_uuid for f in facts],
-                "target_uuid": [f.target_uuid for f in facts],
-                "name": [f.name for f in facts],
-                "fact": [f.fact for f in facts],
-                "relation_type": pa.array([f.relation_type for f in facts], type=pa.string()),
-                "attributes": [f.attributes for f in facts],
-                "episodes": pa.array([list(f.episodes) for f in facts], type=_STRS),
-                "valid_at": pa.array([to_db(f.valid_at) for f in facts], type=_TS),
-                "invalid_at": pa.array([to_db(f.invalid_at) for f in facts], type=_TS),
-                "created_at": pa.array([to_db(f.created_at) for f in facts], type=_TS),
-                "expired_at": pa.array([to_db(f.expired_at) for f in facts], type=_TS),
-            }
-        ),
-    )
+    conn.copy_from("Fact", fact_table(facts))
     outgoing = [f for f in facts if f.source_uuid in present]
     incoming = [f for f in facts if f.target_uuid in present]
     if outgoing:
