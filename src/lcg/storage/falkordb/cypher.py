@@ -24,6 +24,7 @@ from typing import Any
 
 from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.storage import rows as records
 from lcg.storage.falkordb.keys import from_micros, to_micros
 from lcg.timeutil import from_wal
 from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
@@ -84,49 +85,15 @@ def guarded(statement: Statement, position: int) -> Statement:
 
 
 def entity(row: Sequence[Any]) -> Entity:
-    return Entity(
-        uuid=row[0],
-        group_id=row[1],
-        name=row[2] or "",
-        labels=tuple(row[3] or ()),
-        summary=row[4] or "",
-        attributes=row[5] or "{}",
-        created_at=from_micros(row[6]),
-        merged_into=row[7],
-    )
+    return records.entity(row, from_micros)
 
 
 def fact(row: Sequence[Any]) -> Fact:
-    return Fact(
-        uuid=row[0],
-        group_id=row[1],
-        source_uuid=row[2] or "",
-        target_uuid=row[3] or "",
-        name=row[4] or "",
-        fact=row[5] or "",
-        relation_type=row[6],
-        attributes=row[7] or "{}",
-        episodes=tuple(row[8] or ()),
-        valid_at=from_micros(row[9]),
-        invalid_at=from_micros(row[10]),
-        created_at=from_micros(row[11]),
-        expired_at=from_micros(row[12]),
-    )
+    return records.fact(row, from_micros)
 
 
 def episode(row: Sequence[Any]) -> Episode:
-    return Episode(
-        uuid=row[0],
-        group_id=row[1],
-        name=row[2] or "",
-        content=row[3] or "",
-        source=row[4] or "text",
-        source_description=row[5] or "",
-        source_file=row[6] or "",
-        chunk_id=row[7] or "",
-        created_at=from_micros(row[8]),
-        valid_at=from_micros(row[9]),
-    )
+    return records.episode(row, from_micros)
 
 
 def entity_row(e: Entity) -> dict[str, Any]:

@@ -1,0 +1,59 @@
+"""Result rows to records: the column order of the `_ENTITY`/`_FACT`/`_EPISODE` projections that
+every backend returns, shared so a field added to a record is mapped once. Each backend passes
+its own time decoder (Kuzu TIMESTAMP values, FalkorDB integer microseconds)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from lcg.models import Entity, Episode, Fact
+
+When = Callable[[Any], datetime | None]
+
+
+def entity(row: Sequence[Any], when: When) -> Entity:
+    return Entity(
+        uuid=row[0],
+        group_id=row[1],
+        name=row[2] or "",
+        labels=tuple(row[3] or ()),
+        summary=row[4] or "",
+        attributes=row[5] or "{}",
+        created_at=when(row[6]),
+        merged_into=row[7],
+    )
+
+
+def fact(row: Sequence[Any], when: When) -> Fact:
+    return Fact(
+        uuid=row[0],
+        group_id=row[1],
+        source_uuid=row[2] or "",
+        target_uuid=row[3] or "",
+        name=row[4] or "",
+        fact=row[5] or "",
+        relation_type=row[6],
+        attributes=row[7] or "{}",
+        episodes=tuple(row[8] or ()),
+        valid_at=when(row[9]),
+        invalid_at=when(row[10]),
+        created_at=when(row[11]),
+        expired_at=when(row[12]),
+    )
+
+
+def episode(row: Sequence[Any], when: When) -> Episode:
+    return Episode(
+        uuid=row[0],
+        group_id=row[1],
+        name=row[2] or "",
+        content=row[3] or "",
+        source=row[4] or "text",
+        source_description=row[5] or "",
+        source_file=row[6] or "",
+        chunk_id=row[7] or "",
+        created_at=when(row[8]),
+        valid_at=when(row[9]),
+    )
