@@ -404,3 +404,24 @@ def test_only_the_kernel_storage_and_admin_touch_the_write_lock_and_the_raw_stor
         if not str(p.relative_to(SRC.parent)).startswith(RAW_PARTS_OWNERS)
     }
     assert {p: uses for p, uses in offenders.items() if uses} == {}
+
+
+def test_unit_tests_mirror_the_packages() -> None:
+    """tests/unit/<package>/ holds the unit tests of src/lcg/<package>/; only the foundations'
+    tests and these project-wide checks sit at the top of tests/unit."""
+    unit = Path(__file__).resolve().parent
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    foundations = {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
+    project_wide = {"layering", "declared_dependencies", "public_api"}
+    strays = sorted(
+        d.name
+        for d in unit.iterdir()
+        if d.is_dir() and d.name != "__pycache__" and d.name not in packages
+    )
+    assert strays == [], f"tests/unit/ directories that name no package of lcg: {strays}"
+    loose = sorted(
+        t.name
+        for t in unit.glob("test_*.py")
+        if t.stem.removeprefix("test_") not in foundations | project_wide
+    )
+    assert loose == [], f"unit tests of a package belong in tests/unit/<package>/: {loose}"

@@ -3,7 +3,7 @@ method declarations (`lcg.service.registry.REGISTRY`: each method's params model
 MCP-required list, `long_running`, description) and `lcg.library.results`.
 
 Run `python -m lcg.library.codegen` after adding or changing a method;
-`tests/unit/test_library_front.py` fails while the checked-in file differs from what this
+`tests/unit/library/test_library_front.py` fails while the checked-in file differs from what this
 renders, and mypy then checks every call of the front against the declarations statically.
 
 The rules, per method:

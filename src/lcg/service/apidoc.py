@@ -5,7 +5,7 @@ departures from the reference) is written by hand.
 
 `python -m lcg.service.apidoc` rewrites the blocks in place and appends a section for any
 registered method the document lacks (its prose then needs writing);
-`tests/unit/test_api_doc.py` fails while the file differs from what this renders, and checks
+`tests/unit/service/test_api_doc.py` fails while the file differs from what this renders, and checks
 that every `docs/api.md §...` citation in the code names a heading of the document.
 """
 

@@ -131,7 +131,7 @@ def test_additive_sentences_flag_nothing() -> None:
 
 
 def test_every_apollo_article_reads_without_error() -> None:
-    corpus = Path(__file__).resolve().parents[2] / "examples/apollo/corpus_prose.jsonl"
+    corpus = Path(__file__).resolve().parents[3] / "examples/apollo/corpus_prose.jsonl"
     read = 0
     for line in corpus.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)

@@ -11,7 +11,7 @@ from pathlib import Path
 from lcg.service import apidoc
 from lcg.service.registry import REGISTRY
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "api.md"
 SECTION = re.compile(r"§([A-Za-z0-9_.-]*[A-Za-z0-9_])")
 
