@@ -85,11 +85,11 @@ def build(engine: Engine, facts: int) -> None:
 
 
 async def timed(engine: Engine, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    before = engine.wal.bounds(GROUP).max_seq or 0
+    before = engine.parts.wal.bounds(GROUP).max_seq or 0
     start = time.perf_counter()
     result = await dispatch(engine, method, {"group_id": GROUP, **params})
     seconds = time.perf_counter() - start
-    after = engine.wal.bounds(GROUP).max_seq or 0
+    after = engine.parts.wal.bounds(GROUP).max_seq or 0
     return {"seconds": round(seconds, 3), "wal_lines": after - before, "result": result}
 
 

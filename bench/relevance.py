@@ -158,7 +158,7 @@ def _episode_titles(engine: Any) -> dict[str, str]:
 
 def _calibrate(engine: Any) -> dict[str, Any]:
     """Cosine similarity of queries to judged (relevant) and all other (random) entities."""
-    index = engine.search_index
+    index = engine.parts.search
     views = index.views("entity", ["apollo"])
     with engine.reader() as conn:
         names = {
@@ -201,7 +201,7 @@ def _calibrate(engine: Any) -> dict[str, Any]:
 
 def _embedding_cost(engine: Any) -> dict[str, Any]:
     """ms per text embedding the graph's entity names and fact sentences, fresh, in batches."""
-    inner = engine.embedder.inner
+    inner = engine.parts.embedder.inner
     with engine.reader() as conn:
         texts = [str(r[0]) for r in conn.rows("MATCH (e:Entity) RETURN e.name LIMIT 1000")]
         texts += [str(r[0]) for r in conn.rows("MATCH (f:Fact) RETURN f.fact LIMIT 1000")]
@@ -325,7 +325,7 @@ def child(
             results = anyio.run(_queries, engine)
             out: dict[str, Any] = {
                 "embedder": embedder,
-                "model": engine.embedder.identity.model,
+                "model": engine.parts.embedder.identity.model,
                 "open_s": round(open_s, 3),
                 "episodes": episodes,
                 "entities_in_graph": _count(engine, "Entity"),

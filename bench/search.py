@@ -151,7 +151,7 @@ def bench_size(n: int, queries: int) -> dict[str, Any]:
         engine = open_engine(settings, embedder=HashEmbedder())
         open_s = time.perf_counter() - started
         try:
-            index = engine.search_index
+            index = engine.parts.search
             index.reset()
             started = time.perf_counter()
             index.warm()

@@ -214,13 +214,13 @@ def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
 
     async def rebuild_all() -> float:  # what `lcg rebuild` does: every group in one call
         start = time.perf_counter()
-        results = await rebuild.rebuild_groups(engine, engine.wal.groups(), force_clear=True)
+        results = await rebuild.rebuild_groups(engine, engine.parts.wal.groups(), force_clear=True)
         assert all(r["failed_lines"] == 0 for r in results), results
         return time.perf_counter() - start
 
     async def rebuild_each() -> float:  # knowledge_rebuild_from_wal once per group
         start = time.perf_counter()
-        for group in engine.wal.groups():
+        for group in engine.parts.wal.groups():
             result = await dispatch(  # with a progress sink: the synchronous (streaming) form
                 engine,
                 "knowledge_rebuild_from_wal",

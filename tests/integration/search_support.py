@@ -18,7 +18,7 @@ FAMILIES = {"Entity": "entity", "Fact": "fact", "Episode": "episode"}
 def indexed(engine: Engine, table: str, word: str) -> set[str]:
     """Uuids of the live documents of `table`'s search family, in every group, whose text holds
     `word` as a term (as the index itself analyses it: tokenised, stop words out, stemmed)."""
-    index = engine.search_index
+    index = engine.parts.search
     found: set[str] = set()
     for _, view in index.views(FAMILIES[table], None):
         live = view.live()

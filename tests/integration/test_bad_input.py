@@ -228,7 +228,7 @@ AF = "knowledge_add_facts"
 
 
 def create_taken_mark(engine: Engine) -> None:
-    create_mark(engine.wal.directory("liminis"), "taken", 0, None)
+    create_mark(engine.parts.wal.directory("liminis"), "taken", 0, None)
 
 
 def fill_default_dump_target(engine: Engine) -> None:

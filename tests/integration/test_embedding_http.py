@@ -111,7 +111,7 @@ async def test_a_failing_endpoint_fails_the_write_and_writes_nothing(tmp_path: P
             assert "16-dimensional" in wrong.value.message
             nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {})
             assert nodes["count"] == 0
-            assert engine.wal.bounds("liminis").max_seq is None  # no WAL line either
+            assert engine.parts.wal.bounds("liminis").max_seq is None  # no WAL line either
         finally:
             engine.close()
 

@@ -68,7 +68,7 @@ async def test_an_episode_commit_with_dangling_references_is_refused_and_logs_no
     from lcg.timeutil import now
 
     await dispatch(engine, "knowledge_assert_entity", {"name": "Anchor", "group_id": "g"})
-    wal_before = sorted((p.name, p.read_bytes()) for p in engine.wal.root.rglob("*.jsonl"))
+    wal_before = sorted((p.name, p.read_bytes()) for p in engine.parts.wal.root.rglob("*.jsonl"))
     ep = Episode(uuid=str(uuid.uuid4()), group_id="g", name="e", content="text", created_at=now())
     a = Entity(uuid=str(uuid.uuid4()), group_id="g", name="A", created_at=now())
     ghost = str(uuid.uuid4())
@@ -95,7 +95,10 @@ async def test_an_episode_commit_with_dangling_references_is_refused_and_logs_no
         with pytest.raises(InvalidRequestError) as info:
             await engine.commit_episode(commit)
         assert info.value.field == field
-    assert sorted((p.name, p.read_bytes()) for p in engine.wal.root.rglob("*.jsonl")) == wal_before
+    assert (
+        sorted((p.name, p.read_bytes()) for p in engine.parts.wal.root.rglob("*.jsonl"))
+        == wal_before
+    )
     status = await dispatch(engine, "knowledge_status", {})
     assert (status["entity_count"], status["episode_count"]) == (1, 0)
 

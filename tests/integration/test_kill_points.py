@@ -88,7 +88,7 @@ async def main():
     engine = open_engine(settings)
     out = await dispatch(engine, "knowledge_assert_entity", {"name": "Anchor", "group_id": group})
     report(event="ack", name="Anchor", uuid=out["entity_uuid"])
-    stream = engine.wal.stream(group)
+    stream = engine.parts.wal.stream(group)
     report(event="armed", next_seq=stream.next_seq)
     if point == "after-append":
         real = stream.append

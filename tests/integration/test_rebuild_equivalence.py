@@ -653,8 +653,8 @@ def check_replays(reports: list[dict[str, Any]], how: str) -> None:
 async def explicit_rebuild(engine: Engine) -> None:
     """`knowledge_rebuild_from_wal` with `force_clear` for every group that has a WAL."""
     reports = []
-    for gid in engine.wal.groups():
-        if any(engine.wal.directory(gid).glob("*.jsonl")):
+    for gid in engine.parts.wal.groups():
+        if any(engine.parts.wal.directory(gid).glob("*.jsonl")):
             params = {"group_id": gid, "force_clear": True}
             reports.append(await rebuild_and_wait(engine, params))
     check_replays(reports, "knowledge_rebuild_from_wal")

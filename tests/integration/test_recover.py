@@ -158,7 +158,7 @@ def test_each_strategy_replaces_a_healthy_database_and_keeps_the_graph(
     old_store = exclusive.store(healthy)
     result = anyio.run(_recover, healthy, strategy)
     assert result == {"strategy": strategy, "success": True, "restart_required": False}
-    assert healthy.degraded_reason is None and healthy.indices_built is True
+    assert healthy.state.degraded_reason is None and healthy.state.indices_built is True
     assert exclusive.store(healthy) is not old_store  # replaced in place: same Engine, new database
     assert anyio.run(graph_of, healthy) == expected
     moved = sorted(p.name for p in (home / "db").glob("liminis.db.broken-*"))
@@ -166,8 +166,8 @@ def test_each_strategy_replaces_a_healthy_database_and_keeps_the_graph(
     # ...and the engine still writes, logs and reads.
     anyio.run(dispatch, healthy, "knowledge_assert_entity", {"name": "Probe"})
     assert anyio.run(healthy.entity_by_name, "liminis", "Probe") is not None
-    assert isinstance(healthy.events, ListSink)
-    states = healthy.events.of_type("service_state")
+    assert isinstance(healthy.parts.events, ListSink)
+    states = healthy.parts.events.of_type("service_state")
     assert states[-1] == {"type": "service_state", "state": "healthy", "recovered_by": strategy}
 
 
@@ -179,7 +179,7 @@ def test_a_refused_strategy_leaves_a_healthy_engine_healthy(healthy: Engine) -> 
         "error": "No backup file found",
         "restart_required": False,
     }
-    assert healthy.degraded_reason is None
+    assert healthy.state.degraded_reason is None
     assert anyio.run(dispatch, healthy, "knowledge_status", {})["entity_count"] == 4
 
 
@@ -203,7 +203,7 @@ def test_recover_full_is_a_no_op_on_a_healthy_engine(healthy: Engine) -> None:
 
 def _degraded(home: Path) -> Engine:
     engine = open_or_degraded(_settings(home), events=ListSink())
-    assert engine.degraded_reason == DEGRADED_DB_OPEN_FAILED
+    assert engine.state.degraded_reason == DEGRADED_DB_OPEN_FAILED
     return engine
 
 
@@ -216,7 +216,7 @@ def test_rebuild_from_the_wal_brings_a_corrupt_database_back(
         with pytest.raises(Exception, match="DB unavailable"):
             anyio.run(dispatch, engine, "knowledge_list_entities", {})
         result = anyio.run(_recover, engine, "rebuild_from_workspace_wal")
-        assert result["success"] is True and engine.degraded_reason is None
+        assert result["success"] is True and engine.state.degraded_reason is None
         assert anyio.run(graph_of, engine) == expected
         assert anyio.run(admin_status.health, engine)["state"] == "healthy"
     finally:
@@ -268,7 +268,7 @@ def test_drop_lbug_wal_cannot_help_a_corrupt_database_file(home: Path) -> None:
             "error": DID_NOT_REOPEN,
             "restart_required": False,
         }
-        assert engine.degraded_reason == DEGRADED_DB_OPEN_FAILED
+        assert engine.state.degraded_reason == DEGRADED_DB_OPEN_FAILED
         # ...a later strategy still works on the same engine.
         assert anyio.run(_recover, engine, "rebuild_from_workspace_wal")["success"] is True
     finally:
@@ -374,7 +374,7 @@ def test_recovery_is_refused_while_the_write_lock_is_held(home: Path) -> None:
             with pytest.raises(ConflictError) as err:
                 anyio.run(dispatch, engine, method, params)
             assert err.value.wire_message() == "IPC error: Recovery already in progress"
-        assert engine.degraded_reason == DEGRADED_DB_OPEN_FAILED
+        assert engine.state.degraded_reason == DEGRADED_DB_OPEN_FAILED
     finally:
         release.set()
         holder.join()

@@ -82,7 +82,7 @@ async def test_search_answers_from_the_old_vectors_until_the_re_embed_completes(
         # status says so next to the model in use.
         assert (status["embedding_dim"], status["search_embedding_dim"]) == (256, 384)
         assert status["search_embedding_model"] == "hash-ngram-v2-384"
-        assert engine.search_index.embed_query("moon").shape == (384,)
+        assert engine.parts.search.embed_query("moon").shape == (384,)
         assert await _search(engine) == before
 
         during: list[list[list[tuple[str, float]]]] = []
@@ -91,7 +91,7 @@ async def test_search_answers_from_the_old_vectors_until_the_re_embed_completes(
         def progress(frame: dict[str, Any]) -> None:
             # Between two batches of the re-embed (its worker thread): search as a client would.
             if frame["processed"] < frame["total"]:
-                dims.append(int(engine.search_index.embed_query("moon").shape[0]))
+                dims.append(int(engine.parts.search.embed_query("moon").shape[0]))
                 during.append(anyio.from_thread.run(_search, engine))
 
         done = await dispatch(engine, BACKFILL, {"batch_size": 7}, Context(progress=progress))
@@ -104,7 +104,7 @@ async def test_search_answers_from_the_old_vectors_until_the_re_embed_completes(
         assert status["embedding_model_status"] == "ok"
         assert {g["model"] for g in status["embedding_groups"].values()} == {"hash-ngram-v2-256"}
         assert status["search_embedding_model"] == status["embedding_model"] == "hash-ngram-v2-256"
-        assert engine.search_index.embed_query("moon").shape == (256,)
+        assert engine.parts.search.embed_query("moon").shape == (256,)
         after = await _search(engine)
         assert [names[:1] for names in after] != [[]] * len(QUERIES)
         again = await dispatch(engine, BACKFILL, {"dry_run": True})
@@ -115,7 +115,7 @@ async def test_search_answers_from_the_old_vectors_until_the_re_embed_completes(
     # Reopened after the re-embed: the stamps name hash-256, so search starts with it.
     engine = open_engine(_settings(tmp_path), embedder=HashEmbedder(256))
     try:
-        assert engine.search_index.embed_query("moon").shape == (256,)
+        assert engine.parts.search.embed_query("moon").shape == (256,)
         assert await _search(engine) == after
     finally:
         engine.close()
@@ -134,7 +134,7 @@ async def test_a_write_during_the_mismatch_is_found_by_the_old_model(tmp_path: P
             "knowledge_assert_entity",
             {"name": "Lunokhod rover", "summary": "Soviet rover", "group_id": "g1"},
         )
-        assert engine.search_index.embed_query("rover").shape == (384,)
+        assert engine.parts.search.embed_query("rover").shape == (384,)
         found = await dispatch(engine, "knowledge_find_entities", {"query": "Lunokhod rover"})
         assert "Lunokhod rover" in [n["name"] for n in found["nodes"]]
     finally:
@@ -184,7 +184,7 @@ async def test_an_old_model_that_cannot_load_here_leaves_search_on_the_model_in_
     try:
         status = await dispatch(engine, "knowledge_status", {})
         assert status["embedding_model_status"] == "mismatch"
-        assert engine.search_index.embed_query("moon").shape == (256,)
+        assert engine.parts.search.embed_query("moon").shape == (256,)
         found = await dispatch(engine, "knowledge_find_entities", {"query": "Entity 3"})
         assert "Entity 3" in [n["name"] for n in found["nodes"]]
     finally:

@@ -89,7 +89,7 @@ async def test_apollo_relevance_with_the_hash_embedder(apollo: Engine) -> None:
 async def test_apollo_relevance_with_a_real_model(settings: Settings) -> None:
     engine = open_engine(settings)
     try:
-        if engine.embedder.identity.lexical_only:
+        if engine.parts.embedder.identity.lexical_only:
             pytest.skip("an embedding package is installed but no model could be loaded offline")
         await load_apollo(engine)
         for query, expected in ENTITY_QUERIES:
@@ -354,7 +354,7 @@ async def test_searches_run_concurrently_with_writes(engine: Engine) -> None:
             await call(engine, "knowledge_assert_entity", name=f"Quasar {i}", summary="a quasar")
             assert f"Quasar {i}" in await names(engine, f"Quasar {i}", num_results=3)
             if i % 10 == 9:  # a group-wide reload racing the readers
-                engine.search_index.invalidate(["liminis"])
+                engine.parts.search.invalidate(["liminis"])
         done.set()
 
     async with anyio.create_task_group() as tg:

@@ -29,7 +29,7 @@ async def test_a_commit_after_reopening_does_not_copy_the_loaded_vectors(
         engine.close()
     engine = open_engine(settings)  # loads the index in bulk from the database
     try:
-        index = engine.search_index
+        index = engine.parts.search
 
         def matrices() -> dict[str, Any]:
             [(_, view)] = index.views("entity", None)

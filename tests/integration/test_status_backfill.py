@@ -18,7 +18,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_an_empty_group_without_wal_lines_gets_position_zero(engine: Engine) -> None:
-    directory = group_dir(engine.wal.root, "quiet")
+    directory = group_dir(engine.parts.wal.root, "quiet")
     directory.mkdir(parents=True)
     (directory / ".wal-generation.json").write_text(json.dumps({"generation": "gen-q"}))
     status = await dispatch(engine, "knowledge_status", {})

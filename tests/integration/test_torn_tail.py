@@ -199,7 +199,7 @@ async def test_wal_lines_never_committed_are_applied_at_startup(settings: Settin
             summary="only in the log",
             created_at=stamp,
         )
-        assert engine.wal.append(GROUP, [entity_op(ghost)]) == (1, 1)
+        assert engine.parts.wal.append(GROUP, [entity_op(ghost)]) == (1, 1)
         # And a whole episode batch, as commit_episode would log it.
         ep = Episode(
             uuid=str(uuid.uuid4()),
@@ -227,10 +227,10 @@ async def test_wal_lines_never_committed_are_applied_at_startup(settings: Settin
             episode_op(ep),
             Op("mentions.add", {"episode": ep.uuid, "entities": [a.uuid, b.uuid]}),
         ]
-        assert engine.wal.append(GROUP, batch) == (2, 6)
+        assert engine.parts.wal.append(GROUP, batch) == (2, 6)
         # A group whose very first write never reached the database.
         lonely = Entity(uuid=str(uuid.uuid4()), group_id="fresh", name="Lonely", created_at=stamp)
-        assert engine.wal.append("fresh", [entity_op(lonely)]) == (0, 0)
+        assert engine.parts.wal.append("fresh", [entity_op(lonely)]) == (0, 0)
 
         state = await _wal_group(engine, GROUP)
         assert (state["applied_seq"], state["max_seq"], state["hydration_status"]) == (

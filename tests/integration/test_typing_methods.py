@@ -134,7 +134,7 @@ async def _types(engine: Engine) -> dict[str, str | None]:
 
 
 def _max_seq(engine: Engine, group: str = "liminis") -> int | None:
-    return engine.wal.bounds(group).max_seq
+    return engine.parts.wal.bounds(group).max_seq
 
 
 async def _survives_rebuild(engine: Engine, group: str = "liminis") -> None:

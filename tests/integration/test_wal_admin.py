@@ -27,6 +27,7 @@ from lcg import (
     open_engine,
 )
 from lcg.engine import Batch, Invalidation
+from lcg.engine.recovery import degraded_engine
 from lcg.service.registry import REGISTRY, Context, dispatch
 from lcg.timeutil import now
 from lcg.wal.layout import GENERATION_FILE, group_dir, ordered_files, read_generation
@@ -192,16 +193,20 @@ def test_declarations_scopes_and_degraded_exemptions() -> None:
 
 
 async def test_degraded_engine_lists_and_deletes_marks_but_refuses_the_rest(
-    engine: Engine,
+    settings: Settings,
 ) -> None:
-    await dispatch(engine, "knowledge_assert_entity", {"name": "A"})
-    await dispatch(engine, "knowledge_wal_mark_create", {"name": "keep"})
-    await dispatch(engine, "knowledge_wal_mark_create", {"name": "drop"})
-    engine.degraded_reason = "lbug_wal_corrupt"
+    engine = open_engine(settings)
     try:
-        listed = await dispatch(engine, "knowledge_wal_mark_list", {})
+        await dispatch(engine, "knowledge_assert_entity", {"name": "A"})
+        await dispatch(engine, "knowledge_wal_mark_create", {"name": "keep"})
+        await dispatch(engine, "knowledge_wal_mark_create", {"name": "drop"})
+    finally:
+        engine.close()
+    degraded = degraded_engine(settings, "lbug_wal_corrupt")  # as when the database won't open
+    try:
+        listed = await dispatch(degraded, "knowledge_wal_mark_list", {})
         assert [c["name"] for c in listed["checkpoints"]] == ["drop", "keep"]
-        assert await dispatch(engine, "knowledge_wal_mark_delete", {"name": "drop"}) == {
+        assert await dispatch(degraded, "knowledge_wal_mark_delete", {"name": "drop"}) == {
             "success": True,
             "name": "drop",
             "group_id": "liminis",
@@ -212,12 +217,16 @@ async def test_degraded_engine_lists_and_deletes_marks_but_refuses_the_rest(
             ("knowledge_dump_wal", {}),
         ]:
             with pytest.raises(UnavailableError) as info:
-                await dispatch(engine, method, params)
+                await dispatch(degraded, method, params)
             assert info.value.reason == "lbug_wal_corrupt"
     finally:
-        engine.degraded_reason = None
-    listed = await dispatch(engine, "knowledge_wal_mark_list", {"group_id": ""})
-    assert [c["name"] for c in listed["checkpoints"]] == ["keep"]
+        degraded.close()
+    engine = open_engine(settings)
+    try:
+        listed = await dispatch(engine, "knowledge_wal_mark_list", {"group_id": ""})
+        assert [c["name"] for c in listed["checkpoints"]] == ["keep"]
+    finally:
+        engine.close()
 
 
 # -- marks -------------------------------------------------------------------------------------

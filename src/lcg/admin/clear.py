@@ -37,7 +37,7 @@ async def clear_all(engine: Engine, confirm: bool, preserve_wal: bool) -> dict[s
 
 
 def _clear(engine: Engine, preserve_wal: bool) -> None:
-    wal = engine.wal
+    wal = engine.parts.wal
     marks = (
         {g: (wal.bounds(g).max_seq, wal.generation(g)) for g in wal.groups()}
         if preserve_wal

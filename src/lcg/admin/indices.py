@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from lcg.engine import Engine
+from lcg.engine import Engine, exclusive
 from lcg.errors import StorageError
 
 __all__ = ["build_indices", "build_search_index"]
@@ -19,21 +19,21 @@ def build_search_index(engine: Engine) -> None:
 
     Runs without the write lock, as the load at open does: texts the embedding cache lacks
     may need the model, and loads that race with commits are settled by the index's
-    per-group versions. `indices_built` is false from the start and true only once every
+    per-group versions. `Engine.state.indices_built` is false from the start and true only once every
     partition loaded.
 
     Raises:
         StorageError: the load failed (the index then reloads lazily on the next search).
     """
-    index = engine.search_index
-    engine.indices_built = False
+    index = engine.parts.search
+    exclusive.set_indices_built(engine, False)
     index.reset()
     try:
         index.warm()
     except Exception as exc:
         index.reset()
         raise StorageError(f"search index build failed: {exc}") from exc
-    engine.indices_built = True
+    exclusive.set_indices_built(engine, True)
 
 
 async def build_indices(engine: Engine) -> dict[str, Any]:

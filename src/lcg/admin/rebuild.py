@@ -94,7 +94,7 @@ async def rebuild_groups(
             results = [
                 _rebuild(engine, g, 0, None, False, force_clear, progress) for g in group_ids
             ]
-            engine.indices_built = all(r["indices_built"] for r in results)
+            exclusive.set_indices_built(engine, all(r["indices_built"] for r in results))
             return results
 
     return await _run(run)
@@ -149,7 +149,7 @@ def rebuild_status(engine: Engine, job_id: str) -> dict[str, Any]:
 def _rebuild_directory(engine: Engine, group_id: str) -> Path:
     """The group's WAL directory, if it holds any WAL file (docs/api.md §knowledge_rebuild_from_wal,
     the WAL directory check)."""
-    directory = engine.wal.directory(group_id)
+    directory = engine.parts.wal.directory(group_id)
     if not directory.is_dir() or not any(directory.glob("*.jsonl")):
         raise InvalidRequestError(f"No WAL files found at {directory}", field="group_id")
     return directory
@@ -174,7 +174,7 @@ def _rebuild_plan(
     position = exclusive.catchup(engine).position(conn, group_id)
     has_data = exclusive.catchup(engine).group_has_data(conn, group_id)
     applied, previous = position if position else (None, None)
-    generation = engine.wal.generation(group_id)
+    generation = engine.parts.wal.generation(group_id)
     if applied is not None and generation is None:
         raise WalGenerationError(
             f'group "{group_id}": {directory}/.wal-generation.json is absent or unreadable — '
@@ -235,9 +235,9 @@ def _rebuild(
         reset, previous, generation = plan.reset, plan.previous, plan.generation
         if dry_run:
             return _dry_run(engine, directory, group_id, from_seq, to_seq, previous, generation)
-        engine.indices_built = False
-        engine.search_index.invalidate([group_id])
-        engine.wal.drop_stream(group_id)
+        exclusive.set_indices_built(engine, False)
+        engine.parts.search.invalidate([group_id])
+        engine.parts.wal.drop_stream(group_id)
         if from_seq == 0 and has_data:
             with db.transaction() as tx:
                 graph.purge_group(tx, group_id)
@@ -246,7 +246,7 @@ def _rebuild(
             db,
             directory,
             group_id,
-            engine.embedder,
+            engine.parts.embedder,
             generation=generation,
             from_seq=from_seq,
             to_seq=to_seq,
@@ -257,7 +257,7 @@ def _rebuild(
         cu.stamp_replayed(group_id, full=from_seq == 0)
         cu.record_losses(report, full=from_seq == 0)
         cu.check_database_ahead([group_id])  # its stream was dropped: floor it again
-        max_seq = engine.wal.bounds(group_id).max_seq
+        max_seq = engine.parts.wal.bounds(group_id).max_seq
         if (
             to_seq is not None
             and max_seq is not None
@@ -268,13 +268,13 @@ def _rebuild(
             with db.transaction() as tx:
                 write_position(tx, group_id, report.last_committed_seq, generation, max_seq)
         cu.reload_names()
-        engine.search_index.invalidate([group_id])
+        engine.parts.search.invalidate([group_id])
         cu.rewire_cross_group()
         # Pointers into a re-derived group are re-resolved by name, ignoring the staleness
         # gate: after a reset or a bounded restore, positions are not comparable.
         rebound = _rebind(engine, group_id) if from_seq == 0 else None
         # The group's texts were just embedded by the replay: loading it hits the cache.
-        engine.indices_built = cu.warm_search([group_id])
+        exclusive.set_indices_built(engine, cu.warm_search([group_id]))
         cu.emit_replay(report)
         record_ingested_ontology(engine.settings)  # the graph now reflects the current ontology
         result = report.to_wire(
@@ -284,7 +284,7 @@ def _rebuild(
             {
                 "success": True,
                 "dry_run": False,
-                "indices_built": engine.indices_built,
+                "indices_built": engine.state.indices_built,
                 "reset_detected": reset,
                 "previous_generation": previous,
                 "generation": generation,

@@ -113,7 +113,7 @@ def _ensure_indexes(engine: Engine) -> None:
     The reopening's startup already loaded it; only if that failed is it built again here,
     to report why.
     """
-    if not engine.indices_built:
+    if not engine.state.indices_built:
         build_search_index(engine)
 
 
@@ -154,7 +154,7 @@ def _reopen(
     try:
         _ensure_indexes(engine)
     except StorageError as exc:  # the database is open (healthy) but without its indexes
-        engine.indices_built = False
+        exclusive.set_indices_built(engine, False)
         raise _StrategyFailed(f"Failed to build indexes: {exc}") from exc
     return reports
 
@@ -192,32 +192,34 @@ def _run_strategy(engine: Engine, strategy: str) -> None:
 def _recover(engine: Engine, strategy: str) -> dict[str, Any]:
     with _exclusive(engine):
         started = time.perf_counter()
-        engine.events.emit("knowledge_recover", phase="started", strategy=strategy)
+        engine.parts.events.emit("knowledge_recover", phase="started", strategy=strategy)
         try:
             _run_strategy(engine, strategy)
         except _StrategyFailed as exc:
-            engine.events.emit(
+            engine.parts.events.emit(
                 "knowledge_recover",
                 phase="failed",
                 strategy=strategy,
                 error=str(exc),
                 duration_ms=round((time.perf_counter() - started) * 1000, 1),
             )
-            if engine.degraded_reason is not None:
-                engine.events.emit("service_state", state="degraded", reason=engine.degraded_reason)
+            if engine.state.degraded_reason is not None:
+                engine.parts.events.emit(
+                    "service_state", state="degraded", reason=engine.state.degraded_reason
+                )
             return {
                 "strategy": strategy,
                 "success": False,
                 "error": str(exc),
                 "restart_required": False,
             }
-        engine.events.emit(
+        engine.parts.events.emit(
             "knowledge_recover",
             phase="completed",
             strategy=strategy,
             duration_ms=round((time.perf_counter() - started) * 1000, 1),
         )
-        engine.events.emit("service_state", state="healthy", recovered_by=strategy)
+        engine.parts.events.emit("service_state", state="healthy", recovered_by=strategy)
     return {"strategy": strategy, "success": True, "restart_required": False}
 
 
@@ -240,7 +242,7 @@ def _recover_full(engine: Engine) -> dict[str, Any]:
             before = _episode_count(store)
 
         started = time.perf_counter()
-        engine.events.emit("knowledge_recover", phase="started", strategy="full")
+        engine.parts.events.emit("knowledge_recover", phase="started", strategy="full")
         try:
             try:
                 reports = _reopen(engine, quarantine_journal, on_open=count)
@@ -253,17 +255,21 @@ def _recover_full(engine: Engine) -> dict[str, Any]:
                 reports = _reopen(engine, move_database_aside)
             after = _episode_count(exclusive.store(engine))
         except Exception as exc:
-            engine.events.emit("knowledge_recover", phase="failed", strategy="full", error=str(exc))
-            if engine.degraded_reason is not None:
-                engine.events.emit("service_state", state="degraded", reason=engine.degraded_reason)
+            engine.parts.events.emit(
+                "knowledge_recover", phase="failed", strategy="full", error=str(exc)
+            )
+            if engine.state.degraded_reason is not None:
+                engine.parts.events.emit(
+                    "service_state", state="degraded", reason=engine.state.degraded_reason
+                )
             return {"success": False, "error": str(exc)}
-        engine.events.emit(
+        engine.parts.events.emit(
             "knowledge_recover",
             phase="completed",
             strategy="full",
             duration_ms=round((time.perf_counter() - started) * 1000, 1),
         )
-        engine.events.emit("service_state", state="healthy", recovered_by="full")
+        engine.parts.events.emit("service_state", state="healthy", recovered_by="full")
     return {
         "success": True,
         "recovery_needed": True,
@@ -275,7 +281,7 @@ def _recover_full(engine: Engine) -> dict[str, Any]:
 
 
 def _full(engine: Engine) -> dict[str, Any]:
-    if engine.degraded_reason is None:
+    if engine.state.degraded_reason is None:
         # Healthy: a no-op that takes no lock (a database error here is a JSON-RPC error).
         n = _episode_count(exclusive.store(engine))
         return {

@@ -118,7 +118,7 @@ def _write_batch(
     remove: list[str],
 ) -> int:
     """Write one batch's rows (those whose text is unchanged) under the write lock."""
-    model = engine.embedder.identity.model
+    model = engine.parts.embedder.identity.model
     owners = list(dict.fromkeys(key.split(":", 1)[1] for key, _, _ in batch))
     with exclusive.write_lock(engine), exclusive.store(engine).transaction() as tx:
         now_wanted = {
@@ -133,7 +133,7 @@ def _write_batch(
         graph.put_embeddings(tx, rows)
         if last:
             graph.delete_embeddings(tx, remove)
-            stamp.restamp_group(tx, group_id, engine.embedder.identity)
+            stamp.restamp_group(tx, group_id, engine.parts.embedder.identity)
     return len(rows)
 
 
@@ -144,7 +144,7 @@ def _run(
     dry_run: bool,
     progress: Progress | None,
 ) -> dict[str, Any]:
-    model = engine.embedder.identity.model
+    model = engine.parts.embedder.identity.model
     with engine.reader() as conn:
         groups = group_ids if group_ids is not None else sorted(r[0] for r in conn.rows(_GROUPS))
         plans = [_scan(conn, g, model) for g in dict.fromkeys(groups)]
@@ -160,7 +160,9 @@ def _run(
             ] or [[]]
             for n, batch in enumerate(batches):
                 # Embedding happens here, before `_write_batch` takes the write lock.
-                vectors: Any = engine.embedder.embed([t for _, t, _ in batch]) if batch else []
+                vectors: Any = (
+                    engine.parts.embedder.embed([t for _, t, _ in batch]) if batch else []
+                )
                 embedded += len(batch)
                 last = n == len(batches) - 1
                 written += _write_batch(engine, plan.group_id, batch, vectors, last, plan.remove)
@@ -196,7 +198,7 @@ def _run(
         "success": True,
         "dry_run": dry_run,
         "embedding_model": model,
-        "embedding_dim": engine.embedder.identity.dim,
+        "embedding_dim": engine.parts.embedder.identity.dim,
         **totals,
         "groups": per_group,
     }

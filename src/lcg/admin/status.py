@@ -39,7 +39,7 @@ async def status(engine: Engine) -> dict[str, Any]:
 
     def read(conn: Conn) -> dict[str, Any]:
         c = graph.counts(conn)
-        default_dir = group_dir(engine.wal.root, DEFAULT_GROUP_ID)
+        default_dir = group_dir(engine.parts.wal.root, DEFAULT_GROUP_ID)
         files = ordered_files(default_dir)
         wal = {
             "exists": default_dir.is_dir(),
@@ -47,7 +47,7 @@ async def status(engine: Engine) -> dict[str, Any]:
             "byte_size": sum(p.stat().st_size for p in files),
             **wal_state(engine, conn, DEFAULT_GROUP_ID),
         }
-        identity = engine.embedder.identity
+        identity = engine.parts.embedder.identity
         out: dict[str, Any] = {
             "database_path": engine.settings.database_path_text,
             # The store serving this graph (issue 19): only the embedded Kuzu one runs so far.
@@ -59,11 +59,11 @@ async def status(engine: Engine) -> dict[str, Any]:
             "embedding_model": identity.model,
             "embedding_dim": identity.dim,
             "embedding_lexical_only": identity.lexical_only,
-            "search_vector_floor": engine.search_index.vector_floor,
+            "search_vector_floor": engine.parts.search.vector_floor,
             # The model search answers with: the stamped one until a re-embed completes
             # (docs/embeddings.md), so it may differ from embedding_model.
-            "search_embedding_model": engine.search_index.embedder.identity.model,
-            "search_embedding_dim": engine.search_index.embedder.identity.dim,
+            "search_embedding_model": engine.parts.search.embedder.identity.model,
+            "search_embedding_dim": engine.parts.search.embedder.identity.dim,
             **stamp.model_status(conn, identity),
             "entity_count": c["entities"],
             "relationship_count": c["facts"],
@@ -79,9 +79,9 @@ async def status(engine: Engine) -> dict[str, Any]:
                 "queryable": True,
                 "initializing": False,
                 "wal": wal,
-                "wal_groups": {g: wal_state(engine, conn, g) for g in engine.wal.groups()},
+                "wal_groups": {g: wal_state(engine, conn, g) for g in engine.parts.wal.groups()},
                 "wal_problems": exclusive.catchup(engine).wal_problems(conn),
-                "indices_built": engine.indices_built,
+                "indices_built": engine.state.indices_built,
                 "name_index_trusted": engine.names.trusted,
                 "name_index_fallback_scans": 0,
                 "cross_group_pointers": counts_by_state(conn),
@@ -100,14 +100,14 @@ def degraded_status(engine: Engine) -> dict[str, Any]:
     return {
         "running": True,
         "degraded": True,
-        "reason": engine.degraded_reason or "unknown",
+        "reason": engine.state.degraded_reason or "unknown",
         "context_graph_initialized": False,
         "connected": False,
         "queryable": False,
         "initializing": False,
         "recovery_available": ["drop_lbug_wal", "rebuild_from_workspace_wal"],
         "ontology": ontology_status(engine.settings),
-        "indices_built": engine.indices_built,
+        "indices_built": engine.state.indices_built,
         "name_index_trusted": None,
         "name_index_fallback_scans": None,
         "cross_group_pointers": None,
@@ -120,7 +120,7 @@ async def health(engine: Engine) -> dict[str, Any]:
             "ok": False,
             "healthy": False,
             "state": "degraded",
-            "reason": engine.degraded_reason or "unknown",
+            "reason": engine.state.degraded_reason or "unknown",
         }
 
     def probe(conn: Conn) -> dict[str, Any]:
@@ -131,8 +131,8 @@ async def health(engine: Engine) -> dict[str, Any]:
 
 
 def wal_state(engine: Engine, conn: Conn, group_id: str) -> dict[str, Any]:
-    bounds = engine.wal.bounds(group_id)
-    generation = engine.wal.generation(group_id)
+    bounds = engine.parts.wal.bounds(group_id)
+    generation = engine.parts.wal.generation(group_id)
     position = exclusive.catchup(engine).position(conn, group_id)
     applied = position[0] if position else None
     max_seq = bounds.max_seq
@@ -169,7 +169,8 @@ def backfill_positions(engine: Engine) -> None:
     """
     # Only a group without WAL lines can qualify: most calls need no lock at all (a running
     # background rebuild holds it for its whole replay).
-    candidates = [g for g in engine.wal.groups() if engine.wal.bounds(g).max_seq is None]
+    wal = engine.parts.wal
+    candidates = [g for g in wal.groups() if wal.bounds(g).max_seq is None]
     if not candidates:
         return
     with exclusive.write_lock(engine):
@@ -181,7 +182,7 @@ def backfill_positions(engine: Engine) -> None:
                         continue
                     if exclusive.catchup(engine).group_has_data(conn, group_id):
                         continue
-                generation = engine.wal.generation(group_id)
+                generation = engine.parts.wal.generation(group_id)
                 with exclusive.store(engine).transaction() as tx:
                     write_position(tx, group_id, 0, generation)
             except (LcgError, OSError, ValueError) as exc:  # degrade to null, never fail

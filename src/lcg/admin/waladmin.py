@@ -51,7 +51,7 @@ def _existing_group_dir(engine: Engine, group_id: str) -> Path:
     Raises:
         InvalidRequestError, ConflictError.
     """
-    root = engine.wal.root
+    root = engine.parts.wal.root
     directory = group_dir(root, group_id)
     if not directory.exists() and root.is_dir():
         clash = [c.name for c in root.iterdir() if c.name.lower() == directory.name.lower()]
@@ -78,7 +78,7 @@ async def mark_create(engine: Engine, name: str, group_id: str) -> dict[str, Any
                 raw = graph.get_meta(conn, position_key(group))
                 has_data = any(graph.group_counts(conn, group).values())
             applied, recorded_generation = _position(raw)
-            on_disk = engine.wal.generation(group)
+            on_disk = engine.parts.wal.generation(group)
             if not has_data:
                 seq = None  # nothing applied that a restore must reproduce: the group is empty
             elif applied is None:
@@ -97,8 +97,8 @@ async def mark_create(engine: Engine, name: str, group_id: str) -> dict[str, Any
                 )
             else:
                 seq = applied
-            stream = engine.wal.stream(group)  # creates the directory and generation if new
-            generation = engine.wal.generation(group) or stream.generation
+            stream = engine.parts.wal.stream(group)  # creates the directory and generation if new
+            generation = engine.parts.wal.generation(group) or stream.generation
             mark = marks.create_mark(stream.directory, name, seq, generation)
         return {
             "success": True,
@@ -159,9 +159,9 @@ async def prepare_checkpoint(engine: Engine) -> dict[str, Any]:
     def run() -> dict[str, Any]:
         with exclusive.write_lock(engine):
             store = exclusive.store(engine)
-            flushed = engine.wal.close_files()
+            flushed = engine.parts.wal.close_files()
             checkpointed = store.checkpoint(force=True)
-            root = engine.wal.root
+            root = engine.parts.wal.root
             total = sum(1 for g in list_groups(root) for _ in group_dir(root, g).glob("*.jsonl"))
         return {
             "success": True,
@@ -228,11 +228,11 @@ async def dump_wal(engine: Engine, group_id: str | None, target_dir: str | None)
     target = Path(target_dir) if target_dir is not None else _default_target(engine)
     if group_id is not None:
         encode_group(group_id)
-    _check_target(target, engine.wal.root)
+    _check_target(target, engine.parts.wal.root)
 
     def run() -> dict[str, Any]:
         with exclusive.write_lock(engine):
-            _check_target(target, engine.wal.root)
+            _check_target(target, engine.parts.wal.root)
             created = not target.exists()
             streams: list[GroupStream] = []
             counts = dict.fromkeys(("entities", "facts", "episodes", "mentions", "hops"), 0)

@@ -204,7 +204,7 @@ def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> 
     try:
         console.print(
             f"[bold]lcg demo[/] — workspace {escape(str(directory))}/: Kuzu + JSONL WAL, "
-            f"{escape(engine.embedder.identity.model)} embeddings, "
+            f"{escape(engine.parts.embedder.identity.model)} embeddings, "
             f"{escape(_extractor_line(engine))}"
         )
         took = anyio.run(_ingest, engine, _articles(articles), console)

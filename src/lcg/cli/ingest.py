@@ -196,7 +196,7 @@ def _print_summary(stats: IngestStats, seconds: float, as_json: bool) -> None:
 
 
 async def _preflight_local(settings: Settings, engine: Engine, quiet: bool) -> None:
-    for line in (await check_extractor(settings), await check_embedder(engine.embedder)):
+    for line in (await check_extractor(settings), await check_embedder(engine.parts.embedder)):
         if not quiet:
             console.print(f"preflight: {line}", markup=False, highlight=False)
 

@@ -152,9 +152,9 @@ def cypher(ctx: click.Context, query: str, socket_path: str | None) -> None:
 def rebuild(ctx: click.Context, groups: tuple[str, ...], force_clear: bool, dry_run: bool) -> None:
     """Re-derive groups of the graph from the write-ahead log."""
     engine = _engine(ctx)
-    targets = list(groups) or engine.wal.groups()
+    targets = list(groups) or engine.parts.wal.groups()
     if not targets:
-        raise click.ClickException(f"no WAL groups under {engine.wal.root}")
+        raise click.ClickException(f"no WAL groups under {engine.parts.wal.root}")
 
     async def run_all() -> list[dict[str, Any]]:
         with Progress(

@@ -191,7 +191,7 @@ async def add_cross_group_edge(
             )
     text = fact or name
     # Embedded before the lock: the commit below then finds the vector in the cache.
-    await anyio.to_thread.run_sync(engine.embedder.embed, [text])
+    await anyio.to_thread.run_sync(engine.parts.embedder.embed, [text])
 
     def write() -> dict[str, Any]:
         with engine.writer() as w, w.connection() as conn:

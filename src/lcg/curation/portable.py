@@ -231,7 +231,7 @@ async def import_graph(
                 for page in _pages(getattr(bucket, kind)):
                     ops = _page_ops(kind, page)
                     # Embedded before the lock (the commit then reads the embedding cache).
-                    embed_plan(plan_for_ops(group, ops), engine.embedder)
+                    embed_plan(plan_for_ops(group, ops), engine.parts.embedder)
                     with engine.writer() as w, w.connection() as conn:
                         fresh = _changed(conn, group, kind, ops)
                         w.commit([(group, fresh)])

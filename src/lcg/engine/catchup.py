@@ -2,8 +2,8 @@
 applied positions, the WAL problems kept for `knowledge_status`, the database-ahead floor, and
 the derived state a replay refreshes (names, search, cross-group hops, the embedder stamp).
 
-The kernel runs it at open (`Engine.startup`) and after a failed commit; the admin area's
-rebuild (`lcg.admin.rebuild`) drives the same pieces through `lcg.engine.exclusive`. Every
+The kernel runs it at open (`open_engine`, `Engine.reopen`) and after a failed commit; the
+admin area's rebuild (`lcg.admin.rebuild`) drives the same pieces through `lcg.engine.exclusive`. Every
 method that writes expects the write lock held.
 """
 

@@ -17,7 +17,15 @@ from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
 from lcg.storage.store import Store
 
-__all__ = ["catchup", "is_open", "jobs", "maybe_checkpoint", "store", "write_lock"]
+__all__ = [
+    "catchup",
+    "is_open",
+    "jobs",
+    "maybe_checkpoint",
+    "set_indices_built",
+    "store",
+    "write_lock",
+]
 
 
 def write_lock(engine: Engine) -> threading.RLock:
@@ -53,3 +61,9 @@ def is_open(engine: Engine) -> bool:
 def maybe_checkpoint(engine: Engine) -> bool:
     """Checkpoint the database's journal now if it is due (as after every commit)."""
     return engine._maybe_checkpoint()
+
+
+def set_indices_built(engine: Engine, built: bool) -> None:
+    """Record whether the search index is loaded for every group (`Engine.state`), for the
+    passes that drop and reload it (rebuild, `knowledge_build_indices`, recovery)."""
+    engine._indices_built = built

@@ -43,6 +43,7 @@ from lcg.engine.commits import (
 )
 from lcg.engine.jobs import JobTable
 from lcg.engine.names import NameIndex, Names
+from lcg.engine.parts import EngineState, Parts
 from lcg.engine.replay import ReplayReport, replay_group, write_position
 from lcg.errors import (
     ConfigError,
@@ -121,15 +122,10 @@ class Engine:
         jobs: JobTable | None = None,
         llm: LlmClient | None = None,
         ingest: object | None = None,
+        degraded_reason: str = "unknown",
     ) -> None:
         self.settings = settings
-        self.embedder = embedder
-        self.events: EventSink = events or NullSink()
-        # The language model (built from the settings on first use unless given) and the ingest
-        # pipeline (lcg.ingest: an area the kernel does not import; built on first ingest unless
-        # given): both reached through the engine, never through a side table.
-        self.llm = LlmSlot(settings, self.events, llm)
-        self.ingest = ingest
+        events = events or NullSink()
         self._store: Store | None = store
         self._wal = wal
         self._write_lock = threading.RLock()
@@ -138,32 +134,31 @@ class Engine:
         self._search = SearchIndex(
             self._read, embedder, vector_floor(embedder.identity, settings.search_vector_floor)
         )
+        # The language model is built from the settings on first use unless given.
+        self.parts = Parts(wal, embedder, events, self._search, LlmSlot(settings, events, llm))
+        # The ingest pipeline (lcg.ingest: an area the kernel does not import), built on the
+        # first ingest unless given: reached through the engine, never through a side table.
+        self.ingest = ingest
         self._catchup = CatchUp(
-            lambda: self._db,
-            wal,
-            settings,
-            embedder,
-            self.events,
-            self._names,
-            self._search,
-            replay,
+            lambda: self._db, wal, settings, embedder, events, self._names, self._search, replay
         )
-        self.indices_built = False
+        self._indices_built = False
         self._jobs = jobs if jobs is not None else JobTable()
         # Set when no database is open (store None): the service then runs degraded.
-        self.degraded_reason: str | None = None if store is not None else "unknown"
+        self._degraded_reason = None if store is not None else degraded_reason
 
     # -- plumbing --------------------------------------------------------------------------
 
     @property
     def _db(self) -> Store:
         if self._store is None:
-            raise UnavailableError(self.degraded_reason or "unknown")
+            raise UnavailableError(self._degraded_reason or "unknown")
         return self._store
 
     @property
-    def wal(self) -> Wal:
-        return self._wal
+    def state(self) -> EngineState:
+        """Whether a database is open (else why not) and whether the search index is loaded."""
+        return EngineState(self._degraded_reason, self._indices_built)
 
     async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
@@ -191,7 +186,7 @@ class Engine:
         with self._write_lock:
             yield Writer(self)
 
-    def startup(self) -> list[ReplayReport]:
+    def _startup(self) -> list[ReplayReport]:
         """Repair torn WAL tails, catch every group up to its WAL, load the name and search indexes.
 
         Returns the replay report of each group that had WAL lines to apply.
@@ -203,7 +198,7 @@ class Engine:
                     torn.path,
                     torn.bytes_dropped,
                 )
-                self.events.emit(
+                self.parts.events.emit(
                     "wal_torn_tail",
                     group_id=torn.group_id,
                     path=str(torn.path),
@@ -223,7 +218,7 @@ class Engine:
                 self._catchup.rewire_cross_group()
             self._names.load(self._read(graph.name_rows))
             self._search.reset()
-        self.indices_built = self._catchup.warm_search()
+        self._indices_built = self._catchup.warm_search()
         return reports
 
     def close(self) -> None:
@@ -257,8 +252,8 @@ class Engine:
         with `failed_reason` (no store) and the error propagates.
         """
         store, self._store = self._store, None
-        self.degraded_reason = failed_reason
-        self.indices_built = False
+        self._degraded_reason = failed_reason
+        self._indices_built = False
         if store is not None:
             # New reads now fail as degraded; let the reads already running finish first.
             if not store.wait_idle(_READERS_DRAIN_SECONDS):
@@ -272,7 +267,7 @@ class Engine:
             if on_open is not None:
                 on_open(fresh)
             if catch_up:
-                reports = self.startup()
+                reports = self._startup()
             else:
                 reports = []
                 self._names.load([])
@@ -281,7 +276,7 @@ class Engine:
             self._store = None
             fresh.close()
             raise
-        self.degraded_reason = None
+        self._degraded_reason = None
         return reports
 
     # -- the commit primitive --------------------------------------------------------------
@@ -290,7 +285,7 @@ class Engine:
         """Plan and compute a batch's vectors (no lock held, unless `cache_only`: then only
         cached vectors are used and the model is never called)."""
         plan = plan_for_ops(group_id, ops)
-        vectors = embed_plan(plan, self.embedder, cache_only=cache_only)
+        vectors = embed_plan(plan, self.parts.embedder, cache_only=cache_only)
         return Batch(group_id, ops, vectors, plan.stale)
 
     def _commit(self, batches: Sequence[Batch]) -> list[tuple[int, int]]:
@@ -316,7 +311,7 @@ class Engine:
                     stamps = first_vectors(tx, batch)
                     graph.put_embeddings(tx, batch.vectors)
                     graph.delete_embeddings(tx, batch.stale)
-                    settle_stamp(tx, batch, stamps, self.embedder.identity)
+                    settle_stamp(tx, batch, stamps, self.parts.embedder.identity)
                 for batch in batches:
                     stream = self._wal.stream(batch.group_id)
                     first, last = stream.append(batch.ops)
@@ -332,7 +327,7 @@ class Engine:
             stream = self._wal.stream(batch.group_id)
             while stream.rotated:
                 closed, opened = stream.rotated.pop(0)
-                self.events.emit(
+                self.parts.events.emit(
                     "wal_rotated",
                     group_id=batch.group_id,
                     closed_file=str(closed),
@@ -380,11 +375,6 @@ class Engine:
                 self._names.drop_group(batch.group_id)
             elif op.name == "cypher.exec":
                 self._catchup.reload_names()
-
-    @property
-    def search_index(self) -> SearchIndex:
-        """The in-process lexical and vector index (lcg.search), kept in step with commits."""
-        return self._search
 
     def _commit_planned(
         self, batches: Sequence[Batch | tuple[str, list[Op]]]
@@ -554,7 +544,7 @@ def open_engine(
     if ingest is not None:
         engine.ingest = ingest(engine)
     try:
-        engine.startup()
+        engine._startup()
     except BaseException:
         with contextlib.suppress(Exception):
             engine.close()

@@ -6,7 +6,8 @@ database is derived from the WAL by an ordinary open, whose startup catch-up rep
 group into the empty store.
 
 - `open_or_degraded` never raises for a broken database: it returns a degraded `Engine` (no
-  store, `degraded_reason` set) that answers status and health but refuses everything else.
+  store, `Engine.state.degraded_reason` set) that answers status and health but refuses
+  everything else.
 - `rebuild_database` is the self-recovery: move aside, open fresh, replay. It emits
   `wal_auto_recovery` telemetry with a `phase` of `started`, `moved_aside`, then `completed` or
   `failed`.
@@ -67,9 +68,7 @@ def degraded_engine(
     except BaseException:
         wal.unlock()
         raise
-    engine = Engine(settings, None, wal, built, events)
-    engine.degraded_reason = reason
-    return engine
+    return Engine(settings, None, wal, built, events, degraded_reason=reason)
 
 
 def open_or_degraded(

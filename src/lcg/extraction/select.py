@@ -58,10 +58,18 @@ UNCONFIGURED_MESSAGE = (
 )
 
 
+class _PartsLike(Protocol):
+    @property
+    def llm(self) -> LlmSlot: ...
+
+
 class _EngineLike(Protocol):
+    """What of `lcg.engine.Engine` this module reads (the kernel imports this module)."""
+
     settings: Settings
-    events: EventSink
-    llm: LlmSlot
+
+    @property
+    def parts(self) -> _PartsLike: ...
 
 
 @dataclass(frozen=True)
@@ -174,7 +182,7 @@ class _Resolved:
 
 
 class LlmSlot:
-    """An engine's language model (`Engine.llm`): the one `open_engine` was given, or the one
+    """An engine's language model (`Engine.parts.llm`): the one `open_engine` was given, or the one
     the settings select, built on first use and then kept (a configuration error too)."""
 
     def __init__(self, settings: Settings, events: EventSink, client: LlmClient | None = None):
@@ -201,7 +209,7 @@ class LlmSlot:
 
 
 def _resolve(engine: _EngineLike) -> _Resolved:
-    return engine.llm.resolve()
+    return engine.parts.llm.resolve()
 
 
 def llm_client(engine: _EngineLike) -> LlmClient:
@@ -221,7 +229,7 @@ def set_llm_client(engine: _EngineLike, client: LlmClient, *, wrap: bool = False
     """Use `client` for this engine (tests, benchmarks) after it opened: as given, or with
     `wrap=True` behind the truncation retry and telemetry (`wrap_client`) like a configured
     provider. `open_engine(settings, llm=client)` injects one from the start."""
-    engine.llm.set(client, wrap=wrap)
+    engine.parts.llm.set(client, wrap=wrap)
 
 
 def default_reference_time(engine: _EngineLike, group_id: str, name: str, body: str) -> datetime:

@@ -51,7 +51,7 @@ async def assert_entity(
     label_tuple = normalize_labels(labels)
     attrs = canonical_attributes(attributes or {})
     vectors = await anyio.to_thread.run_sync(
-        engine.embedder.embed, [name, summary] if summary else [name]
+        engine.parts.embedder.embed, [name, summary] if summary else [name]
     )
 
     def plan(conn: Conn) -> tuple[dict[str, Any], list[Batch]]:
@@ -102,7 +102,7 @@ async def assert_entity(
 def _vectors_for_entity(
     engine: Engine, e: Entity, vectors: Vectors
 ) -> tuple[list[EmbeddingRow], list[str]]:
-    model = engine.embedder.identity.model
+    model = engine.parts.embedder.identity.model
     rows = [EmbeddingRow("entity_name", e.uuid, e.group_id, text_hash(model, e.name), vectors[0])]
     stale = []
     if e.summary:
@@ -140,7 +140,7 @@ async def assert_relationship(
     text = fact if fact and fact.strip() else f"{source_name} {predicate} {target_name}"
     attrs = canonical_attributes(attributes or {})
     ontology = load_ontology(engine.settings, group_id)
-    vectors = await anyio.to_thread.run_sync(engine.embedder.embed, [text])
+    vectors = await anyio.to_thread.run_sync(engine.parts.embedder.embed, [text])
 
     def plan(conn: Conn) -> tuple[dict[str, Any], list[Batch]]:
         ends = []
@@ -190,7 +190,7 @@ async def assert_relationship(
             "fact",
             row.uuid,
             group_id,
-            text_hash(engine.embedder.identity.model, text),
+            text_hash(engine.parts.embedder.identity.model, text),
             vectors[0],
         )
         stamp = now()

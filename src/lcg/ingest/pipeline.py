@@ -208,7 +208,7 @@ class IngestPipeline:
 
     def _position(self, group_id: str) -> tuple[str | None, int]:
         """(generation, next seq) of the group's WAL stream; taken under the write lock."""
-        wal = self.engine.wal
+        wal = self.engine.parts.wal
         with self.engine.writer():
             if not wal.directory(group_id).is_dir():
                 return (None, 0)
@@ -228,10 +228,10 @@ class IngestPipeline:
             with engine.reader() as conn:
                 entities = graph.entities_in_groups(conn, [group_id])
                 facts = [f for f in graph.facts_with_hops(conn, [group_id]) if f.expired_at is None]
-        index = GroupIndex(group_id, engine.embedder.identity.dim, position=position)
+        index = GroupIndex(group_id, engine.parts.embedder.identity.dim, position=position)
         live = [e for e in entities if "Merged" not in e.labels]
         texts = [e.name for e in live] + [f.fact or f.name for f in facts]
-        vectors = engine.embedder.embed(texts) if texts else None
+        vectors = engine.parts.embedder.embed(texts) if texts else None
         for i, e in enumerate(live):
             index.put_entity(e, vectors[i] if vectors is not None else None)
         for j, f in enumerate(facts):
@@ -283,7 +283,7 @@ class IngestPipeline:
             names = [e.name for e in prepared.entities]
             texts = list(dict.fromkeys(f.fact for f in prepared.facts))
             vectors = (
-                await anyio.to_thread.run_sync(self.engine.embedder.embed, [*names, *texts])
+                await anyio.to_thread.run_sync(self.engine.parts.embedder.embed, [*names, *texts])
                 if names or texts
                 else None
             )
@@ -374,7 +374,7 @@ class IngestPipeline:
             return await self._extract_single(extractor, item, ctx, ontology, cost, report)
         entities = await extractor.entities(ctx, report, cost)
         labels = [entity_labels(ontology, e.type) for e in entities]
-        embedder = self.engine.embedder
+        embedder = self.engine.parts.embedder
         vectors = await anyio.to_thread.run_sync(
             embedder.embed, [*(e.name for e in entities), item.body]
         )
@@ -410,7 +410,7 @@ class IngestPipeline:
         report: SalvageReport,
     ) -> _Extracted:
         """One call for a short episode; its existing facts are about entities the text names."""
-        embedder = self.engine.embedder
+        embedder = self.engine.parts.embedder
         body = await anyio.to_thread.run_sync(embedder.embed, [item.body])
         index = await self._index(item.group_id, fresh=False)
         named = index.mentioned(item.body, _MENTIONS_CONSIDERED)
@@ -599,7 +599,7 @@ class IngestPipeline:
             known = index.names.get(row.uuid) if index.names is not None else None
             vec = known if known is not None else vec_of.get(row.name)
             if vec is None:
-                vec = np.asarray(self.engine.embedder.embed([row.name])[0])
+                vec = np.asarray(self.engine.parts.embedder.embed([row.name])[0])
             index.put_entity(row, vec)
         for inv in facts.invalidations.values():
             index.drop_fact(inv.fact_uuid)
@@ -608,10 +608,10 @@ class IngestPipeline:
         index.position = (expected[0] or self._generation(index.group_id), seqs[-1][1] + 1)
 
     def _generation(self, group_id: str) -> str | None:
-        return self.engine.wal.stream(group_id).generation
+        return self.engine.parts.wal.stream(group_id).generation
 
     def _emit(self, item: EpisodeInput, report: SalvageReport, outcome: IngestOutcome) -> None:
-        events = self.engine.events
+        events = self.engine.parts.events
         if report.entities_missing_summary:
             events.emit(
                 "entities_missing_summary",

@@ -374,7 +374,7 @@ async def _promote_by_embedding(
     Raises:
         LcgError: the embedder failed (nothing has been changed then).
     """
-    embed = engine.embedder.embed
+    embed = engine.parts.embedder.embed
     glosses = np.asarray(
         await anyio.to_thread.run_sync(embed, [r.description for r in glossed]), dtype=np.float32
     )

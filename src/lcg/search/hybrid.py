@@ -251,7 +251,7 @@ def _entities(
     center_node_uuid: str | None,
     strategy: Strategy,
 ) -> list[tuple[Entity, float]]:
-    index = engine.search_index
+    index = engine.parts.search
     center = _center(engine, center_node_uuid) if center_node_uuid else None
     wanted = frozenset(labels) if labels else None
 
@@ -301,7 +301,7 @@ def _facts(
     center_node_uuid: str | None,
     strategy: Strategy,
 ) -> list[tuple[Fact, float]]:
-    index = engine.search_index
+    index = engine.parts.search
     center = _center(engine, center_node_uuid) if center_node_uuid else None
     rtypes = [index.known_code(t) for t in relation_types or ()]
     names = [index.known_code(t) for t in predicates or ()]
@@ -359,7 +359,7 @@ def episode_hits(
 ) -> list[tuple[Episode, Hit]]:
     """Ranked episodes with their hits (fused score and cosine similarity); `floor` as in
     `_rank` (knowledge_search_passages passes its `min_score`)."""
-    index = engine.search_index
+    index = engine.parts.search
     hits, _ = _rank(index, "episode", ("episode",), groups, query, limit, strategy, floor=floor)
     hits = hits[:limit]
     with engine.reader() as conn:

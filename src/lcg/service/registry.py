@@ -34,8 +34,8 @@ async def dispatch(
     if method is None:
         raise InvalidRequestError(f"Method not found: {name}")
     parsed = p.parse_params(method.params, raw_params)
-    if engine.degraded_reason is not None and not method.degraded_ok:
-        raise UnavailableError(engine.degraded_reason)
+    if engine.state.degraded_reason is not None and not method.degraded_ok:
+        raise UnavailableError(engine.state.degraded_reason)
     return await method.handler(engine, parsed, ctx or Context())
 
 

@@ -73,7 +73,7 @@ def test_an_unreadable_database_opens_degraded_then_rebuilds_from_the_wal(
     settings.db_path.write_bytes(b"not a database at all\n" * 100)
 
     degraded = open_or_degraded(settings)
-    assert degraded.degraded_reason == DEGRADED_DB_OPEN_FAILED
+    assert degraded.state.degraded_reason == DEGRADED_DB_OPEN_FAILED
     degraded.close()
 
     events = ListSink()

@@ -313,7 +313,7 @@ def _oversized(engine: Engine, a: ProcessChunkParams) -> dict[str, Any] | None:
     size = len(a.chunk_text)
     if size <= limit:
         return None
-    engine.events.emit(
+    engine.parts.events.emit(
         "chunk_text_oversized",
         group_id=a.group_id,
         chunk_id=a.chunk_id,

@@ -333,7 +333,7 @@ class RpcServer:
             self.settled.set()
             self.request_shutdown()
             return
-        reason = engine.degraded_reason
+        reason = engine.state.degraded_reason
         self.events.emit(
             "service_state",
             state="degraded" if reason else "healthy",
@@ -350,7 +350,7 @@ class RpcServer:
             # sent meanwhile answers "Recovery already in progress"; one that ran first and
             # reopened the database in place leaves nothing to do.
             with degraded.writer() if degraded is not None else contextlib.nullcontext():
-                if degraded is not None and degraded.degraded_reason is None:
+                if degraded is not None and degraded.state.degraded_reason is None:
                     return
                 fresh = rebuild_database(
                     self.settings, reason=reason, embedder=self._embedder, events=self.events
