@@ -47,6 +47,7 @@ __all__ = [
     "GraphWriter",
     "GroupMovedError",
     "NameRow",
+    "NotDurableError",
 ]
 
 # (group_id, name, uuid, created_at, is_merged): a row of the entity-name index.
@@ -64,6 +65,22 @@ class GroupMovedError(StorageError):
         self.group_id = group_id
         self.expected = expected
         self.actual = actual
+
+
+class NotDurableError(StorageError):
+    """A commit that the primary applied but fewer replicas than required confirmed within the
+    timeout (`LCG_FALKORDB_REPLICAS`, `WAIT`): it is **not acknowledged**. Its lines are in the
+    group's stream and graph on the primary (a retry at the same seq gets `GroupMovedError`),
+    and are lost if that primary fails before a replica has them."""
+
+    def __init__(self, group_id: str, confirmed: int, required: int, timeout_ms: int) -> None:
+        super().__init__(
+            f"group {group_id!r}: commit applied on the primary but confirmed by {confirmed} of "
+            f"{required} replicas within {timeout_ms} ms: not durable, not acknowledged"
+        )
+        self.group_id = group_id
+        self.confirmed = confirmed
+        self.required = required
 
 
 @dataclass(frozen=True)

