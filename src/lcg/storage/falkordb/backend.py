@@ -828,6 +828,7 @@ class FalkorBackend:
             self.client: redis.Redis | RedisCluster = single
             if cluster_mode:
                 single.close()
+                kwargs.pop("retry_on_timeout")  # RedisCluster's retry covers timeouts itself
                 self.client = _cluster_client(seeds, kwargs)
             self.client.ping()
         except (redis.RedisError, RedisClusterException) as exc:
@@ -1168,20 +1169,22 @@ class FalkorBackend:
         }
 
     def _cluster_status(self, client: Any) -> dict[str, Any]:
-        """A cluster: every node the client knows, as each one describes itself."""
+        """A cluster: every node as `CLUSTER NODES` describes it (failed ones included)."""
+        try:
+            described = client.cluster_nodes()
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise StorageError(f"FalkorDB status failed: {exc}") from exc
+        ids = {d["node_id"]: addr for addr, d in described.items()}
         nodes: list[dict[str, Any]] = []
-        for node in sorted(client.get_nodes(), key=lambda n: n.name):
-            try:
-                info = client.get_redis_connection(node).info("replication")
-            except redis.RedisError as exc:
-                nodes.append({"address": node.name, "role": None, "error": str(exc)})
-                continue
+        for address, d in sorted(described.items()):
+            flags = set(str(d["flags"]).split(","))
             nodes.append(
                 {
-                    "address": node.name,
-                    "role": info.get("role"),
-                    "connected_replicas": info.get("connected_slaves", 0),
-                    "master_link_status": info.get("master_link_status"),
+                    "address": address,
+                    "role": "primary" if "master" in flags else "replica",
+                    "replica_of": ids.get(d["master_id"]),
+                    "failed": bool(flags & {"fail", "fail?"}) or not d["connected"],
+                    "slots": [[int(x) for x in r] for r in d["slots"]],
                 }
             )
         scheme = urlsplit(self.seeds[0]).scheme
@@ -1191,7 +1194,7 @@ class FalkorBackend:
                 f"{scheme}://{urlsplit(u).hostname}:{urlsplit(u).port or 6379}" for u in self.seeds
             ),
             "role": "cluster",
-            "primaries": sum(1 for n in nodes if n["role"] == "master"),
+            "primaries": sum(1 for n in nodes if n["role"] == "primary" and not n["failed"]),
             "nodes": nodes,
             "replicas_required": self.replicas,
         }
