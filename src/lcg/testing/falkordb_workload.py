@@ -112,7 +112,7 @@ class ResolvingWriter:
                     },
                 )
             )
-        episode = str(uuid.uuid5(_NS, body))  # a retry of the same episode is the same node
+        episode = str(uuid.uuid5(_NS, f"{self.group}\n{body}"))  # a retry: the same node
         ops.append(
             Op(
                 "episode.add",
