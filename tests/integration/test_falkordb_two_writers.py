@@ -14,6 +14,7 @@ import multiprocessing
 from typing import Any
 
 from lcg.storage.backend import Commit, GroupMovedError
+from lcg.wal.records import Op
 
 
 def test_two_processes_racing_on_one_group_end_as_one_writer_in_sequence(
@@ -96,3 +97,30 @@ def test_a_writer_that_skips_the_catch_up_would_duplicate(falkordb_url: str) -> 
         assert summary(b, "h")["entities"] == ["Ada", "Bob", "Cy"]
     finally:
         b.close()
+
+
+def test_a_follower_sees_another_processs_commit_through_the_stream(falkordb_url: str) -> None:
+    """`follow` blocks on the group's stream until the next commit after a position (how a
+    process keeps its caches fresh without polling), and returns [] when none came."""
+    import threading
+
+    from lcg.storage.falkordb.backend import FalkorBackend
+
+    writer, follower = FalkorBackend(falkordb_url), FalkorBackend(falkordb_url)
+    writer.client.flushall()
+    try:
+        writer.commit([Commit("f", [Op("entity.upsert", {"uuid": "a", "name": "A"})], 0, 0)])
+        assert [r.seq for r in follower.follow("f", 0, block_ms=10)] == [0]
+        assert follower.follow("f", 1, block_ms=50) == []  # nothing after seq 0: times out
+        seen: list[int] = []
+        waiting = threading.Thread(
+            target=lambda: seen.extend(r.seq for r in follower.follow("f", 1, 10_000))
+        )
+        waiting.start()
+        ops = [Op("entity.upsert", {"uuid": u, "name": u}) for u in ("b", "c")]
+        writer.commit([Commit("f", ops, 1, 2)])
+        waiting.join(15)
+        assert seen == [1, 2]
+    finally:
+        writer.close()
+        follower.close()

@@ -1066,10 +1066,30 @@ class FalkorBackend:
         written by this backend only."""
         try:
             entries = self.client.xrange(stream_key(group_id), f"{position + 1}-0", "+")
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
             raise StorageError(f"cannot read the WAL stream of {group_id!r}: {exc}") from exc
+        return self._records(group_id, entries or [])
+
+    def follow(self, group_id: str, position: int, block_ms: int = 1000) -> list[WalRecord]:
+        """The group's WAL lines from seq `position` on, waiting up to `block_ms` for the
+        first commit after it when there is none yet (a blocking `XREAD` on the stream: how
+        another process learns of a commit without polling); [] when none came."""
+        try:
+            reply = self.client.xread(
+                {stream_key(group_id): f"{position}-0"}, block=block_ms, count=None
+            )
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise StorageError(f"cannot follow the WAL stream of {group_id!r}: {exc}") from exc
+        if isinstance(reply, dict):  # RESP3 shape
+            entries = [e for batches in reply.values() for e in batches[0]]
+        else:
+            entries = [e for _, batch in reply or [] for e in batch]
+        return self._records(group_id, entries)
+
+    @staticmethod
+    def _records(group_id: str, entries: Iterable[Any]) -> list[WalRecord]:
         out: list[WalRecord] = []
-        for entry_id, fields in entries or []:
+        for entry_id, fields in entries:
             text = (fields or {}).get("lines", "")
             for line in (text if isinstance(text, str) else text.decode()).splitlines():
                 record = parse_line(line.encode())
