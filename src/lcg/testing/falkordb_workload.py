@@ -10,29 +10,37 @@ retries. A name the other writer created is then reused, never created twice.
 `summary` reads a group back at the level of names (entities, fact triples, episodes and their
 mentions), so two groups built from the same episodes in different orders can be compared, and
 duplicates counted. `writer_process` runs one writer in a child process (tests and
-bench/server_mode.py start several against one server).
+bench/server_mode.py start several against one server). `failover_run` kills a cluster primary
+under commits that wait for a replica and counts acknowledged against present.
 
 Used by tests and benchmarks only; it talks to the store through `FalkorBackend` alone.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lcg.storage.backend import Commit, GroupMovedError
+from lcg.errors import StorageError
+from lcg.storage.backend import Commit, GraphBackend, GroupMovedError, NotDurableError
 from lcg.storage.falkordb.backend import FalkorBackend
+from lcg.storage.falkordb.keys import graph_key
 from lcg.timeutil import now, to_wal
 from lcg.wal.records import Op
+
+if TYPE_CHECKING:
+    from lcg.testing.falkordb_cluster import FalkorCluster
 
 __all__ = [
     "EpisodeSpec",
     "ResolvingWriter",
     "duplicates",
     "episodes_for",
+    "failover_run",
     "summary",
     "writer_process",
 ]
@@ -58,7 +66,7 @@ class ResolvingWriter:
     """One writer of one group: resolve, commit at the believed position, catch up on a lost
     race, retry."""
 
-    def __init__(self, backend: FalkorBackend, group: str) -> None:
+    def __init__(self, backend: GraphBackend, group: str) -> None:
         self.backend = backend
         self.group = group
         self.names: dict[str, str] = {}  # entity name -> uuid
@@ -70,6 +78,8 @@ class ResolvingWriter:
 
     def catch_up(self) -> int:
         """Learn the group's stream lines from `position` on; how many there were."""
+        if not isinstance(self.backend, FalkorBackend):
+            raise StorageError("only a backend that keeps the WAL (FalkorDB) can be caught up")
         records = self.backend.stream_records(self.group, self.position)
         for r in records:
             self._learn(r.op, r.data)
@@ -144,7 +154,7 @@ class ResolvingWriter:
             return time.perf_counter() - t0
 
 
-def summary(backend: FalkorBackend, group: str) -> dict[str, list[Any]]:
+def summary(backend: GraphBackend, group: str) -> dict[str, list[Any]]:
     """The group at the level of names: sorted entity names, fact triples (by names), episode
     bodies and (body, name) mentions. Duplicates stay (a list, not a set)."""
     with backend.read() as r:
@@ -190,3 +200,118 @@ def writer_process(
         )
     finally:
         backend.close()
+
+
+def failover_run(
+    cluster: FalkorCluster,
+    *,
+    groups: int = 12,
+    writers: int = 2,
+    kill_after_s: float = 1.5,
+    acks_after_kill: int = 20,
+    timeout_s: float = 60.0,
+) -> dict[str, Any]:
+    """Commits (each waiting for one replica: `replicas=1`) round-robin over `groups` groups
+    from `writers` threads; the primary holding the first group is SIGKILLed `kill_after_s`
+    into the run; once the cluster promoted its replica, the killed node is restarted (it
+    rejoins as the new primary's replica: without it the promoted shard cannot acknowledge
+    with replicas=1); the run ends when the killed shard has acknowledged `acks_after_kill`
+    commits again. Then every group is read back: what was acknowledged and what is present.
+
+    Each commit is one entity whose uuid names it; a writer reads the group's position from
+    the graph before each commit, so a commit whose outcome was unknown is never re-sent
+    blindly. Returns the counts; `acknowledged_lost` must be 0."""
+    names = [f"fo-{i}" for i in range(groups)]
+    setup = FalkorBackend(cluster.url)
+    for g in names:
+        setup.ensure_group(g)
+    victim = cluster.primary_of(graph_key(names[0]))
+    victim_groups = {g for g in names if cluster.primary_of(graph_key(g)) is victim}
+    acked: dict[str, set[str]] = {g: set() for g in names}
+    failures: Counter[str] = Counter()
+    after_kill: list[float] = []
+    killed_at: list[float] = []
+    stop = threading.Event()
+
+    def write(w: int) -> None:
+        b = FalkorBackend(cluster.url, replicas=1, wait_timeout_ms=1000)
+        mine = names[w::writers]
+        n = 0
+        try:
+            while not stop.is_set():
+                g = mine[n % len(mine)]
+                n += 1
+                uuid_ = f"{g}-w{w}-{n}"
+                try:
+                    with b.read() as r:
+                        pos = r.position(g)
+                    b.commit(
+                        [Commit(g, [Op("entity.upsert", {"uuid": uuid_, "name": uuid_})], pos, pos)]
+                    )
+                except StorageError as exc:  # GroupMovedError and NotDurableError included
+                    failures[_kind(exc)] += 1
+                    time.sleep(0.02)
+                    continue
+                acked[g].add(uuid_)
+                if killed_at and g in victim_groups:
+                    after_kill.append(time.monotonic() - killed_at[0])
+        finally:
+            b.close()
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    promoted_s: float | None = None
+    try:
+        time.sleep(kill_after_s)
+        cluster.kill(victim)
+        killed_at.append(time.monotonic())
+        deadline = time.monotonic() + timeout_s
+        while cluster.primary_of(graph_key(names[0])) is victim:
+            if time.monotonic() > deadline:
+                raise RuntimeError("no replica took over")
+            time.sleep(0.05)
+        promoted_s = time.monotonic() - killed_at[0]
+        cluster.restart(victim)
+        while len(after_kill) < acks_after_kill:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"writes never resumed: {dict(failures)}")
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    cluster.wait_healthy()
+    lost: list[str] = []
+    agree = True
+    for g in names:
+        with setup.read() as r:
+            in_graph = {e.uuid for e in r.entities_in_groups([g])}
+        in_stream = {x.data["uuid"] for x in setup.stream_records(g)}
+        agree = agree and in_graph == in_stream
+        lost += sorted(acked[g] - (in_graph & in_stream))
+        setup.drop_group(g)
+    setup.close()
+    total = sum(len(v) for v in acked.values())
+    return {
+        "groups": groups,
+        "writers": writers,
+        "groups_on_killed_primary": len(victim_groups),
+        "acknowledged": total,
+        "acknowledged_present_after_failover": total - len(lost),
+        "acknowledged_lost": len(lost),
+        "lost_examples": lost[:5],
+        "not_acknowledged_by_kind": dict(failures),
+        "stream_and_graph_agree_every_group": agree,
+        "replica_promoted_after_s": None if promoted_s is None else round(promoted_s, 2),
+        "killed_shard_first_ack_after_kill_s": round(after_kill[0], 2) if after_kill else None,
+        "killed_node_role_after_restart": cluster.role(victim),
+    }
+
+
+def _kind(exc: Exception) -> str:
+    if isinstance(exc, GroupMovedError):
+        return "group_moved"
+    if isinstance(exc, NotDurableError):
+        return "not_durable"
+    return "storage_error"
