@@ -580,8 +580,10 @@ def test_falkordb_backend_from_settings_and_bad_urls(falkordb_url: str, tmp_path
         assert b.status()["server"] == falkordb_url
     finally:
         b.close()
-    with pytest.raises(StorageError, match="not supported"):
-        FalkorBackend(f"{falkordb_url},{falkordb_url}")
+    with pytest.raises(StorageError, match="is not part of a Redis Cluster"):
+        FalkorBackend(f"{falkordb_url},{falkordb_url}")  # seeds of a cluster, but no cluster
+    with pytest.raises(StorageError, match="share one scheme"):
+        FalkorBackend(f"{falkordb_url},rediss://127.0.0.1:1")
     with pytest.raises(StorageError, match="cannot reach"):
         FalkorBackend("redis://127.0.0.1:1", socket_timeout=1)
     from lcg.testing.falkordb_server import falkordb_server

@@ -824,7 +824,14 @@ class FalkorBackend:
         first = urlsplit(seeds[0])
         try:
             single = redis.Redis.from_url(seeds[0], **kwargs)
-            cluster_mode = len(seeds) > 1 or _cluster_enabled(single)
+            cluster_mode = _cluster_enabled(single)
+            if len(seeds) > 1 and not cluster_mode:
+                single.close()
+                raise StorageError(
+                    f"the FalkorDB URL names {len(seeds)} seed nodes, but "
+                    f"{first.hostname}:{first.port} is not part of a Redis Cluster "
+                    "(cluster_enabled:0): give one redis:// URL for a single server"
+                )
             self.client: redis.Redis | RedisCluster = single
             if cluster_mode:
                 single.close()
