@@ -16,13 +16,15 @@ its extraction and `lcg serve` are NOT in the loop: this is the backend layer):
   (`entity_by_uuid`) and one group read (`facts_with_hops` of its group, limit 10), timed.
   Against one node with each process on its own group (`own_group`) and all on one group
   (`one_group`: optimistic concurrency, retries counted); against the cluster with each process
-  on its own group and `LCG_FALKORDB_REPLICAS=1` (every commit waits for its replica).
+  on its own group, the groups on different primaries, and `LCG_FALKORDB_REPLICAS=1` (every
+  commit waits for its replica; one run with 0 for the cost of the WAIT).
   Kuzu runs the same single-writer workload in-process (embedded: one writer process only),
   for the ratio. Commit latency is per acknowledged episode, retries included.
 - `catch_up_delay`: process A commits `--follow` episodes; process B follows the group's
   stream (`FalkorBackend.follow`, a blocking XREAD) and notes when each batch arrives. Delay =
   B's arrival time - A's acknowledgement time (same host clock; negative when B saw the lines
-  before A had its reply).
+  before A had its reply: `ack_to_seen_signed` keeps the sign, `seen_after_ack` is the
+  positive part).
 - `failover`: `failover_run` on the cluster (lcg.testing.falkordb_workload): commits waiting
   for one replica, SIGKILL of a primary, automatic promotion, the killed node restarted;
   acknowledged vs present.
@@ -239,7 +241,8 @@ def catch_up_delay(url: str, episodes: int) -> dict[str, Any]:
         "batches_acknowledged_by_a": len(acked),
         "batches_seen_by_b": sum(1 for k in acked if k in seen),
         "seen_before_a_had_its_reply": sum(1 for d in delays if d < 0),
-        "ack_to_seen": stats([max(d, 0.0) for d in delays]),
+        "ack_to_seen_signed": stats(delays),
+        "seen_after_ack": stats([d for d in delays if d >= 0]),
     }
 
 
@@ -275,6 +278,8 @@ def main() -> None:
     with falkordb_cluster() as cluster:
         clustered: dict[str, Any] = {}
         spread = one_group_per_primary(cluster)
+        flush(cluster.url)
+        clustered["1_own_group_replicas_0"] = run_writers(cluster.url, 0, spread[:1], args.episodes)
         for n in (1, 2, 3):
             flush(cluster.url)
             clustered[f"{n}_own_group_replicas_1"] = run_writers(
