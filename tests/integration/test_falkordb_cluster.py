@@ -70,6 +70,9 @@ def test_groups_spread_over_the_primaries_and_reads_fan_out(cluster: Any) -> Non
                 "spread-20-b",
             }
             assert r.group_ids() == sorted(groups)
+        b.write_global_meta({"spread:k": "v"})  # a global key: its own slot, any primary
+        with b.read() as r:
+            assert r.meta_with_prefix("spread:") == {"spread:k": "v"}
         # One seed that is a cluster node is enough: the backend discovers the cluster.
         one = open_backend(f"redis://127.0.0.1:{cluster.nodes[4].port}")
         try:
