@@ -25,7 +25,6 @@ from lcg.config import Settings
 from lcg.engine import open_engine
 from lcg.errors import ConfigError, ExtractionError
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-from lcg.extraction.select import set_llm_client
 from lcg.service.registry import dispatch
 from lcg.telemetry import ListSink
 from lcg.testing.scripted_llm import ErrorReply, ScriptedLlmServer
@@ -38,10 +37,20 @@ SETTINGS_OVERRIDES = {"extraction_single_call_max_chars": 0}
 
 
 @pytest.fixture
-def llm(engine: Engine) -> Iterator[ScriptedLlmServer]:
+def llm() -> Iterator[ScriptedLlmServer]:
     with ScriptedLlmServer() as server:
-        set_llm_client(engine, OpenAICompatProvider(base_url=server.url, model="scripted-model"))
         yield server
+
+
+@pytest.fixture
+def engine(settings: Settings, events: ListSink, llm: ScriptedLlmServer) -> Iterator[Engine]:
+    """An engine opened with the scripted model as its language model."""
+    client = OpenAICompatProvider(base_url=llm.url, model="scripted-model")
+    eng = open_engine(settings, events=events, llm=client)
+    try:
+        yield eng
+    finally:
+        eng.close()
 
 
 async def test_clean_output_becomes_entities_facts_and_an_episode(
@@ -204,13 +213,19 @@ async def test_heuristic_extractor_runs_without_a_model(tmp_path: Any) -> None:
         engine.close()
 
 
-async def test_without_a_configured_model_ingestion_names_what_to_set(engine: Engine) -> None:
-    with pytest.raises(ConfigError) as info:
-        await dispatch(engine, "knowledge_process_chunk", chunk("x", "c", "2020-01-01T00:00:00Z"))
-    assert "LCG_EXTRACTION_URL" in info.value.message
-    assert wal_bytes(engine) == {}
-    status = await dispatch(engine, "knowledge_status", {})
-    assert status["extractor"]["kind"] == "llm" and status["extractor"]["configured"] is False
+async def test_without_a_configured_model_ingestion_names_what_to_set(settings: Settings) -> None:
+    engine = open_engine(settings)
+    try:
+        with pytest.raises(ConfigError) as info:
+            await dispatch(
+                engine, "knowledge_process_chunk", chunk("x", "c", "2020-01-01T00:00:00Z")
+            )
+        assert "LCG_EXTRACTION_URL" in info.value.message
+        assert wal_bytes(engine) == {}
+        status = await dispatch(engine, "knowledge_status", {})
+        assert status["extractor"]["kind"] == "llm" and status["extractor"]["configured"] is False
+    finally:
+        engine.close()
 
 
 async def test_an_oversized_chunk_is_ingested_with_a_warning(
@@ -299,10 +314,9 @@ async def test_ambiguous_pairs_go_to_one_dedup_call_when_enabled(tmp_path: Any) 
         dedup_embedding_threshold=0.85,
         **SETTINGS_OVERRIDES,
     )
-    engine = open_engine(settings)
-    try:
-        with ScriptedLlmServer() as server:
-            set_llm_client(engine, OpenAICompatProvider(base_url=server.url))
+    with ScriptedLlmServer() as server:
+        engine = open_engine(settings, llm=OpenAICompatProvider(base_url=server.url))
+        try:
             server.push(
                 entities({"name": "Kennedy Space Center", "type": "Place"}),
                 facts(),
@@ -320,10 +334,10 @@ async def test_ambiguous_pairs_go_to_one_dedup_call_when_enabled(tmp_path: Any) 
                 engine, "knowledge_process_chunk", chunk("KSC again.", "c2", "2020-01-02T00:00:00Z")
             )
             dedup = server.requests[-1]["messages"][-1]["content"]
-        assert result["cost"]["stages"]["dedup"]["llm_calls"] == 1
-        assert result["entities_merged"] == 1
-        assert "NEW: Kennedy Space Centre" in dedup
-        nodes, _ = await graph(engine)
-        assert sorted(nodes) == ["Kennedy Space Center", "Kennedy Space Station"]
-    finally:
-        engine.close()
+            assert result["cost"]["stages"]["dedup"]["llm_calls"] == 1
+            assert result["entities_merged"] == 1
+            assert "NEW: Kennedy Space Centre" in dedup
+            nodes, _ = await graph(engine)
+            assert sorted(nodes) == ["Kennedy Space Center", "Kennedy Space Station"]
+        finally:
+            engine.close()

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from ingest_support import ARMSTRONG_ENTITIES, ARMSTRONG_FACTS, ARMSTRONG_TEXT, chunk
 
-from lcg import Engine
+from lcg import Settings, open_engine
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-from lcg.extraction.select import set_llm_client
 from lcg.ingest import pipeline
 from lcg.service.registry import dispatch
 from lcg.testing.scripted_llm import ScriptedLlmServer
@@ -21,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_new_groups_first_episode_reads_no_rows(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads: list[list[str] | None] = []
     real = pipeline.graph.entities_in_groups
@@ -33,24 +32,31 @@ async def test_a_new_groups_first_episode_reads_no_rows(
     monkeypatch.setattr(pipeline.graph, "entities_in_groups", spy)
     answer = json.dumps({**json.loads(ARMSTRONG_ENTITIES), **json.loads(ARMSTRONG_FACTS)})
     with ScriptedLlmServer() as server:
-        set_llm_client(engine, OpenAICompatProvider(base_url=server.url, model="scripted"))
-        server.push(answer)
-        first = await dispatch(
-            engine,
-            "knowledge_process_chunk",
-            {**chunk(ARMSTRONG_TEXT, "c1", "1969-07-21T00:00:00Z"), "group_id": "fresh"},
-        )
+        engine = open_engine(settings, llm=OpenAICompatProvider(base_url=server.url, model="s"))
+        try:
+            server.push(answer)
+            first = await dispatch(
+                engine,
+                "knowledge_process_chunk",
+                {**chunk(ARMSTRONG_TEXT, "c1", "1969-07-21T00:00:00Z"), "group_id": "fresh"},
+            )
+        finally:
+            engine.close()
         assert (first["nodes_extracted"], first["edges_extracted"]) == (2, 1)
         assert ["fresh"] not in reads
-        # The same text again in that group (now with rows, and a new pipeline state: a
-        # reopened engine would have none) resolves to the entities already there.
-        pipeline.pipeline_for(engine)._indexes.clear()  # as after a reopen: reload the group
-        server.push(answer)
-        again = await dispatch(
-            engine,
-            "knowledge_process_chunk",
-            {**chunk(ARMSTRONG_TEXT, "c2", "1969-07-22T00:00:00Z"), "group_id": "fresh"},
-        )
-    assert ["fresh"] in reads
-    found = await dispatch(engine, "knowledge_list_entities", {"group_ids": ["fresh"]})
-    assert found["count"] == 2, again
+        # The same text again in that group, now with rows, after a reopen (a new pipeline
+        # that has loaded nothing): it resolves to the entities already there.
+        engine = open_engine(settings, llm=OpenAICompatProvider(base_url=server.url, model="s"))
+        try:
+            reads.clear()  # what the ingest reads, not the open
+            server.push(answer)
+            again = await dispatch(
+                engine,
+                "knowledge_process_chunk",
+                {**chunk(ARMSTRONG_TEXT, "c2", "1969-07-22T00:00:00Z"), "group_id": "fresh"},
+            )
+            assert ["fresh"] in reads
+            found = await dispatch(engine, "knowledge_list_entities", {"group_ids": ["fresh"]})
+            assert found["count"] == 2, again
+        finally:
+            engine.close()

@@ -24,7 +24,6 @@ from ingest_support import (
 from lcg import Engine, Settings, open_engine
 from lcg.errors import ExtractionError
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-from lcg.extraction.select import set_llm_client
 from lcg.service.registry import dispatch
 from lcg.testing.heuristic_llm import heuristic_responder, prompt_parts
 from lcg.testing.scripted_llm import ErrorReply, ScriptedLlmServer
@@ -46,10 +45,19 @@ def existing_lines(body: dict[str, Any]) -> list[str]:
 
 
 @pytest.fixture
-def llm(engine: Engine) -> Iterator[ScriptedLlmServer]:
+def llm() -> Iterator[ScriptedLlmServer]:
     with ScriptedLlmServer() as server:
-        set_llm_client(engine, OpenAICompatProvider(base_url=server.url, model="scripted-model"))
         yield server
+
+
+@pytest.fixture
+def engine(settings: Settings, llm: ScriptedLlmServer) -> Iterator[Engine]:
+    """An engine opened with the scripted model as its language model."""
+    eng = open_engine(settings, llm=OpenAICompatProvider(base_url=llm.url, model="scripted-model"))
+    try:
+        yield eng
+    finally:
+        eng.close()
 
 
 async def test_a_short_episode_is_extracted_in_one_call(
@@ -83,10 +91,9 @@ async def test_the_length_threshold_chooses_one_call_or_two(tmp_path: Path) -> N
         embedder="hash",
         extraction_single_call_max_chars=limit,
     )
-    engine = open_engine(settings)
-    try:
-        with ScriptedLlmServer(heuristic_responder) as server:
-            set_llm_client(engine, OpenAICompatProvider(base_url=server.url))
+    with ScriptedLlmServer(heuristic_responder) as server:
+        engine = open_engine(settings, llm=OpenAICompatProvider(base_url=server.url))
+        try:
             short = "Alice Smith met Bob Jones in Paris, 2020"
             long = short + "."
             assert (len(short), len(long)) == (limit, limit + 1)
@@ -102,23 +109,22 @@ async def test_the_length_threshold_chooses_one_call_or_two(tmp_path: Path) -> N
                 chunk(long, "b", "2020-01-02T00:00:00Z", group_id="two"),
             )
             stages = [r["response_format"]["json_schema"]["name"] for r in server.requests]
-        assert stages == ["graph", "entities", "facts"]
-        assert (one["cost"]["llm_calls"], two["cost"]["llm_calls"]) == (1, 2)
-        # Both protocols find the same things in the same sentence.
-        assert one["nodes_extracted"] == two["nodes_extracted"] > 0
-        assert one["edges_extracted"] == two["edges_extracted"] > 0
-    finally:
-        engine.close()
+            assert stages == ["graph", "entities", "facts"]
+            assert (one["cost"]["llm_calls"], two["cost"]["llm_calls"]) == (1, 2)
+            # Both protocols find the same things in the same sentence.
+            assert one["nodes_extracted"] == two["nodes_extracted"] > 0
+            assert one["edges_extracted"] == two["edges_extracted"] > 0
+        finally:
+            engine.close()
 
 
 async def test_the_existing_facts_shown_are_about_entities_the_text_names(tmp_path: Path) -> None:
     settings = Settings.for_home(
         tmp_path / "x", kuzu_buffer_pool_mb=256, embedder="hash", supersede_candidates=2
     )
-    engine = open_engine(settings)
-    try:
-        with ScriptedLlmServer() as server:
-            set_llm_client(engine, OpenAICompatProvider(base_url=server.url))
+    with ScriptedLlmServer() as server:
+        engine = open_engine(settings, llm=OpenAICompatProvider(base_url=server.url))
+        try:
             server.push(
                 both(
                     entities(
@@ -147,13 +153,13 @@ async def test_the_existing_facts_shown_are_about_entities_the_text_names(tmp_pa
                 chunk("Carol arrived.", "c", "2021-01-02T00:00:00Z"),
             )
             _, about_alice, about_nobody = server.requests
-        shown = existing_lines(about_alice)
-        # Alice has three active facts and the bound is two; Bob's own fact is never shown.
-        assert len(shown) == 2
-        assert all(line.split("] ", 1)[1].startswith("Alice ") for line in shown), shown
-        assert existing_lines(about_nobody) == []
-    finally:
-        engine.close()
+            shown = existing_lines(about_alice)
+            # Alice has three active facts and the bound is two; Bob's own fact is never shown.
+            assert len(shown) == 2
+            assert all(line.split("] ", 1)[1].startswith("Alice ") for line in shown), shown
+            assert existing_lines(about_nobody) == []
+        finally:
+            engine.close()
 
 
 async def test_a_failed_single_call_writes_nothing(engine: Engine, llm: ScriptedLlmServer) -> None:

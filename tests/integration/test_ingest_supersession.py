@@ -17,7 +17,6 @@ from ingest_support import chunk, entities, existing_index, fact, facts, graph, 
 
 from lcg import Engine, Settings, open_engine
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-from lcg.extraction.select import set_llm_client
 from lcg.service.registry import dispatch
 from lcg.testing.heuristic_llm import prompt_parts
 from lcg.testing.scripted_llm import ScriptedLlmServer
@@ -72,18 +71,17 @@ async def test_a_project_moves_twice_a_person_changes_role_and_additions_invalid
         embedder="hash",
         extraction_single_call_max_chars=single_call_max_chars,
     )
-    engine = open_engine(settings)
-    try:
-        await _project_moves_twice(engine)
-    finally:
-        engine.close()
+    with ScriptedLlmServer(_by_episode(_moves_scripts())) as server:
+        engine = open_engine(settings, llm=OpenAICompatProvider(base_url=server.url))
+        try:
+            await _project_moves_twice(engine)
+        finally:
+            engine.close()
 
 
-async def _project_moves_twice(engine: Engine) -> None:
-    (engine.settings.home / "ontology.yaml").write_text(
-        "relation_types:\n  - name: WORKS_AS\n    cardinality: one\n  - name: HOSTED_AT\n"
-    )
-    scripts: dict[str, tuple[str, Script]] = {
+def _moves_scripts() -> dict[str, tuple[str, Script]]:
+    """The model's answers to the three episodes."""
+    return {
         "e1": (
             entities(
                 {"name": "lcg", "type": "Project"},
@@ -128,17 +126,21 @@ async def _project_moves_twice(engine: Engine) -> None:
             ),
         ),
     }
-    with ScriptedLlmServer(_by_episode(scripts)) as server:
-        set_llm_client(engine, OpenAICompatProvider(base_url=server.url))
-        windows = []
-        for name, when in (("e1", "2024-01-01"), ("e2", "2024-06-01"), ("e3", "2025-01-01")):
-            before = now()
-            result = await dispatch(
-                engine,
-                "knowledge_process_chunk",
-                chunk(TEXTS[name], name, f"{when}T00:00:00Z"),
-            )
-            windows.append((before, now(), result))
+
+
+async def _project_moves_twice(engine: Engine) -> None:
+    (engine.settings.home / "ontology.yaml").write_text(
+        "relation_types:\n  - name: WORKS_AS\n    cardinality: one\n  - name: HOSTED_AT\n"
+    )
+    windows = []
+    for name, when in (("e1", "2024-01-01"), ("e2", "2024-06-01"), ("e3", "2025-01-01")):
+        before = now()
+        result = await dispatch(
+            engine,
+            "knowledge_process_chunk",
+            chunk(TEXTS[name], name, f"{when}T00:00:00Z"),
+        )
+        windows.append((before, now(), result))
     _, edges = await graph(engine)
     valid = {e["fact"]: (e["valid_at"], e["invalid_at"]) for e in edges}
     assert valid == {
@@ -209,10 +211,9 @@ async def test_extraction_runs_concurrently_and_commits_in_arrival_order(
         extraction_concurrency=bound,
         extraction_single_call_max_chars=single_call_max_chars,
     )
-    engine = open_engine(settings)
-    try:
-        with ScriptedLlmServer(respond) as server:
-            set_llm_client(engine, OpenAICompatProvider(base_url=server.url))
+    with ScriptedLlmServer(respond) as server:
+        engine = open_engine(settings, llm=OpenAICompatProvider(base_url=server.url))
+        try:
             async with anyio.create_task_group() as tg:
                 for i in range(count):
                     tg.start_soon(
@@ -224,10 +225,10 @@ async def test_extraction_runs_concurrently_and_commits_in_arrival_order(
                     await (
                         anyio.lowlevel.checkpoint()
                     )  # start in index order: that is the arrival order
-        assert inflight[1] == bound  # concurrent extraction, never more than the bound
-        order = [op["data"]["name"] for op in wal_ops(engine) if op["op"] == "episode.add"]
-        assert order == [f"e{i}" for i in range(count)]
-        nodes, edges = await graph(engine)
-        assert sum(1 for n in nodes if n == "Tea") == 1 and len(edges) == count
-    finally:
-        engine.close()
+            assert inflight[1] == bound  # concurrent extraction, never more than the bound
+            order = [op["data"]["name"] for op in wal_ops(engine) if op["op"] == "episode.add"]
+            assert order == [f"e{i}" for i in range(count)]
+            nodes, edges = await graph(engine)
+            assert sum(1 for n in nodes if n == "Tea") == 1 and len(edges) == count
+        finally:
+            engine.close()

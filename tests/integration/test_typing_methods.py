@@ -1,23 +1,22 @@
-"""The typing maintenance methods (API.md §2.28-2.31) and `knowledge_status.ontology`, through
+"""The typing maintenance methods (docs/api.md §ontology) and `knowledge_status.ontology`, through
 the registry against a real Kuzu database; the LLM is a scripted client at the LlmClient seam
 (and, once, a real scripted chat-completions server on loopback)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lcg import Engine, Episode, EpisodeCommit
+from lcg import Engine, Episode, EpisodeCommit, Settings, open_engine
 from lcg.admin import rebuild
 from lcg.errors import ExtractionError, InvalidRequestError
-from lcg.extraction.llm import LlmRequest, LlmResponse
+from lcg.extraction.llm import LlmClient, LlmRequest, LlmResponse
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-from lcg.extraction.select import set_llm_client
 from lcg.models import Entity, Fact
 from lcg.service.registry import Context, dispatch
 from lcg.storage import graph
@@ -58,6 +57,36 @@ class ScriptedTypes:
         items = [json.loads(line) for line in request.user.splitlines() if line.startswith('{"id"')]
         data = {"classifications": [{"id": it["id"], "type": self.answer(it)} for it in items]}
         return LlmResponse(data=data, text=json.dumps(data), model="scripted")
+
+
+class Seat:
+    """The language model each engine here is opened with: a test seats the client it scripts
+    (and may seat another mid-test); the engine's model is fixed at open."""
+
+    def __init__(self) -> None:
+        self.client: LlmClient | None = None
+
+    @property
+    def name(self) -> str:
+        return self.client.name if self.client is not None else "scripted:empty"
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        assert self.client is not None, "the test seated no model"
+        return await self.client.complete(request)
+
+
+@pytest.fixture
+def model() -> Seat:
+    return Seat()
+
+
+@pytest.fixture
+def engine(settings: Settings, model: Seat) -> Iterator[Engine]:
+    eng = open_engine(settings, llm=model)
+    try:
+        yield eng
+    finally:
+        eng.close()
 
 
 class FailingClient:
@@ -149,13 +178,14 @@ async def _survives_rebuild(engine: Engine, group: str = "liminis") -> None:
 
 async def test_reprocess_entity_types_types_untyped_entities_with_ancestor_labels(
     engine: Engine,
+    model: Seat,
 ) -> None:
     _ontology(engine)
     rfc = await _entity(engine, "RFC 2119", summary="Key words for use in RFCs")
     neil = await _entity(engine, "Neil Armstrong")
     await _entity(engine, "Apollo 11", ["Mission"])  # typed: not a candidate of "untyped"
     llm = ScriptedTypes(lambda it: {"RFC 2119": "rfc", "Neil Armstrong": "Person"}[it["name"]])
-    set_llm_client(engine, llm)
+    model.client = llm
     seq = _max_seq(engine)
 
     plan = await dispatch(engine, "knowledge_reprocess_entity_types", {"dry_run": True})
@@ -197,6 +227,7 @@ async def test_reprocess_entity_types_types_untyped_entities_with_ancestor_label
 
 async def test_off_ontology_scope_retypes_undeclared_labels_and_restamps_the_hierarchy(
     engine: Engine,
+    model: Seat,
 ) -> None:
     _ontology(engine)
     await _entity(engine, "Memo", ["Gadget"])  # undeclared label: a candidate
@@ -205,7 +236,7 @@ async def test_off_ontology_scope_retypes_undeclared_labels_and_restamps_the_hie
     await _entity(engine, "Mystery")  # untyped: a candidate; the model abstains
     answers = {"Memo": "Document", "Mystery": ""}
     llm = ScriptedTypes(lambda it: answers.get(it["name"], ""))
-    set_llm_client(engine, llm)
+    model.client = llm
 
     done = await dispatch(engine, "knowledge_reprocess_entity_types", {"scope": "off_ontology"})
     assert done == {
@@ -231,7 +262,7 @@ async def test_off_ontology_scope_retypes_undeclared_labels_and_restamps_the_hie
     assert _max_seq(engine) == seq
 
 
-async def test_an_edit_made_while_the_model_thinks_is_kept(engine: Engine) -> None:
+async def test_an_edit_made_while_the_model_thinks_is_kept(engine: Engine, model: Seat) -> None:
     _ontology(engine)
     await _entity(engine, "Neil Armstrong", summary="Pilot")
 
@@ -240,7 +271,7 @@ async def test_an_edit_made_while_the_model_thinks_is_kept(engine: Engine) -> No
             await _entity(engine, "Neil Armstrong", summary="Commander of Apollo 11")
             return await super().complete(request)
 
-    set_llm_client(engine, EditingClient(lambda it: "Person"))
+    model.client = EditingClient(lambda it: "Person")
     done = await dispatch(engine, "knowledge_reprocess_entity_types", {})
     assert done["reclassified_count"] == 1
     entities, _ = await _rows(engine)
@@ -250,11 +281,13 @@ async def test_an_edit_made_while_the_model_thinks_is_kept(engine: Engine) -> No
     await _survives_rebuild(engine)
 
 
-async def test_reprocess_entity_types_uses_the_groups_own_ontology(engine: Engine) -> None:
+async def test_reprocess_entity_types_uses_the_groups_own_ontology(
+    engine: Engine, model: Seat
+) -> None:
     _ontology(engine, "entity_types: [{name: Workspace}]")
     _ontology(engine, "entity_types: [{name: Vehicle}]", group="fleet")
     await dispatch(engine, "knowledge_assert_entity", {"name": "Saturn V", "group_id": "fleet"})
-    set_llm_client(engine, ScriptedTypes(lambda it: "vehicle"))
+    model.client = ScriptedTypes(lambda it: "vehicle")
     done = await dispatch(
         engine, "knowledge_reprocess_entity_types", {"group_id": "fleet", "scope": "all"}
     )
@@ -263,7 +296,9 @@ async def test_reprocess_entity_types_uses_the_groups_own_ontology(engine: Engin
     assert [e.labels for e in entities] == [("Entity", "Vehicle")]
 
 
-async def test_reprocess_entity_types_domain_failures_are_results(engine: Engine) -> None:
+async def test_reprocess_entity_types_domain_failures_are_results(
+    engine: Engine, model: Seat
+) -> None:
     await _entity(engine, "Someone")
     seq = _max_seq(engine)
     call = "knowledge_reprocess_entity_types"
@@ -280,7 +315,7 @@ async def test_reprocess_entity_types_domain_failures_are_results(engine: Engine
     assert no_types["success"] is False
     assert no_types["error"].startswith("the configured ontology declares no entity types; ")
 
-    set_llm_client(engine, FailingClient())
+    model.client = FailingClient()
     failed = await dispatch(engine, call, {})
     assert failed == {
         "success": False,
@@ -290,30 +325,36 @@ async def test_reprocess_entity_types_domain_failures_are_results(engine: Engine
     assert _max_seq(engine) == seq
 
 
-async def test_an_unconfigured_llm_is_a_failure_result_only_when_needed(engine: Engine) -> None:
-    call = "knowledge_reprocess_entity_types"
-    assert await dispatch(engine, call, {}) == {
-        "success": True,
-        "reclassified_count": 0,
-        "unchanged_count": 0,
-        "group_id": "liminis",
-    }
-    assert await dispatch(engine, call, {"dry_run": True}) == {
-        "would_reclassify_count": 0,
-        "plan": [],
-    }
-    await _entity(engine, "Someone")
-    failed = await dispatch(engine, call, {})
-    assert failed["success"] is False and failed["group_id"] == "liminis"
-    assert failed["error"].startswith("Failed to reprocess entity types: configuration error: ")
+async def test_an_unconfigured_llm_is_a_failure_result_only_when_needed(settings: Settings) -> None:
+    engine = open_engine(settings)  # no model given, none configured
+    try:
+        call = "knowledge_reprocess_entity_types"
+        assert await dispatch(engine, call, {}) == {
+            "success": True,
+            "reclassified_count": 0,
+            "unchanged_count": 0,
+            "group_id": "liminis",
+        }
+        assert await dispatch(engine, call, {"dry_run": True}) == {
+            "would_reclassify_count": 0,
+            "plan": [],
+        }
+        await _entity(engine, "Someone")
+        failed = await dispatch(engine, call, {})
+        assert failed["success"] is False and failed["group_id"] == "liminis"
+        assert failed["error"].startswith("Failed to reprocess entity types: configuration error: ")
+    finally:
+        engine.close()
 
 
-async def test_reprocess_entity_types_through_a_real_scripted_server(engine: Engine) -> None:
+async def test_reprocess_entity_types_through_a_real_scripted_server(
+    engine: Engine, model: Seat
+) -> None:
     _ontology(engine)
     await _entity(engine, "Neil Armstrong")
     reply = json.dumps({"classifications": [{"id": 0, "type": "Person"}]})
     with ScriptedLlmServer([reply]) as server:
-        set_llm_client(engine, OpenAICompatProvider(base_url=server.url))
+        model.client = OpenAICompatProvider(base_url=server.url)
         done = await dispatch(engine, "knowledge_reprocess_entity_types", {})
         assert server.count == 1
     assert done["reclassified_count"] == 1
@@ -331,6 +372,7 @@ async def _crew(engine: Engine) -> None:
 
 async def test_reprocess_relation_types_classifies_facts_and_abstains_to_unclassified(
     engine: Engine,
+    model: Seat,
 ) -> None:
     _ontology(engine)
     await _crew(engine)
@@ -345,7 +387,7 @@ async def test_reprocess_relation_types_classifies_facts_and_abstains_to_unclass
         "Neil lives in Houston": "LIVES_IN",
     }
     llm = ScriptedTypes(lambda it: answers[it["fact"]])
-    set_llm_client(engine, llm)
+    model.client = llm
     call = "knowledge_reprocess_relation_types"
     seq = _max_seq(engine)
 
@@ -379,7 +421,9 @@ async def test_reprocess_relation_types_classifies_facts_and_abstains_to_unclass
     await _survives_rebuild(engine)
 
 
-async def test_reprocess_relation_types_domain_failures_are_results(engine: Engine) -> None:
+async def test_reprocess_relation_types_domain_failures_are_results(
+    engine: Engine, model: Seat
+) -> None:
     await _crew(engine)
     await _edge(engine, "Neil", "NEAR", "Houston", "Neil was near Houston")
     seq = _max_seq(engine)
@@ -400,13 +444,13 @@ async def test_reprocess_relation_types_domain_failures_are_results(engine: Engi
         "knowledge_reprocess_relation_types requires at least one",
     }
     _ontology(engine)
-    set_llm_client(engine, FailingClient())
+    model.client = FailingClient()
     assert await dispatch(engine, call, {}) == {
         "success": False,
         "group_id": "liminis",
         "error": "Failed to reprocess relation types: IPC error: model is down",
     }
-    set_llm_client(engine, ProseClient())
+    model.client = ProseClient()
     unusable = await dispatch(engine, call, {"dry_run": True})
     assert unusable == {
         "success": False,
@@ -565,12 +609,12 @@ async def test_backfill_relation_types_derives_pseudo_types_where_blank(engine: 
     ],
 )
 async def test_bad_params_are_rejected_naming_the_field_and_change_nothing(
-    engine: Engine, method: str, params: dict[str, Any], field: str
+    engine: Engine, model: Seat, method: str, params: dict[str, Any], field: str
 ) -> None:
     _ontology(engine)
     await _crew(engine)
     await _edge(engine, "Neil", "NEAR", "Houston", "Neil was near Houston")
-    set_llm_client(engine, ScriptedTypes(lambda it: "Person"))
+    model.client = ScriptedTypes(lambda it: "Person")
     before, seq = await _rows(engine), _max_seq(engine)
     with pytest.raises(InvalidRequestError) as err:
         await dispatch(engine, method, params)

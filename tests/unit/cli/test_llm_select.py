@@ -1,4 +1,4 @@
-"""Which extractor the settings select (spec/API.md §4.7 step 7), lazily, once per engine."""
+"""Which extractor the settings select (docs/api.md §startup, the extraction model), lazily, once per engine."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import click  # noqa: TID251  the flag decorators are tested on a probe command
 import pytest
 from click.testing import CliRunner  # noqa: TID251  CLI tests drive click's own runner
 
-from lcg import Engine
+from lcg import Engine, open_engine
 from lcg.cli.compat import extractor_overrides, parse_args
 from lcg.cli.endpoint_options import extractor_options
 from lcg.cli.endpoint_options import extractor_overrides as click_overrides
@@ -25,7 +25,7 @@ from lcg.extraction.select import (
     describe_llm,
     llm_client,
     plan_llm,
-    set_llm_client,
+    wrap_client,
 )
 from lcg.telemetry import ListSink
 
@@ -132,23 +132,32 @@ class Canned:
         return LlmResponse(data={}, text="{}", model="m1")
 
 
-def test_engine_resolution_is_lazy_cached_and_injectable(engine: Engine) -> None:
-    status = describe_llm(engine)
-    assert status["configured"] is False
-    assert "ANTHROPIC_API_KEY" in status["error"]
-    with pytest.raises(ConfigError):
-        llm_client(engine)
-    set_llm_client(engine, Canned())
-    assert llm_client(engine).name == "canned:m1"
-    assert describe_llm(engine) == {
-        "configured": True,
-        "provider": "canned",
-        "model": "m1",
-        "source": "injected",
-        "endpoint": None,
-        "recording": None,
-        "error": None,
-    }
+def test_engine_resolution_is_lazy_cached_and_injectable(
+    settings: Settings, events: ListSink
+) -> None:
+    plain = open_engine(settings, events=events)  # opens although no model is configured
+    try:
+        status = describe_llm(plain)
+        assert status["configured"] is False
+        assert "ANTHROPIC_API_KEY" in status["error"]
+        with pytest.raises(ConfigError):
+            llm_client(plain)
+    finally:
+        plain.close()
+    given = open_engine(settings, events=events, llm=Canned())
+    try:
+        assert llm_client(given).name == "canned:m1"
+        assert describe_llm(given) == {
+            "configured": True,
+            "provider": "canned",
+            "model": "m1",
+            "source": "injected",
+            "endpoint": None,
+            "recording": None,
+            "error": None,
+        }
+    finally:
+        given.close()
 
 
 def test_open_engine_wires_the_given_model_and_ingest_pipeline(
@@ -156,7 +165,6 @@ def test_open_engine_wires_the_given_model_and_ingest_pipeline(
 ) -> None:
     """Both parts are given at open (no side table): the engine holds them, the ingest
     methods and extraction use them."""
-    from lcg import open_engine
     from lcg.extraction.extractor import HeuristicExtractor
     from lcg.ingest.pipeline import IngestPipeline, pipeline_for
 
@@ -183,7 +191,6 @@ def test_open_engine_wires_the_given_model_and_ingest_pipeline(
 
 
 def test_a_configured_engine_builds_once(settings: Settings, events: ListSink) -> None:
-    from lcg import open_engine
 
     configured = replace(settings, extraction_url="http://127.0.0.1:9/v1", record_llm="r.jsonl")
     eng = open_engine(configured, events=events)
@@ -240,12 +247,15 @@ class TruncatesOnce:
 
 @pytest.mark.anyio
 async def test_injected_clients_can_be_wrapped_like_built_ones(
-    engine: Engine, events: ListSink
+    settings: Settings, events: ListSink
 ) -> None:
     fake = TruncatesOnce()
-    set_llm_client(engine, fake, wrap=True)
-    req = LlmRequest("entities", "s", "u", {"type": "object"}, "entities", max_tokens=100)
-    response = await llm_client(engine).complete(req)
+    engine = open_engine(settings, events=events, llm=wrap_client(fake, settings, events))
+    try:
+        req = LlmRequest("entities", "s", "u", {"type": "object"}, "entities", max_tokens=100)
+        response = await llm_client(engine).complete(req)
+    finally:
+        engine.close()
     assert (response.data, response.calls, fake.budgets) == ({"n": 2}, 2, [100, 200])
     assert [e["type"] for e in events.events if e["type"] != "ipc_call"][-3:] == [
         "extraction_truncated",
