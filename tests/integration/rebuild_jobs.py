@@ -1,4 +1,4 @@
-"""Helpers for `knowledge_rebuild_from_wal` background jobs (API.md §2.34 step 9, §2.35)."""
+"""Helpers for `knowledge_rebuild_from_wal` background jobs (docs/api.md §knowledge_rebuild_from_wal, §knowledge_rebuild_status)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`knowledge_build_indices` and the `indices_built` flag (API.md §2.36, §3.1.6).
+"""`knowledge_build_indices` and the `indices_built` flag (docs/api.md §knowledge_build_indices, §knowledge_status).
 
 lcg keeps no Kuzu full-text or vector index: the method drops and reloads lcg's in-process search
 index for every group, and `indices_built` says whether that index is loaded — true after a

@@ -364,7 +364,7 @@ async def test_kill_nine_loses_nothing_acknowledged_and_applies_nothing_by_halve
             assert status["wal_groups"] and set(status["wal_groups"]) <= set(GROUPS)
             for group, state in status["wal_groups"].items():
                 assert state["applied_seq"] == state["max_seq"], (group, state, sink.events)
-                # API.md §3.1: a stream whose max_seq is 0 is "not_applicable".
+                # docs/api.md §status-wal: a stream whose max_seq is 0 is "not_applicable".
                 want = "hydrated" if state["max_seq"] else "not_applicable"
                 assert state["hydration_status"] == want, (group, state)
             for event in sink.of_type("wal_replay_complete"):

@@ -1,4 +1,4 @@
-"""Attached MCP mode against a fake JSON-RPC service on a real Unix socket (spec/API.md §4.5).
+"""Attached MCP mode against a fake JSON-RPC service on a real Unix socket (docs/api.md §mcp-attached).
 
 The fake service answers by method name: `knowledge_status` echoes, `knowledge_rebuild_from_wal`
 streams progress frames (spaced wider than the idle timeout in total) and a stale reply before

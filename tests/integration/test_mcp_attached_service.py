@@ -1,5 +1,5 @@
 """Attached MCP mode end to end: `liminis-context-graph --mcp-stdio --connect` in front of a real
-`lcg serve`, which is killed and restarted between calls (API.md §4.5's reconnect rule)."""
+`lcg serve`, which is killed and restarted between calls (docs/api.md §mcp-attached, the reconnect rule)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MCP behaviour through the SDK's in-memory client against a real engine (spec/API.md §4.3-4.5).
+"""MCP behaviour through the SDK's in-memory client against a real engine (docs/api.md §mcp-tools and §mcp-attached).
 
 The client runs in `legacy` mode: JSON-RPC framing with real progress tokens, as on stdio.
 """
@@ -20,7 +20,7 @@ from lcg.service.registry import REGISTRY, Context, Method, dispatch
 
 pytestmark = pytest.mark.anyio
 
-# API.md §4.3: registry scope and schema `required` of every tool of the reference.
+# docs/api.md §mcp-tools: registry scope and schema `required` of every tool of the reference.
 REFERENCE: dict[str, tuple[str, tuple[str, ...]]] = {
     "knowledge_status": ("read", ()),
     "knowledge_find_entities": ("read", ("query",)),

@@ -1,7 +1,9 @@
-"""Every method of API.md's method index is registered with its scope and reachable over the socket.
+"""Every method of the reference service's method index is registered with its scope and reachable
+over the socket (docs/api.md §mcp-tools; each method has its section there).
 
-The index (43 methods, with the MCP scope of the quick matrix; `None` = not exposed over MCP) is
-copied here from spec/API.md, because tests do not read the spec. lcg's own additions are every
+The index (43 methods, with the MCP scope of the reference's quick matrix; `None` = not exposed
+over MCP) is copied here from the reference's specification, outside this repository, because
+tests do not read it. lcg's own additions are every
 other registered name: they are walked over the socket too. Reachability is the point: an answer
 that is an error about parameters is fine, "Method not found" is not.
 """
@@ -85,7 +87,7 @@ def test_every_index_method_is_registered_with_its_scope() -> None:
         for m, scope in API_INDEX.items()
         if REGISTRY[m].scope != scope
     }
-    assert wrong == {}, f"scope differs from API.md (registered, API.md): {wrong}"
+    assert wrong == {}, f"scope differs from the reference (registered, reference): {wrong}"
 
 
 def test_every_method_is_reachable_over_the_socket(settings: Settings) -> None:

@@ -1,5 +1,5 @@
 """Background rebuild jobs: `knowledge_rebuild_from_wal` without a progress context starts one,
-`knowledge_rebuild_status` polls it (API.md §2.34 step 9, §2.35)."""
+`knowledge_rebuild_status` polls it (docs/api.md §knowledge_rebuild_from_wal, §knowledge_rebuild_status)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`knowledge_recover` and `knowledge_recover_full` (spec/API.md §2.42, §2.43, §1.6, §1.10).
+"""`knowledge_recover` and `knowledge_recover_full` (docs/api.md §knowledge_recover, §knowledge_recover_full, §error-styles, §concurrency).
 
 Every case runs on a copy of one populated workspace (two groups, asserted entities and facts,
 episode commits, a raw Cypher write): recovery on a healthy engine must replace the open

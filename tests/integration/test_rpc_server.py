@@ -1,4 +1,4 @@
-"""The JSON-RPC socket server, in process on a real Unix socket (spec/API.md §1, §4.7, §4.8)."""
+"""The JSON-RPC socket server, in process on a real Unix socket (docs/api.md §conventions, §startup and §shutdown)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The search methods over a real engine: relevance on a hand-made Apollo graph, and the index
 kept in step with every write path (asserts, supersession, deletes, purges, clear_all, raw
-Cypher, rebuild, reopen), group filters per API.md §1.11, and refused parameters."""
+Cypher, rebuild, reopen), group filters per docs/api.md §parameters, and refused parameters."""
 
 from __future__ import annotations
 

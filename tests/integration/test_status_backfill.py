@@ -1,5 +1,5 @@
-"""`knowledge_status` backfills unrecorded WAL positions only where that is certain (API.md
-§3.1.4; README, "Differences from the reference")."""
+"""`knowledge_status` backfills unrecorded WAL positions only where that is certain
+(docs/api.md §status-wal; README, "Differences from the reference")."""
 
 from __future__ import annotations
 

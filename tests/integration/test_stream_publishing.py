@@ -2,7 +2,7 @@
 
 A publisher workspace P writes group "shared"; its stream directory (`<wal>/shared/`, dot-files
 included) is copied into a consumer workspace C, which never writes the group itself
-(API.md §2.34 steps 6-7, §3.1.4, §5.3):
+(docs/api.md §knowledge_rebuild_from_wal, §status-wal and §wal-generation):
 
 - hydration: opening C on a copied stream replays it, and C's rows equal P's;
 - an externally appended stream is caught up at C's next open, and while C is open it shows as

@@ -264,7 +264,7 @@ async def test_wal_lines_never_committed_are_applied_at_startup(settings: Settin
             "fresh": (0, 0),
         }
         assert status["wal_groups"][GROUP]["hydration_status"] == "hydrated"
-        # API.md §3.1: a stream whose max_seq is 0 is "not_applicable", whatever its position.
+        # docs/api.md §status-wal: a stream whose max_seq is 0 is "not_applicable", whatever its position.
         assert status["wal_groups"]["fresh"]["hydration_status"] == "not_applicable"
 
         assert await _names(engine, GROUP) == {

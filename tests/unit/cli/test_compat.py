@@ -1,4 +1,4 @@
-"""The `liminis-context-graph` command line: the reference's flags and exit statuses (API.md §4.6)."""
+"""The `liminis-context-graph` command line: the reference's flags and exit statuses (docs/api.md §cli)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """docs/api.md, lcg's wire reference, stays true to the declarations and reachable from the code:
 its generated parameter tables are current, every registered method has a section, and every
-`docs/api.md §...` citation in the code (and every `§...` inside the document) names one of
-its headings."""
+`docs/api.md §...` citation in the code, tests and benchmarks (and every `§...` inside the
+document) names one of its headings."""
 
 from __future__ import annotations
 
@@ -74,9 +74,16 @@ def test_the_heading_reader() -> None:
 
 
 def cited_files() -> list[Path]:
-    """The code (Python and the UI's JavaScript) and the prose documents."""
+    """The code (Python and the UI's JavaScript), the tests and benchmarks (but this file, whose
+    examples are not citations) and the prose documents."""
     code = [p for p in (ROOT / "src" / "lcg").rglob("*") if p.suffix in (".py", ".js")]
-    return sorted([*code, ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+    checks = [
+        p
+        for folder in ("tests", "bench")
+        for p in (ROOT / folder).rglob("*.py")
+        if p != Path(__file__).resolve()
+    ]
+    return sorted([*code, *checks, ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 
 
 def test_every_citation_in_the_code_names_a_heading() -> None:
@@ -94,8 +101,8 @@ def test_the_documents_own_references_resolve() -> None:
 
 
 def test_the_code_no_longer_cites_the_outside_spec() -> None:
-    """`API.md §x.y` pointed at a document outside the repository; the code and the documents
-    cite docs/api.md."""
+    """`API.md §x.y` pointed at a document outside the repository; the code, the tests, the
+    benchmarks and the documents cite docs/api.md."""
     stale = [
         f"{path.relative_to(ROOT)}:{number}"
         for path in cited_files()

@@ -1,4 +1,4 @@
-"""lcg.service.params: validation at the wire edge (API.md §1.11, §2).
+"""lcg.service.params: validation at the wire edge (docs/api.md §parameters).
 
 Where the reference treats a wrongly typed value as absent, lcg refuses it with an error naming
 the field; these tests pin both the reference's accepted shapes and lcg's refusals.
@@ -147,7 +147,7 @@ def test_variant_c_checks_the_source_file_first() -> None:
     assert refused(graph_methods.DeleteChunkParams, {"group_ids": []}).field == "chunk_id"
 
 
-# -- knowledge_rebuild_from_wal (API.md §2.34) --------------------------------------------------
+# -- knowledge_rebuild_from_wal (docs/api.md §knowledge_rebuild_from_wal) --------------------------
 
 
 @pytest.mark.parametrize("name", ["from_seq", "to_seq"])
@@ -371,7 +371,7 @@ def test_a_bare_date_is_its_midnight_utc_wherever_a_timestamp_is_accepted() -> N
     assert parsed(CrossGroupEdgeParams, cross).valid_at == midnight
     chunk = {"chunk_text": "t", "chunk_id": "c", "source_file": "f", "reference_time": "2025-05-01"}
     assert parsed(ProcessChunkParams, chunk).reference_time == midnight
-    # Still refused, with API.md's message: an impossible date, a US-style date.
+    # Still refused, with the reference's message: an impossible date, a US-style date.
     for bad in ("2025-02-30", "05/01/2025"):
         assert refused(ChangesParams, {"since": bad}).message == (
             f"since '{bad}' is not a valid RFC-3339 or 'YYYY-MM-DD HH:MM:SS' timestamp"

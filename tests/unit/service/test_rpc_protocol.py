@@ -1,4 +1,4 @@
-"""The sans-I/O JSON-RPC layer: bytes in, messages out, one error mapping (spec/API.md §1.2-1.8)."""
+"""The sans-I/O JSON-RPC layer: bytes in, messages out, one error mapping (docs/api.md §envelope, §errors, §error-styles, §degraded and §progress)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""lcg.wal.layout: group directory names (API.md §5.1), generation and bounds sidecars."""
+"""lcg.wal.layout: group directory names (docs/api.md §layout), generation and bounds sidecars."""
 
 from __future__ import annotations
 

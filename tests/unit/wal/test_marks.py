@@ -1,4 +1,4 @@
-"""The checkpoint (mark) store of API.md §5.6: names, exclusive records, reachability."""
+"""The checkpoint (mark) store of docs/api.md §checkpoints: names, exclusive records, reachability."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_invalid_names_have_the_reference_message(name: str, shown: str) -> None
     err = info.value
     assert isinstance(err, InvalidRequestError) and err.field == "name"
     assert err.message == f"invalid checkpoint name {shown}: {RULE}"
-    assert err.wire_message() == err.message  # no "IPC error: " prefix (API.md §1.5)
+    assert err.wire_message() == err.message  # no "IPC error: " prefix (docs/api.md §errors)
 
 
 def _records(group: Path, name: str) -> list[str]:
