@@ -38,7 +38,6 @@ import anyio
 
 from lcg import Settings, open_engine
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-from lcg.extraction.select import set_llm_client
 from lcg.service.registry import dispatch
 from lcg.testing.heuristic_llm import heuristic_responder
 from lcg.testing.scripted_llm import ScriptedLlmServer
@@ -86,6 +85,11 @@ def llm_server(latency_s: float) -> Iterator[LlmServer]:
         process.join(timeout=10)
 
 
+def scripted_client(server: LlmServer) -> OpenAICompatProvider:
+    """The language model an engine is opened with (`open_engine(llm=...)`): the scripted server."""
+    return OpenAICompatProvider(base_url=server.url, model="scripted")
+
+
 def articles(limit: int) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()[1:]]
     return rows[:limit]
@@ -111,16 +115,15 @@ def _ms(seconds: float) -> float:
 
 async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any]:
     settings = Settings.for_home(home, embedder="hash")
-    engine = open_engine(settings)
     engine_s: list[float] = []
     server_s: list[float] = []
     reported_s: list[float] = []
     calls: list[int] = []
     prompt_chars: list[int] = []
     article_chars: list[int] = []
-    try:
-        with llm_server(0.0) as server:
-            set_llm_client(engine, OpenAICompatProvider(base_url=server.url, model="scripted"))
+    with llm_server(0.0) as server:
+        engine = open_engine(settings, llm=scripted_client(server))
+        try:
             started = time.perf_counter()
             for i, article in enumerate(corpus):
                 before = server.served_s()
@@ -139,9 +142,9 @@ async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any
                 )
                 article_chars.append(len(article["prose"]))
             wall = time.perf_counter() - started
-        status = await dispatch(engine, "knowledge_status", {})
-    finally:
-        engine.close()
+            status = await dispatch(engine, "knowledge_status", {})
+        finally:
+            engine.close()
     quarters = [range(q * len(corpus) // 4, (q + 1) * len(corpus) // 4) for q in range(4)]
     return {
         "articles": len(corpus),
@@ -190,18 +193,17 @@ async def _throughput(
     settings = Settings.for_home(
         home, embedder="hash", extraction_concurrency=concurrency, **overrides
     )
-    engine = open_engine(settings)
     calls: list[int] = []
-    try:
-        with llm_server(1.0) as server:
-            set_llm_client(engine, OpenAICompatProvider(base_url=server.url, model="scripted"))
+    with llm_server(1.0) as server:
+        engine = open_engine(settings, llm=scripted_client(server))
+        try:
             started = time.perf_counter()
             async with anyio.create_task_group() as tg:
                 for i, article in enumerate(corpus):
                     tg.start_soon(_count_calls, engine, _chunk(i, article), calls)
             wall = time.perf_counter() - started
-    finally:
-        engine.close()
+        finally:
+            engine.close()
     return {
         "concurrency": concurrency,
         "single_call_max_chars": settings.extraction_single_call_max_chars,

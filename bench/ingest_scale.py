@@ -28,11 +28,9 @@ from typing import Any
 
 import anyio
 
-from ingest import _chunk, _ms, _pct, articles, llm_server
+from ingest import _chunk, _ms, _pct, articles, llm_server, scripted_client
 from lcg import Settings, open_engine
 from lcg.admin import status as admin_status
-from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-from lcg.extraction.select import set_llm_client
 from lcg.models import DEFAULT_GROUP_ID, Entity, Episode, Fact
 from lcg.service.registry import dispatch
 from lcg.wal.records import Op, entity_op, episode_op, fact_op
@@ -117,11 +115,9 @@ def preload(settings: Settings, n: int, group: str) -> None:
 
 async def _ingest(engine: Any, corpus: list[dict[str, Any]]) -> list[float]:
     engine_s: list[float] = []
-    with llm_server(0.0) as url:
-        set_llm_client(engine, OpenAICompatProvider(base_url=url, model="scripted"))
-        for i, article in enumerate(corpus):
-            result = await dispatch(engine, "knowledge_process_chunk", _chunk(i, article))
-            engine_s.append(result["timings"]["engine_s"])
+    for i, article in enumerate(corpus):
+        result = await dispatch(engine, "knowledge_process_chunk", _chunk(i, article))
+        engine_s.append(result["timings"]["engine_s"])
     return engine_s
 
 
@@ -132,14 +128,15 @@ def run(home: Path, n: int, corpus: list[dict[str, Any]], same_group: bool) -> d
         started = time.perf_counter()
         preload(settings, n, DEFAULT_GROUP_ID if same_group else "preload")
         out["preload_wal_s"] = round(time.perf_counter() - started, 2)
-    started = time.perf_counter()
-    engine = open_engine(settings)
-    out["open_s"] = round(time.perf_counter() - started, 2)
-    try:
-        engine_s = anyio.run(_ingest, engine, corpus)
-        status = anyio.run(admin_status.status, engine)
-    finally:
-        engine.close()
+    with llm_server(0.0) as server:
+        started = time.perf_counter()
+        engine = open_engine(settings, llm=scripted_client(server))
+        out["open_s"] = round(time.perf_counter() - started, 2)
+        try:
+            engine_s = anyio.run(_ingest, engine, corpus)
+            status = anyio.run(admin_status.status, engine)
+        finally:
+            engine.close()
     out["engine_ms"] = {
         "median": _ms(statistics.median(engine_s)),
         "p95": _ms(_pct(engine_s, 0.95)),

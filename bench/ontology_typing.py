@@ -26,7 +26,6 @@ import anyio
 from lcg import Engine, Entity, Episode, EpisodeCommit, Fact, Settings, open_engine
 from lcg.admin import rebuild
 from lcg.extraction.llm import LlmRequest, LlmResponse
-from lcg.extraction.select import set_llm_client
 from lcg.service.registry import dispatch
 
 ONTOLOGY = """
@@ -93,7 +92,8 @@ async def timed(engine: Engine, method: str, params: dict[str, Any]) -> dict[str
     return {"seconds": round(seconds, 3), "wal_lines": after - before, "result": result}
 
 
-async def passes(engine: Engine, facts: int) -> dict[str, Any]:
+async def passes(engine: Engine, facts: int, llm: InstantTypes) -> dict[str, Any]:
+    """The passes, `llm` being the model `engine` was opened with."""
     out: dict[str, Any] = {}
     dry = await timed(engine, "knowledge_canonicalize_relations", {"dry_run": True})
     out["canonicalize_dry_run"] = {k: dry[k] for k in ("seconds", "wal_lines")}
@@ -106,8 +106,7 @@ async def passes(engine: Engine, facts: int) -> dict[str, Any]:
     }
     again = await timed(engine, "knowledge_canonicalize_relations", {})
     out["canonicalize_rerun"] = {k: again[k] for k in ("seconds", "wal_lines")}
-    llm = InstantTypes("KNOWS")
-    set_llm_client(engine, llm)
+    llm.answer, llm.calls = "KNOWS", 0
     rel = await timed(engine, "knowledge_reprocess_relation_types", {"scope": "all"})
     out["reprocess_relation_types"] = {
         "seconds": rel["seconds"],
@@ -115,7 +114,7 @@ async def passes(engine: Engine, facts: int) -> dict[str, Any]:
         "llm_calls": llm.calls,
         "facts_per_s": round(facts / rel["seconds"]),
     }
-    set_llm_client(engine, InstantTypes("Person"))
+    llm.answer = "Person"
     ent = await timed(engine, "knowledge_reprocess_entity_types", {"scope": "all"})
     out["reprocess_entity_types"] = {
         "seconds": ent["seconds"],
@@ -136,10 +135,11 @@ def main() -> None:
         home = Path(tmp) / ".lcg"
         home.mkdir()
         (home / "ontology.yaml").write_text(ONTOLOGY, encoding="utf-8")
-        engine = open_engine(Settings.for_home(home, embedder="hash"))
+        llm = InstantTypes("KNOWS")
+        engine = open_engine(Settings.for_home(home, embedder="hash"), llm=llm)
         try:
             build(engine, args.facts)
-            result = anyio.run(passes, engine, args.facts)
+            result = anyio.run(passes, engine, args.facts, llm)
         finally:
             engine.close()
     print(json.dumps({"facts": args.facts, **result}))

@@ -303,7 +303,6 @@ def child(
     from lcg import open_engine
     from lcg.config import load_settings
     from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-    from lcg.extraction.select import set_llm_client
     from lcg.testing.scripted_llm import ScriptedLlmServer
 
     corpus = _articles(articles)
@@ -312,11 +311,10 @@ def child(
         ScriptedLlmServer(scripted_responder(corpus)) as server,
     ):
         settings = load_settings(overrides={"home": str(Path(tmp) / ".lcg")})
+        scripted = OpenAICompatProvider(base_url=server.url, model="scripted")
         started = time.perf_counter()
-        engine = open_engine(settings)
+        engine = open_engine(settings, llm=scripted if extraction == "scripted" else None)
         open_s = time.perf_counter() - started
-        if extraction == "scripted":
-            set_llm_client(engine, OpenAICompatProvider(base_url=server.url, model="scripted"))
         try:
             started = time.perf_counter()
             episodes = anyio.run(_ingest, engine, corpus)

@@ -52,14 +52,12 @@ from typing import Any
 import anyio
 import numpy as np
 
-from ingest import _chunk, _pct, articles, llm_server
+from ingest import _chunk, _pct, articles, llm_server, scripted_client
 from lcg import Settings, open_engine
 from lcg.admin import status as admin_status
 from lcg.embedding.base import EmbedderIdentity, Vectors
 from lcg.embedding.hashing import HashEmbedder
 from lcg.engine.kernel import Engine
-from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-from lcg.extraction.select import set_llm_client
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
 from lcg.wal.records import Op, entity_op, episode_op, fact_op
@@ -234,12 +232,10 @@ async def _timed(engine: Engine, method: str, params: list[dict[str, Any]]) -> d
 
 async def _ingest(engine: Engine, group: str, count: int) -> dict[str, Any]:
     engine_s: list[float] = []
-    with llm_server(0.0) as server:
-        set_llm_client(engine, OpenAICompatProvider(base_url=server.url, model="scripted"))
-        for i, article in enumerate(articles(count)):
-            params = {**_chunk(i, article), "group_id": group}
-            result = await dispatch(engine, "knowledge_process_chunk", params)
-            engine_s.append(result["timings"]["engine_s"])
+    for i, article in enumerate(articles(count)):
+        params = {**_chunk(i, article), "group_id": group}
+        result = await dispatch(engine, "knowledge_process_chunk", params)
+        engine_s.append(result["timings"]["engine_s"])
     return {
         "articles": len(engine_s),
         "first_ms": round(engine_s[0] * 1000, 2),
@@ -290,26 +286,27 @@ async def _reads(engine: Engine, n_facts: int, queries: int) -> dict[str, Any]:
 def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: int) -> None:
     """One size, in this (fresh) process: prints its JSON."""
     settings = settings_for(root / "home")
-    started, cpu = time.perf_counter(), time.process_time()
-    engine = open_engine(settings, embedder=embedder_for(embedder))
-    health = anyio.run(admin_status.health, engine)
-    out: dict[str, Any] = {"open_s": round(time.perf_counter() - started, 2)}
-    out["open_cpu_s"] = round(time.process_time() - cpu, 2)  # the machine is shared
-    out["healthy"] = health["healthy"]
-    out["rss_mb_after_open"] = rss_mb()
-    try:
-        out["ingest_engine"] = anyio.run(_ingest, engine, f"apollo-{os.getpid()}", n_articles)
-        out["reads"] = anyio.run(_reads, engine, n_facts, queries)
-        status = anyio.run(admin_status.status, engine)
-        out["graph"] = {
-            "entities": status["entity_count"],
-            "facts": status["relationship_count"],
-            "episodes": status["episode_count"],
-        }
-        out["rss_mb_end"] = rss_mb()
-        out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    finally:
-        engine.close()
+    with llm_server(0.0) as server:  # the model `_ingest` extracts with
+        started, cpu = time.perf_counter(), time.process_time()
+        engine = open_engine(settings, embedder=embedder_for(embedder), llm=scripted_client(server))
+        health = anyio.run(admin_status.health, engine)
+        out: dict[str, Any] = {"open_s": round(time.perf_counter() - started, 2)}
+        out["open_cpu_s"] = round(time.process_time() - cpu, 2)  # the machine is shared
+        out["healthy"] = health["healthy"]
+        out["rss_mb_after_open"] = rss_mb()
+        try:
+            out["ingest_engine"] = anyio.run(_ingest, engine, f"apollo-{os.getpid()}", n_articles)
+            out["reads"] = anyio.run(_reads, engine, n_facts, queries)
+            status = anyio.run(admin_status.status, engine)
+            out["graph"] = {
+                "entities": status["entity_count"],
+                "facts": status["relationship_count"],
+                "episodes": status["episode_count"],
+            }
+            out["rss_mb_end"] = rss_mb()
+            out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        finally:
+            engine.close()
     print(json.dumps(out))
 
 
@@ -318,11 +315,12 @@ def apollo_home(cache: Path, count: int = 228) -> Path:
     root = cache / f"apollo-{count}"
     if not (root / "built").exists():
         shutil.rmtree(root, ignore_errors=True)
-        engine = open_engine(settings_for(root / "home"))
-        try:
-            anyio.run(_ingest, engine, "default", count)
-        finally:
-            engine.close()
+        with llm_server(0.0) as server:
+            engine = open_engine(settings_for(root / "home"), llm=scripted_client(server))
+            try:
+                anyio.run(_ingest, engine, "default", count)
+            finally:
+                engine.close()
         (root / "built").write_text("ok")
     return root / "home"
 

@@ -12,7 +12,7 @@ provider, a malformed URL, a missing socket, both cassette modes). `LCG_RECORD_L
 chosen provider in a recorder. Every client is wrapped as
 `Instrumented(RetryOnTruncation(provider))`, so telemetry and the truncation retry apply to all.
 
-Callers: `llm_client(engine)`; tests and benchmarks inject one with `set_llm_client`;
+Callers: `llm_client(engine)`; tests and benchmarks give one to `open_engine(settings, llm=...)`;
 `knowledge_status` shows `describe_llm(engine)`; an episode given no reference time is dated by
 `default_reference_time(engine, ...)`, which a cassette records and replays.
 """
@@ -46,7 +46,6 @@ __all__ = [
     "describe_llm",
     "llm_client",
     "plan_llm",
-    "set_llm_client",
     "wrap_client",
 ]
 
@@ -182,8 +181,8 @@ class _Resolved:
 
 
 class LlmSlot:
-    """An engine's language model (`Engine.parts.llm`): the one `open_engine` was given, or the one
-    the settings select, built on first use and then kept (a configuration error too)."""
+    """An engine's language model (`Engine.parts.llm`): the one `open_engine` was given, or the
+    one the settings select, built on first use and then kept (a configuration error too)."""
 
     def __init__(self, settings: Settings, events: EventSink, client: LlmClient | None = None):
         self._settings = settings
@@ -199,13 +198,6 @@ class LlmSlot:
                 found = _Resolved(None, exc)
             self._resolved = found
         return found
-
-    def set(self, client: LlmClient, *, wrap: bool = False) -> None:
-        """Use `client` from now on: as given, or with `wrap=True` behind the truncation retry
-        and telemetry (`wrap_client`) like a configured provider."""
-        if wrap:
-            client = wrap_client(client, self._settings, self._events)
-        self._resolved = _Resolved(client, None, injected=True)
 
 
 def _resolve(engine: _EngineLike) -> _Resolved:
@@ -223,13 +215,6 @@ def llm_client(engine: _EngineLike) -> LlmClient:
         assert resolved.error is not None
         raise resolved.error
     return resolved.client
-
-
-def set_llm_client(engine: _EngineLike, client: LlmClient, *, wrap: bool = False) -> None:
-    """Use `client` for this engine (tests, benchmarks) after it opened: as given, or with
-    `wrap=True` behind the truncation retry and telemetry (`wrap_client`) like a configured
-    provider. `open_engine(settings, llm=client)` injects one from the start."""
-    engine.parts.llm.set(client, wrap=wrap)
 
 
 def default_reference_time(engine: _EngineLike, group_id: str, name: str, body: str) -> datetime:
