@@ -22,10 +22,10 @@ from pydantic import (
     Field,
     ValidationError,
     WithJsonSchema,
-    field_validator,
 )
 
 from lcg.errors import InvalidRequestError
+from lcg.models import DEFAULT_GROUP_ID
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import parse_wire_timestamp
 from lcg.wal.layout import encode_group
@@ -88,31 +88,36 @@ def timestamp(name: str) -> Any:
     return BeforeValidator(check)
 
 
-def required_text(name: str) -> Any:
+def required_text(name: str, *, strip: bool = False) -> Any:
+    """A string that must hold more than whitespace; `strip`: passed on stripped."""
+
     def check(value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"{name} is required and must be a non-empty string")
-        return value
+        return value.strip() if strip else value
 
     return BeforeValidator(check)
-
-
-def write_group(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("group_id must be a string")
-    if not value:
-        raise ValueError('group_id must be non-empty: writes to group "" cannot be logged')
-    try:
-        encode_group(value)
-    except InvalidRequestError as exc:
-        raise ValueError(exc.message) from None
-    return value
 
 
 def _read_group(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("group_id must be a string")
     return value
+
+
+def write_group(value: Any) -> str:
+    group = _read_group(value)
+    if not group:
+        raise ValueError('group_id must be non-empty: writes to group "" cannot be logged')
+    try:
+        encode_group(group)
+    except InvalidRequestError as exc:
+        raise ValueError(exc.message) from None
+    return group
+
+
+def _group_or_default(value: Any) -> str:
+    return _read_group(value) or DEFAULT_GROUP_ID
 
 
 def _groups_optional(value: Any) -> list[str]:
@@ -172,9 +177,19 @@ def string_list(name: str) -> Any:
 
 WriteGroup = Annotated[str, BeforeValidator(write_group)]
 ReadGroup = Annotated[str, BeforeValidator(_read_group)]
+# One group where `""` means the default group (merges, WAL marks).
+GroupOrDefault = Annotated[str, BeforeValidator(_group_or_default)]
 GroupsOptional = Annotated[list[str] | None, BeforeValidator(_groups_optional)]
 GroupsRequired = Annotated[list[str], BeforeValidator(_groups_required)]
 Attributes = Annotated[dict[str, Any], BeforeValidator(_object)]
+
+
+def _collapse(value: list[str] | None) -> list[str] | None:
+    return value or None
+
+
+# `group_ids` variant B (docs/api.md §parameters): omitted or `[]` means all groups.
+CollapsingGroups = Annotated[GroupsOptional, AfterValidator(_collapse)]
 
 
 class Empty(Params):
@@ -184,12 +199,7 @@ class Empty(Params):
 class CollapsingGroupsParams(Params):
     """`group_ids` variant B: omitted or `[]` means all groups."""
 
-    group_ids: GroupsOptional = None
-
-    @field_validator("group_ids", mode="after")
-    @classmethod
-    def _collapse(cls, value: list[str] | None) -> list[str] | None:
-        return value or None
+    group_ids: CollapsingGroups = None
 
 
 # -- time fields (as_of, known_at, include_invalidated) ------------------------------------------
@@ -205,13 +215,6 @@ def timestamp_schema(description: str) -> Any:
         }
     )
 
-
-def _collapse(value: list[str] | None) -> list[str] | None:
-    return value or None
-
-
-# `group_ids` variant B (docs/api.md §parameters): omitted or `[]` means all groups.
-CollapsingGroups = Annotated[GroupsOptional, AfterValidator(_collapse)]
 
 AsOf = Annotated[
     datetime,

@@ -15,7 +15,10 @@ import pytest
 from lcg.errors import InvalidRequestError
 from lcg.service import params as p
 from lcg.service.methods import admin as admin_methods
+from lcg.service.methods import embedding as embedding_methods
 from lcg.service.methods import graph as graph_methods
+from lcg.service.methods import search as search_methods
+from lcg.service.methods import temporal as temporal_methods
 from lcg.service.params import parse_params
 from lcg.service.registry import REGISTRY
 
@@ -75,12 +78,16 @@ def test_variant_a_omitted_means_all_and_empty_means_none(
         graph_methods.ListRelationshipsParams,
         graph_methods.NeighborsParams,
         graph_methods.BySourceParams,
+        search_methods.SearchPassagesParams,
+        temporal_methods.ChangesParams,
+        temporal_methods.ContextParams,
+        embedding_methods.BackfillEmbeddingsParams,
     ],
 )
 def test_variant_b_omitted_or_empty_means_all(
     model: type[p.Params], raw: dict[str, Any], expected: list[str] | None
 ) -> None:
-    required = {"entity_uuid": "e", "source": "s"}
+    required = {"entity_uuid": "e", "source": "s", "query": "q", "since": "2024-01-01"}
     fields = {k: v for k, v in required.items() if k in model.model_fields}
     assert parsed(model, {**fields, **raw}).group_ids == expected
 

@@ -15,7 +15,14 @@ from lcg.models import DEFAULT_GROUP_ID
 from lcg.service import params as p
 from lcg.service import paths
 from lcg.service.declare import Context, Declarations
-from lcg.service.params import Params, required_text, seq_field, write_group
+from lcg.service.params import (
+    GroupOrDefault,
+    Params,
+    WriteGroup,
+    required_text,
+    seq_field,
+    write_group,
+)
 
 
 class QueryCypherParams(Params):
@@ -76,25 +83,16 @@ def _name(value: Any) -> str:
     return value
 
 
-def _mark_group(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("group_id must be a string")
-    return value or DEFAULT_GROUP_ID
-
-
 def _target_dir(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError("target_dir must be a non-empty string")
     return value
 
 
-MarkGroup = Annotated[str, BeforeValidator(_mark_group)]
-
-
 class MarkGroupParams(Params):
     """`knowledge_wal_mark_list`: one group (`""` means the default group)."""
 
-    group_id: MarkGroup = DEFAULT_GROUP_ID
+    group_id: GroupOrDefault = DEFAULT_GROUP_ID
 
 
 class MarkNameParams(Params):
@@ -103,13 +101,13 @@ class MarkNameParams(Params):
     # Absent is validated too, so it gets the same message as ""
     # (docs/api.md §knowledge_wal_mark_create).
     name: Annotated[str, BeforeValidator(_name)] = Field(default=None, validate_default=True)
-    group_id: MarkGroup = DEFAULT_GROUP_ID
+    group_id: GroupOrDefault = DEFAULT_GROUP_ID
 
 
 class DumpWalParams(Params):
     """`knowledge_dump_wal`: one group (absent: every group) and the target directory."""
 
-    group_id: Annotated[str, BeforeValidator(write_group)] | None = None
+    group_id: WriteGroup | None = None
     target_dir: Annotated[str, BeforeValidator(_target_dir)] | None = None
 
 

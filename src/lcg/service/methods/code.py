@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from lcg.code.history import ingest_history
 from lcg.code.ingest import ingest_tree
@@ -17,25 +17,24 @@ from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.service.declare import Context, Declarations
-from lcg.service.params import AsOf, Params, ReadGroup, WriteGroup, timestamp, timestamp_schema
+from lcg.service.params import (
+    AsOf,
+    Params,
+    ReadGroup,
+    WriteGroup,
+    required_text,
+    timestamp,
+    timestamp_schema,
+)
 from lcg.timeutil import now
 
 
-def _non_empty(name: str) -> Any:
-    def check(value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"{name} is required and must be a non-empty string")
-        return value.strip()
-
-    return BeforeValidator(check)
-
-
 class IngestParams(Params):
-    path: Annotated[str, _non_empty("path")] = Field(
+    path: Annotated[str, required_text("path", strip=True)] = Field(
         description="The repository's directory on the machine lcg runs on."
     )
     group_id: WriteGroup = DEFAULT_GROUP_ID
-    history: Annotated[str, _non_empty("history")] | None = Field(
+    history: Annotated[str, required_text("history", strip=True)] | None = Field(
         default=None,
         description="Walk git history instead of the working tree: 'all', a count N of the "
         "latest commits, or a range A..B. Only commits not yet ingested are walked.",
@@ -43,7 +42,7 @@ class IngestParams(Params):
 
 
 class SymbolParams(Params):
-    name: Annotated[str, _non_empty("name")] = Field(
+    name: Annotated[str, required_text("name", strip=True)] = Field(
         description="Qualified name (pkg.module.Class.method), a path, or a short name."
     )
     group_id: ReadGroup = DEFAULT_GROUP_ID

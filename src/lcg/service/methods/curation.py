@@ -16,6 +16,7 @@ from lcg.service import paths
 from lcg.service.declare import Context, Declarations
 from lcg.service.params import (
     Empty,
+    GroupOrDefault,
     GroupsOptional,
     Params,
     WriteGroup,
@@ -47,12 +48,6 @@ def _endpoint(value: Any) -> Endpoint:
     raise ValueError(_ENDPOINT_SHAPE)
 
 
-def _merge_group(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError("group_id must be a string")
-    return value or DEFAULT_GROUP_ID
-
-
 def _source_group(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("source_group_id is required")
@@ -68,7 +63,7 @@ class MergeEntitiesParams(Params):
     alias_uuids: Annotated[list[str], string_list("alias_uuids")] = Field(default_factory=list)
     alias_names: Annotated[list[str], string_list("alias_names")] = Field(default_factory=list)
     merge_all_by_name: bool = False
-    group_id: Annotated[str, BeforeValidator(_merge_group)] = DEFAULT_GROUP_ID
+    group_id: GroupOrDefault = DEFAULT_GROUP_ID
     dry_run: bool = False
 
 

@@ -9,7 +9,7 @@ from pydantic import BeforeValidator
 from lcg.admin.reembed import backfill_embeddings
 from lcg.engine import Engine
 from lcg.service.declare import Context, Declarations
-from lcg.service.params import CollapsingGroupsParams, GroupsOptional
+from lcg.service.params import CollapsingGroupsParams
 
 __all__: list[str] = []
 
@@ -28,7 +28,6 @@ def _batch_size(value: Any) -> int:
 class BackfillEmbeddingsParams(CollapsingGroupsParams):
     """`group_ids` omitted or `[]`: every group that holds data."""
 
-    group_ids: GroupsOptional = None
     batch_size: Annotated[int, BeforeValidator(_batch_size)] = 256
     dry_run: bool = False
 

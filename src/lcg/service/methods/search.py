@@ -20,17 +20,9 @@ from lcg.models import entity_to_wire, fact_to_wire
 from lcg.search.hybrid import episode_hits, search_entities, search_facts
 from lcg.search.strategy import STRATEGIES, Strategy
 from lcg.service.declare import Context, Declarations
-from lcg.service.params import GroupsOptional, Params, timestamp
+from lcg.service.params import CollapsingGroups, GroupsOptional, Params, count_field, timestamp
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import to_read_format
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError("num_results must be an integer")
-    if value < 0:
-        raise ValueError(f"num_results must be non-negative, got {value}")
-    return value
 
 
 def _strategy(value: Any) -> str:
@@ -54,7 +46,7 @@ def _uuid(value: Any) -> str:
     return value
 
 
-Count = Annotated[int, BeforeValidator(_count)]
+Count = Annotated[int, count_field("num_results")]
 
 
 StrategyName = Annotated[
@@ -107,7 +99,7 @@ class SearchPassagesParams(Params):
     query: str = Field("", validate_default=True)
     num_results: Count = 10
     min_score: float = 0.5
-    group_ids: GroupsOptional = None
+    group_ids: CollapsingGroups = None
     search_strategy: StrategyName = "vector"
 
     @field_validator("query", mode="before")
@@ -128,11 +120,6 @@ class SearchPassagesParams(Params):
     @classmethod
     def _clamp(cls, value: int) -> int:
         return min(100, max(1, value))
-
-    @field_validator("group_ids", mode="after")
-    @classmethod
-    def _collapse(cls, value: list[str] | None) -> list[str] | None:
-        return value or None
 
     @property
     def strategy(self) -> Strategy:

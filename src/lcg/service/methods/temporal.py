@@ -17,6 +17,7 @@ from lcg.service.params import (
     CollapsingGroups,
     Params,
     ReadGroup,
+    required_text,
     timestamp,
     timestamp_schema,
 )
@@ -26,15 +27,6 @@ MIN_TOKEN_BUDGET = 256
 
 
 MAX_HOPS = 3
-
-
-def _non_empty(name: str) -> Any:
-    def check(value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"{name} is required and must be a non-empty string")
-        return value
-
-    return BeforeValidator(check)
 
 
 def _bounded_int(name: str, low: int, high: int | None = None) -> Any:
@@ -71,7 +63,7 @@ class ChangesParams(Params):
     since: Since
     until: Until | None = None
     group_ids: CollapsingGroups = None
-    entity_uuid: Annotated[str, _non_empty("entity_uuid")] | None = Field(
+    entity_uuid: Annotated[str, required_text("entity_uuid")] | None = Field(
         default=None, description="Only facts with this entity as source or target."
     )
     num_results: Annotated[int, _bounded_int("num_results", 1)] = 1000
@@ -84,8 +76,8 @@ class ChangesParams(Params):
 class TimelineParams(Params):
     """knowledge_get_entity_timeline: `entity_uuid`, or `name` resolved in `group_id`."""
 
-    entity_uuid: Annotated[str, _non_empty("entity_uuid")] | None = None
-    name: Annotated[str, _non_empty("name")] | None = Field(
+    entity_uuid: Annotated[str, required_text("entity_uuid")] | None = None
+    name: Annotated[str, required_text("name")] | None = Field(
         default=None, description="Entity name (exact, case-insensitive), instead of entity_uuid."
     )
     group_id: ReadGroup = DEFAULT_GROUP_ID
@@ -98,7 +90,7 @@ class TimelineParams(Params):
 class ContextParams(Params):
     """knowledge_get_context: a cited block of graph context for `query`, under a token budget."""
 
-    query: Annotated[str, _non_empty("query")] = Field(
+    query: Annotated[str, required_text("query")] = Field(
         description="The question or topic to gather context for."
     )
     group_ids: CollapsingGroups = None
