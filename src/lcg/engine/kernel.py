@@ -108,7 +108,12 @@ class Writer:
 
 
 class Engine:
-    """The context graph: one workspace's store, WAL and embedder."""
+    """The context graph: one workspace's store, WAL and embedder.
+
+    Its surface: `settings`, `parts` (what it was assembled from), `state` (its health), `names`,
+    `ingest`, the reads (`read`, `reader`), the writes (`write`, `writer`, `commit_episode`),
+    `entity_by_name`, `close` and `reopen`; `open_engine` builds one.
+    """
 
     def __init__(
         self,
