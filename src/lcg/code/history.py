@@ -20,19 +20,24 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from lcg.code.extract import ParseFailure, language_of
 from lcg.code.ingest import RepoLayout, content_hash, parse_source
 from lcg.code.notes import link_notes
 from lcg.code.state import load_state
-from lcg.code.sync import BatchResult, FileChange, commit_changes
-from lcg.engine import Engine
+from lcg.code.sync import BatchResult, FileChange, plan_changes
+from lcg.engine import Engine, EpisodeCommit
 from lcg.errors import InvalidRequestError
 from lcg.storage.store import Conn
 
-__all__ = ["Commit", "HistoryReport", "ingest_history", "last_ingested_commit"]
+__all__ = ["Change", "Commit", "HistoryReport", "ingest_history", "last_ingested_commit", "walk"]
+
+# A batch of episodes is committed once it holds this many entities, facts and supersessions.
+_BATCH_ROWS = 20_000
+# Regular files (git's modes); a symbolic link (120000) or a submodule (160000) is not read.
+_FILE_MODES = ("100644", "100755")
 
 
 @dataclass(frozen=True)
@@ -67,14 +72,31 @@ def _git(root: Path, *args: str) -> str:
     return done.stdout.decode("utf-8", "surrogateescape")
 
 
-def commits(root: Path, selection: str | None, after: str | None) -> list[Commit]:
-    """Commits to ingest, oldest first: all (None/"all"), the last N ("N"), or a range
-    ("A..B"); only those after `after` (already ingested) when it is given."""
-    try:
-        _git(root, "rev-parse", "--verify", "-q", "HEAD")
-    except InvalidRequestError as exc:
-        raise InvalidRequestError(f"{root}: the repository has no commits", field="path") from exc
-    args = ["rev-list", "--first-parent", "--reverse", "--format=%H %P%x1f%ct%x1f%s"]
+@dataclass(frozen=True)
+class Change:
+    """One path a commit changed against its first parent: git's status letter, the path, the
+    old path of a rename, and the new blob (sha and mode; None for a deletion)."""
+
+    status: str
+    path: str
+    old_path: str | None
+    blob: str | None
+    mode: str
+
+
+def _log_args(selection: str | None, after: str | None) -> list[str]:
+    args = [
+        "log",
+        "--first-parent",
+        "--diff-merges=first-parent",
+        "--reverse",
+        "-M",
+        "-r",
+        "--raw",
+        "-z",
+        "--no-abbrev",
+        "--format=%x1e%H %P%x1f%ct%x1f%s",
+    ]
     if selection and ".." in selection:
         args.append(selection)
     elif selection and selection != "all":
@@ -82,54 +104,56 @@ def commits(root: Path, selection: str | None, after: str | None) -> list[Commit
             raise InvalidRequestError(
                 f"--history takes a count or a range A..B, not {selection!r}", field="history"
             )
-        args += ["-n", selection, "HEAD"]
-        args.remove("--reverse")
+        args += ["-n", selection, "HEAD"]  # git limits first, then reverses
     else:
         args.append("HEAD")
     if after is not None:
         args.append(f"^{after}")
-    out: list[Commit] = []
-    for line in _git(root, *args).splitlines():
-        if line.startswith("commit ") or "\x1f" not in line:
-            continue
-        head, ctime, subject = line.split("\x1f", 2)
-        shas = head.split()
-        out.append(
-            Commit(
+    return args
+
+
+def walk(root: Path, selection: str | None, after: str | None) -> list[tuple[Commit, list[Change]]]:
+    """Commits to ingest, oldest first, each with its changes against its first parent: all
+    (None/"all"), the last N ("N"), or a range ("A..B"); only those after `after` (already
+    ingested) when it is given. One `git log --raw` for the whole walk."""
+    try:
+        _git(root, "rev-parse", "--verify", "-q", "HEAD")
+    except InvalidRequestError as exc:
+        raise InvalidRequestError(f"{root}: the repository has no commits", field="path") from exc
+    tokens = _git(root, *_log_args(selection, after)).split("\0")
+    out: list[tuple[Commit, list[Change]]] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i].lstrip("\n")
+        i += 1
+        if token.startswith("\x1e"):
+            head, ctime, subject = token[1:].split("\x1f", 2)
+            shas = head.split()
+            commit = Commit(
                 shas[0],
                 shas[1] if len(shas) > 1 else None,
                 datetime.fromtimestamp(int(ctime), UTC),
                 subject,
             )
-        )
-    if selection and selection.isdigit():
-        out.reverse()
+            out.append((commit, []))
+        elif token.startswith(":") and out:
+            # ":<old mode> <new mode> <old sha> <new sha> <status>", then one or two paths
+            _, mode, _, blob, status = token[1:].split(" ", 4)
+            letter = status[0]
+            if letter in "RC":
+                old, new = tokens[i], tokens[i + 1]
+                i += 2
+                out[-1][1].append(Change(letter, new, old if letter == "R" else None, blob, mode))
+            else:
+                path = tokens[i]
+                i += 1
+                gone = letter == "D"
+                out[-1][1].append(Change(letter, path, None, None if gone else blob, mode))
     return out
 
 
-def changed_files(root: Path, commit: Commit) -> list[tuple[str, str, str | None]]:
-    """(status letter, path, old path for renames) of the commit against its first parent."""
-    base = [commit.parent] if commit.parent else ["--root"]
-    out = _git(
-        root, "diff-tree", "-r", "-z", "-M", "--no-commit-id", "--name-status", *base, commit.sha
-    )
-    parts = [p for p in out.split("\0") if p]
-    changes: list[tuple[str, str, str | None]] = []
-    i = 0
-    while i < len(parts):
-        status = parts[i][0]
-        if status in "RC":
-            old, new = parts[i + 1], parts[i + 2]
-            changes.append((status, new, old if status == "R" else None))
-            i += 3
-        else:
-            changes.append((status, parts[i + 1], None))
-            i += 2
-    return changes
-
-
 class _Blobs:
-    """`git cat-file --batch`: the content of `<commit>:<path>`, streamed through one process."""
+    """`git cat-file --batch`: blobs' contents, streamed through one process."""
 
     def __init__(self, root: Path) -> None:
         self._proc = subprocess.Popen(
@@ -138,10 +162,11 @@ class _Blobs:
             stdout=subprocess.PIPE,
         )
 
-    def read(self, sha: str, path: str) -> bytes | None:
+    def read(self, name: str) -> bytes | None:
+        """The blob `name` designates (its sha, or `<commit>:<path>`); None if it is none."""
         stdin: IO[bytes] = self._proc.stdin  # type: ignore[assignment]  # piped above
         stdout: IO[bytes] = self._proc.stdout  # type: ignore[assignment]  # piped above
-        stdin.write(f"{sha}:{path}\n".encode("utf-8", "surrogateescape"))
+        stdin.write(f"{name}\n".encode("utf-8", "surrogateescape"))
         stdin.flush()
         header = stdout.readline().split()
         if len(header) < 3 or header[1] != b"blob":
@@ -173,8 +198,15 @@ async def ingest_history(
     selection: str | None = None,
     *,
     on_progress: Callable[[Commit, int, int], None] | None = None,
+    batch_episodes: int = 64,
 ) -> HistoryReport:
     """Ingest the commits `selection` names that the group has not seen, oldest first.
+
+    Each commit is its own episode at its own time; up to `batch_episodes` consecutive ones
+    (fewer when they are large) are committed together, as one transaction and one WAL batch
+    (`Engine.commit_episode` of a list: the same graph as one by one, in fewer operations). A
+    failure loses at most the batch it happened in; a re-run resumes after the last commit
+    stored.
 
     Raises:
         InvalidRequestError: not a git repository, no commits, a bad selection.
@@ -182,11 +214,11 @@ async def ingest_history(
     """
     top = Path(_git(root, "rev-parse", "--show-toplevel").strip())
     after = await engine.read(lambda conn: last_ingested_commit(conn, group_id))
-    todo = commits(top, selection, after)
+    todo = walk(top, selection, after)
     report = HistoryReport()
     if not todo:
         return report
-    first_parent = todo[0].parent
+    first_parent = todo[0][0].parent
     tree = (
         set(_git(top, "ls-tree", "-r", "-z", "--name-only", first_parent).split("\0")) - {""}
         if first_parent
@@ -194,58 +226,44 @@ async def ingest_history(
     )
     blobs = _Blobs(top)
     state = await load_state(engine, group_id)
+    pending: list[EpisodeCommit] = []
+    pending_rows = 0
+    layout: RepoLayout | None = None
     try:
-        for i, commit in enumerate(todo):
+        for i, (commit, diff) in enumerate(todo):
             if on_progress is not None:
                 on_progress(commit, i, len(todo))
             report.commits_walked += 1
-            diff = changed_files(top, commit)
-            for status, path, old in diff:
-                if old is not None:
-                    tree.discard(old)
-                if status == "D":
-                    tree.discard(path)
+            for change in diff:
+                if change.old_path is not None:
+                    tree.discard(change.old_path)
+                if change.status == "D":
+                    tree.discard(change.path)
                 else:
-                    tree.add(path)
-            go_mod = blobs.read(commit.sha, "go.mod") if "go.mod" in tree else None
-            layout = RepoLayout.of(sorted(tree), go_mod)
-            changes: list[FileChange] = []
-            for status, path, old in diff:
-                if language_of(path) is None and (old is None or language_of(old) is None):
-                    continue
-                if status == "D":
-                    changes.append(FileChange(path, None))
-                    continue
-                if language_of(path) is None:  # renamed to a name that is no source file
-                    changes.append(FileChange(old or path, None))
-                    continue
-                data = blobs.read(commit.sha, path)
-                if data is None:  # a submodule or a symbolic link
-                    report.skipped.append(
-                        {"commit": commit.sha, "path": path, "reason": "not a file"}
-                    )
-                    continue
-                try:
-                    structure = parse_source(path, data, layout)
-                except ParseFailure as exc:
-                    report.skipped.append({"commit": commit.sha, "path": path, "reason": str(exc)})
-                    continue
-                changes.append(FileChange(path, structure, content_hash(data), old))
+                    tree.add(change.path)
+            if layout is None or any(_shapes_layout(c) for c in diff):
+                go_mod = blobs.read(f"{commit.sha}:go.mod") if "go.mod" in tree else None
+                layout = RepoLayout.of(sorted(tree), go_mod)
+            changes = _file_changes(commit, diff, layout, blobs, report)
             if not changes:
                 continue
-            batch: BatchResult = await commit_changes(
-                engine,
+            planned = plan_changes(
+                state,
                 group_id,
                 changes,
                 when=commit.time,
                 name=f"commit {commit.sha[:12]}",
                 description=f"git:{commit.sha}",
                 content=f"commit {commit.sha[:12]}: {commit.subject}",
-                state=state,
             )
-            report.unresolved_calls += batch.unresolved_calls
-            if batch.episode_uuid is not None:
+            batch = planned[1] if planned is not None else BatchResult(files=len(changes))
+            if planned is not None:
+                episode = planned[0]
+                pending.append(episode)
+                pending_rows += len(episode.entities) + len(episode.facts)
+                pending_rows += len(episode.invalidations)
                 report.episodes += 1
+            report.unresolved_calls += batch.unresolved_calls
             report.per_commit.append(
                 {
                     "sha": commit.sha,
@@ -256,8 +274,49 @@ async def ingest_history(
                     "signature_changed": batch.signatures_changed,
                 }
             )
+            if len(pending) >= batch_episodes or pending_rows >= _BATCH_ROWS:
+                await engine.commit_episode(pending)
+                pending, pending_rows = [], 0
+        if pending:
+            await engine.commit_episode(pending)
     finally:
         blobs.close()
     if report.episodes:
         report.notes = await link_notes(engine, group_id)
     return report
+
+
+def _shapes_layout(change: Change) -> bool:
+    """Whether a change can change module names: a package marker or go.mod comes or goes."""
+    names = {PurePosixPath(change.path).name}
+    if change.old_path is not None:
+        names.add(PurePosixPath(change.old_path).name)
+    return bool(names & {"__init__.py", "go.mod"})
+
+
+def _file_changes(
+    commit: Commit, diff: list[Change], layout: RepoLayout, blobs: _Blobs, report: HistoryReport
+) -> list[FileChange]:
+    """The commit's changed source files, read and parsed (bad ones reported and skipped)."""
+    changes: list[FileChange] = []
+    for change in diff:
+        path, old = change.path, change.old_path
+        if language_of(path) is None and (old is None or language_of(old) is None):
+            continue
+        if change.blob is None:
+            changes.append(FileChange(path, None))
+            continue
+        if language_of(path) is None:  # renamed to a name that is no source file
+            changes.append(FileChange(old or path, None))
+            continue
+        data = blobs.read(change.blob) if change.mode in _FILE_MODES else None
+        if data is None:  # a submodule or a symbolic link
+            report.skipped.append({"commit": commit.sha, "path": path, "reason": "not a file"})
+            continue
+        try:
+            structure = parse_source(path, data, layout)
+        except ParseFailure as exc:
+            report.skipped.append({"commit": commit.sha, "path": path, "reason": str(exc)})
+            continue
+        changes.append(FileChange(path, structure, content_hash(data), old))
+    return changes

@@ -23,16 +23,35 @@ from lcg.models import Entity, Fact
 from lcg.storage.store import Conn
 from lcg.timeutil import from_db
 
-__all__ = ["CodeState", "load_state", "read_file_hashes"]
+__all__ = ["CodeState", "is_symbol", "load_state", "read_file_hashes"]
+
+
+_SYMBOL_LABELS = ("Class", "Function", "Method")
+
+
+def is_symbol(entity: Entity) -> bool:
+    return any(label in entity.labels for label in _SYMBOL_LABELS)
 
 
 @dataclass
 class CodeState:
+    """The group's code entities and live code facts, with the indexes a sync looks things up
+    by (so a history of many commits costs per commit what its files hold, not what the whole
+    graph holds). Change it only through `put_entity`, `add_fact` and `end_fact`."""
+
     entities: dict[str, Entity] = field(default_factory=dict)  # uuid -> entity
     attrs: dict[str, dict[str, Any]] = field(default_factory=dict)  # uuid -> attributes
     by_key: dict[str, str] = field(default_factory=dict)  # entity key -> uuid
-    owned: dict[str, list[Fact]] = field(default_factory=lambda: defaultdict(list))
+    # file uuid -> its live facts (fact uuid -> fact)
+    owned: dict[str, dict[str, Fact]] = field(default_factory=lambda: defaultdict(dict))
     fact_keys: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
+    fact_owner: dict[str, str] = field(default_factory=dict)  # fact uuid -> file uuid
+    # entity uuid -> the live facts with it as an endpoint
+    touching: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    # path -> uuids of the File and symbol entities (removed or not) whose path it is
+    by_path: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    live_symbols: set[str] = field(default_factory=set)  # names of symbols not removed
+    live_modules: dict[str, str] = field(default_factory=dict)  # path -> module of live files
 
     def key_of(self, entity: Entity) -> str:
         if "File" in entity.labels:
@@ -48,6 +67,50 @@ class CodeState:
             for u, e in self.entities.items()
             if "File" in e.labels and not self.attrs[u].get("removed")
         }
+
+    def put_entity(self, entity: Entity, attrs: dict[str, Any]) -> None:
+        """Record an entity's current version (new, or replacing the one of its uuid)."""
+        previous = self.entities.get(entity.uuid)
+        if previous is not None:
+            self._unindex(previous, self.attrs[entity.uuid])
+        self.entities[entity.uuid] = entity
+        self.attrs[entity.uuid] = attrs
+        self.by_key.setdefault(self.key_of(entity), entity.uuid)
+        path = attrs.get("path")
+        if isinstance(path, str):
+            self.by_path[path].add(entity.uuid)
+            if not attrs.get("removed"):
+                if is_symbol(entity):
+                    self.live_symbols.add(entity.name)
+                elif "File" in entity.labels and attrs.get("module"):
+                    self.live_modules[path] = str(attrs["module"])
+
+    def _unindex(self, entity: Entity, attrs: dict[str, Any]) -> None:
+        path = attrs.get("path")
+        if not isinstance(path, str):
+            return
+        self.by_path[path].discard(entity.uuid)
+        if not attrs.get("removed"):
+            if is_symbol(entity):
+                self.live_symbols.discard(entity.name)
+            elif "File" in entity.labels:
+                self.live_modules.pop(path, None)
+
+    def add_fact(self, fact: Fact, key: tuple[str, str, str, str], owner: str) -> None:
+        self.owned[owner][fact.uuid] = fact
+        self.fact_keys[fact.uuid] = key
+        self.fact_owner[fact.uuid] = owner
+        self.touching[fact.source_uuid].add(fact.uuid)
+        self.touching[fact.target_uuid].add(fact.uuid)
+
+    def end_fact(self, uuid: str) -> None:
+        owner = self.fact_owner.pop(uuid, None)
+        if owner is None:
+            return
+        fact = self.owned[owner].pop(uuid)
+        self.fact_keys.pop(uuid, None)
+        self.touching[fact.source_uuid].discard(uuid)
+        self.touching[fact.target_uuid].discard(uuid)
 
 
 _ENTITY = (
@@ -68,6 +131,7 @@ def read_state(conn: Conn, group_id: str, paths: Collection[str] | None = None) 
     """The group's code entities, and its live code facts: all of them, or (`paths`) only
     those a batch of changes to these files can end."""
     state = CodeState()
+    entities: list[tuple[Entity, dict[str, Any]]] = []
     for uuid, name, labels, summary, attributes, created in conn.rows(_ENTITY, {"g": group_id}):
         entity = Entity(
             uuid,
@@ -78,10 +142,10 @@ def read_state(conn: Conn, group_id: str, paths: Collection[str] | None = None) 
             attributes or "{}",
             from_db(created),
         )
-        state.entities[uuid] = entity
-        state.attrs[uuid] = orjson.loads(attributes or "{}")
-    for e in sorted(state.entities.values(), key=lambda e: (str(e.created_at), e.uuid)):
-        state.by_key.setdefault(state.key_of(e), e.uuid)
+        entities.append((entity, orjson.loads(attributes or "{}")))
+    # The oldest entity of a key is the one its key designates.
+    for entity, attrs in sorted(entities, key=lambda ea: (str(ea[0].created_at), ea[0].uuid)):
+        state.put_entity(entity, attrs)
     params: dict[str, Any] = {"g": group_id, "p": list(PREDICATES)}
     if paths is None:
         rows = conn.rows(_FACTS.format(extra=""), params)
@@ -103,8 +167,7 @@ def read_state(conn: Conn, group_id: str, paths: Collection[str] | None = None) 
         if not isinstance(owner, str):
             continue
         fact = Fact(uuid, group_id, src, tgt, name, "", attributes=attributes or "{}")
-        state.owned[owner].append(fact)
-        state.fact_keys[uuid] = (name, src, tgt, str(attrs.get("detail", "")))
+        state.add_fact(fact, (name, src, tgt, str(attrs.get("detail", ""))), owner)
     return state
 
 

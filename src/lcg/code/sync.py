@@ -24,12 +24,12 @@ from typing import Any
 
 from lcg.code.extract import FileStructure
 from lcg.code.resolve import DesiredFact, EntitySpec, desired_file, qualified
-from lcg.code.state import CodeState, load_state
+from lcg.code.state import CodeState, is_symbol, load_state
 from lcg.engine import Engine, EpisodeCommit, Invalidation
 from lcg.models import Entity, Episode, Fact, canonical_attributes
 from lcg.timeutil import now, to_wal
 
-__all__ = ["BatchResult", "FileChange", "commit_changes"]
+__all__ = ["BatchResult", "FileChange", "commit_changes", "plan_changes"]
 
 _NAMESPACE = uuidlib.UUID("6c5b1e9e-6a43-4f0e-9a3c-2f7d0c0de000")
 
@@ -62,10 +62,6 @@ def _uuid(*parts: str) -> str:
     return str(uuidlib.uuid5(_NAMESPACE, "\x00".join(parts)))
 
 
-def _is_symbol(entity: Entity) -> bool:
-    return any(label in entity.labels for label in ("Class", "Function", "Method"))
-
-
 async def commit_changes(
     engine: Engine,
     group_id: str,
@@ -80,42 +76,49 @@ async def commit_changes(
     """Write one batch of file changes as one episode at reference time `when`.
 
     `state`: what the graph holds, read before (None: read now). It is updated with what the
-    batch wrote, so a caller committing batch after batch (history) reads the graph once; a
-    failed commit leaves it unusable (the caller stops).
+    batch wrote; a failed commit leaves it unusable (the caller stops).
     """
     if state is None:  # only the facts these files can end are read
         paths = {c.path for c in changes} | {c.old_path for c in changes if c.old_path}
         state = await load_state(engine, group_id, paths)
-    plan = _plan(state, group_id, changes, when, name, description, content)
-    if plan is None:
+    planned = plan_changes(state, group_id, changes, when, name, description, content)
+    if planned is None:
         return BatchResult(files=len(changes))
-    commit, result = plan
+    commit, result = planned
     await engine.commit_episode(commit)
-    _apply(state, commit)
     return result
+
+
+def plan_changes(
+    state: CodeState,
+    group_id: str,
+    changes: Sequence[FileChange],
+    when: datetime,
+    name: str,
+    description: str,
+    content: str = "",
+) -> tuple[EpisodeCommit, BatchResult] | None:
+    """The episode a batch of file changes is (None: it changes nothing), with `state` brought
+    up to date as if it were committed: a caller planning commit after commit (history) reads
+    the graph once and may commit several planned episodes together
+    (`Engine.commit_episode` of a list). If the episode is then not committed, `state` is
+    unusable."""
+    planned = _plan(state, group_id, changes, when, name, description, content)
+    if planned is not None:
+        _apply(state, planned[0])
+    return planned
 
 
 def _apply(state: CodeState, commit: EpisodeCommit) -> None:
     """Bring `state` up to date with a committed batch."""
     for entity in commit.entities:
-        state.entities[entity.uuid] = entity
-        state.attrs[entity.uuid] = json.loads(entity.attributes)
-        state.by_key.setdefault(state.key_of(entity), entity.uuid)
-    ended = {inv.fact_uuid for inv in commit.invalidations}
-    for owner, facts in state.owned.items():
-        if any(f.uuid in ended for f in facts):
-            state.owned[owner] = [f for f in facts if f.uuid not in ended]
-    for uuid in ended:
-        state.fact_keys.pop(uuid, None)
+        state.put_entity(entity, json.loads(entity.attributes))
+    for inv in commit.invalidations:
+        state.end_fact(inv.fact_uuid)
     for fact in commit.facts:
         attrs = json.loads(fact.attributes)
-        state.owned[str(attrs["file"])].append(fact)
-        state.fact_keys[fact.uuid] = (
-            fact.name,
-            fact.source_uuid,
-            fact.target_uuid,
-            str(attrs.get("detail", "")),
-        )
+        key = (fact.name, fact.source_uuid, fact.target_uuid, str(attrs.get("detail", "")))
+        state.add_fact(fact, key, str(attrs["file"]))
 
 
 def _plan(
@@ -149,16 +152,16 @@ def _plan(
             state.by_key[f"file:{change.path}"] = file_uuid
             renamed[change.path] = change.old_path
     # Everything the repository defines once this batch is applied.
-    known_symbols: set[str] = set()
-    known_modules: set[str] = set()
-    for u, e in state.entities.items():
-        attrs = state.attrs[u]
-        if attrs.get("removed") or attrs.get("path") in changed_paths:
-            continue
-        if _is_symbol(e) and attrs.get("path"):
-            known_symbols.add(e.name)
-        elif "File" in e.labels and attrs.get("module"):
-            known_modules.add(str(attrs["module"]))
+    in_changed = sorted(
+        (u for p in changed_paths for u in state.by_path.get(p, ())),
+        key=lambda u: (state.entities[u].name, u),
+    )
+    known_symbols = state.live_symbols - {
+        state.entities[u].name
+        for u in in_changed
+        if is_symbol(state.entities[u]) and not state.attrs[u].get("removed")
+    }
+    known_modules = {m for p, m in state.live_modules.items() if p not in changed_paths}
     for c in changes:
         if c.structure is not None:
             known_modules.add(c.structure.module)
@@ -221,21 +224,21 @@ def _plan(
             previous.attributes,
         ) != (entity.name, entity.labels, entity.summary, entity.attributes):
             entities[u] = entity
-        is_symbol = spec.label in ("Class", "Function", "Method") and "path" in attrs
-        if is_symbol and (previous is None or state.attrs[u].get("removed")):
+        defines_symbol = spec.label in ("Class", "Function", "Method") and "path" in attrs
+        if defines_symbol and (previous is None or state.attrs[u].get("removed")):
             result.symbols_added.append(spec.name)
     # Symbols and files of the changed paths that nothing defines any more.
     gone_uuids: set[str] = set()
-    for u, e in state.entities.items():
-        attrs = state.attrs[u]
-        if u in defined or attrs.get("removed") or attrs.get("path") not in changed_paths:
+    for u in in_changed:
+        e, attrs = state.entities[u], state.attrs[u]
+        if u in defined or attrs.get("removed"):
             continue
-        if _is_symbol(e) or "File" in e.labels:
+        if is_symbol(e) or "File" in e.labels:
             gone = {**attrs, "removed": True}
             entities[u] = Entity(
                 u, group_id, e.name, e.labels, e.summary, canonical_attributes(gone), e.created_at
             )
-            if _is_symbol(e):
+            if is_symbol(e):
                 result.symbols_removed.append(e.name)
                 gone_uuids.add(u)
     # Facts: per changed file, what it asserts now against what it asserted.
@@ -247,7 +250,7 @@ def _plan(
         owner = state.by_key.get(f"file:{change.path}") or uuids.get(f"file:{change.path}")
         if owner is None:
             continue
-        current = {state.fact_keys[f.uuid]: f for f in state.owned.get(owner, [])}
+        current = {state.fact_keys[u]: f for u, f in state.owned.get(owner, {}).items()}
         wanted: dict[tuple[str, str, str, str], DesiredFact] = {}
         asserted = by_path.get(change.path)
         for want in asserted.facts if asserted is not None else []:
@@ -279,12 +282,10 @@ def _plan(
             )
     # Facts of unchanged files about a symbol that is gone (a call into it) end with it.
     ending = {inv.fact_uuid for inv in ended}
-    for owned in state.owned.values():
-        for live in owned:
-            touches = live.source_uuid in gone_uuids or live.target_uuid in gone_uuids
-            if touches and live.uuid not in ending:
-                ended.append(Invalidation(live.uuid, when, stamp))
-                ending.add(live.uuid)
+    for fact_uuid in sorted({f for u in gone_uuids for f in state.touching.get(u, ())}):
+        if fact_uuid not in ending:
+            ended.append(Invalidation(fact_uuid, when, stamp))
+            ending.add(fact_uuid)
     # A symbol whose defining fact was replaced by one with another signature.
     started = {f.target_uuid for f in new_facts if f.name in ("DEFINES", "CONTAINS")}
     replaced = {
@@ -297,7 +298,7 @@ def _plan(
         state.entities[u].name
         for u in started & replaced
         if u in state.entities
-        and _is_symbol(state.entities[u])
+        and is_symbol(state.entities[u])
         and state.entities[u].name not in added
     )
     result.facts_started, result.facts_ended = len(new_facts), len(ended)

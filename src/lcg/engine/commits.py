@@ -1,9 +1,11 @@
 """What one commit carries: a `Batch` of one group's operations (with the vectors they need),
-an ingested episode's `EpisodeCommit`, and the shape check an episode commit passes before
-anything is embedded or locked."""
+an ingested episode's `EpisodeCommit`, the shape check an episode commit passes before
+anything is embedded or locked, the reference check it passes under the lock, and the WAL
+operations of one episode or of several consecutive episodes of a group (`episode_ops`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -13,15 +15,19 @@ from lcg.embedding import stamp
 from lcg.embedding.base import EmbedderIdentity
 from lcg.errors import InvalidRequestError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.storage import graph
 from lcg.storage.store import Conn
+from lcg.timeutil import to_wal
 from lcg.wal.layout import encode_group
-from lcg.wal.records import Op
+from lcg.wal.records import Op, entity_op, episode_op, fact_op
 
 __all__ = [
     "Batch",
     "EpisodeCommit",
     "Invalidation",
+    "check_commit_references",
     "check_commit_shape",
+    "episode_ops",
     "first_vectors",
     "settle_stamp",
 ]
@@ -82,6 +88,104 @@ def check_commit_shape(commit: EpisodeCommit) -> None:
             raise InvalidRequestError(
                 f"{part}: {row.uuid} belongs to group '{row.group_id}', not '{group}'", field=part
             )
+
+
+def _invalidate_op(inv: Invalidation) -> Op:
+    return Op(
+        "fact.invalidate",
+        {
+            "uuid": inv.fact_uuid,
+            "invalid_at": to_wal(inv.invalid_at),
+            "expired_at": to_wal(inv.expired_at),
+        },
+    )
+
+
+def _mentions_op(commit: EpisodeCommit) -> Op:
+    return Op(
+        "mentions.add",
+        {"episode": commit.episode.uuid, "entities": list(dict.fromkeys(commit.mentions))},
+    )
+
+
+def episode_ops(commits: Sequence[EpisodeCommit]) -> list[Op]:
+    """The WAL operations of consecutive episodes of one group, committed as one batch.
+
+    One episode: its entities, facts, supersessions, the episode and its mentions, in that
+    order. Several (a code history, oldest first): the same final graph as committing them one
+    after the other, in fewer operations. Each entity is written once, in its last version
+    (entities are not versioned: a later upsert replaces an earlier one); a fact that a later
+    episode of the batch ends is written already ended (its `invalid_at`/`expired_at` from that
+    supersession); the supersessions of facts already stored follow in order, then every
+    episode (each with its own reference time) and each episode's mentions.
+
+    Raises:
+        InvalidRequestError: no episode, or episodes of several groups (see also
+            check_commit_shape).
+    """
+    if not commits:
+        raise InvalidRequestError("no episode to commit", field="episode")
+    group = commits[0].group_id
+    for commit in commits:
+        if commit.group_id != group:
+            raise InvalidRequestError(
+                f"episodes of groups '{group}' and '{commit.group_id}' in one commit",
+                field="group_id",
+            )
+        check_commit_shape(commit)
+    entities: dict[str, Entity] = {}
+    facts: dict[str, Fact] = {}
+    stored_ends: list[Invalidation] = []
+    for commit in commits:
+        for entity in commit.entities:
+            entities.pop(entity.uuid, None)  # the last version, where it was first written
+            entities[entity.uuid] = entity
+        for inv in commit.invalidations:
+            created = facts.get(inv.fact_uuid)
+            if created is None:
+                stored_ends.append(inv)
+            else:
+                facts[inv.fact_uuid] = dataclasses.replace(
+                    created, invalid_at=inv.invalid_at, expired_at=inv.expired_at
+                )
+        for fact in commit.facts:
+            facts[fact.uuid] = fact
+    ops = [entity_op(e) for e in entities.values()]
+    ops += [fact_op(f) for f in facts.values()]
+    ops += [_invalidate_op(inv) for inv in stored_ends]
+    ops += [episode_op(c.episode) for c in commits]
+    ops += [_mentions_op(c) for c in commits if c.mentions]
+    return ops
+
+
+def check_commit_references(conn: Conn, commits: Sequence[EpisodeCommit]) -> None:
+    """Fact endpoints, mentions and superseded facts of the episodes must exist in the group,
+    stored or written by the episodes themselves (the write lock held).
+
+    Raises:
+        InvalidRequestError: naming the missing rows.
+    """
+    group = commits[0].group_id
+    own = {e.uuid for c in commits for e in c.entities}
+    wanted = {u for c in commits for f in c.facts for u in (f.source_uuid, f.target_uuid)}
+    wanted |= {u for c in commits for u in c.mentions}
+    stored = graph.entities_by_uuids(conn, wanted - own) if wanted - own else {}
+    missing = sorted(u for u in wanted - own if u not in stored or stored[u].group_id != group)
+    if missing:
+        raise InvalidRequestError(
+            f"entities {missing} do not exist in group '{group}'", field="facts"
+        )
+    created: set[str] = set()
+    targets: list[str] = []
+    for commit in commits:
+        targets += [inv.fact_uuid for inv in commit.invalidations if inv.fact_uuid not in created]
+        created |= {f.uuid for f in commit.facts}
+    facts = graph.facts_by_uuids(conn, targets) if targets else {}
+    gone = sorted(u for u in targets if u not in facts or facts[u].group_id != group)
+    if gone:
+        raise InvalidRequestError(
+            f"superseded facts {gone} do not exist in group '{group}'", field="invalidations"
+        )
 
 
 # The group's embedder stamp (lcg.embedding.stamp) is kept in each batch's transaction: it

@@ -37,7 +37,8 @@ from lcg.engine.catchup import CatchUp, Replay
 from lcg.engine.commits import (
     Batch,
     EpisodeCommit,
-    check_commit_shape,
+    check_commit_references,
+    episode_ops,
     first_vectors,
     settle_stamp,
 )
@@ -47,7 +48,6 @@ from lcg.engine.parts import EngineState, Parts
 from lcg.engine.replay import ReplayReport, replay_group, write_position
 from lcg.errors import (
     ConfigError,
-    InvalidRequestError,
     StorageError,
     UnavailableError,
     WalError,
@@ -63,8 +63,8 @@ from lcg.search.index import SearchIndex
 from lcg.storage import graph
 from lcg.storage.store import Conn, Store
 from lcg.telemetry import EventSink, NullSink
-from lcg.timeutil import from_wal, to_wal
-from lcg.wal.records import Op, entity_op, episode_op, fact_op
+from lcg.timeutil import from_wal
+from lcg.wal.records import Op
 from lcg.wal.writer import Wal
 
 __all__ = ["Engine", "Writer", "open_engine"]
@@ -412,63 +412,23 @@ class Engine:
 
         return await self._run(run)
 
-    async def commit_episode(self, commit: EpisodeCommit) -> list[tuple[int, int]]:
-        """Write one episode with its entities, facts, supersessions and mentions atomically."""
-        ops: list[Op] = [entity_op(e) for e in commit.entities]
-        ops += [fact_op(f) for f in commit.facts]
-        ops += [
-            Op(
-                "fact.invalidate",
-                {
-                    "uuid": inv.fact_uuid,
-                    "invalid_at": to_wal(inv.invalid_at),
-                    "expired_at": to_wal(inv.expired_at),
-                },
-            )
-            for inv in commit.invalidations
-        ]
-        ops.append(episode_op(commit.episode))
-        if commit.mentions:
-            ops.append(
-                Op(
-                    "mentions.add",
-                    {
-                        "episode": commit.episode.uuid,
-                        "entities": list(dict.fromkeys(commit.mentions)),
-                    },
-                )
-            )
-        check_commit_shape(commit)
-        batch = await self._run(self._prepare, commit.group_id, ops)
+    async def commit_episode(
+        self, commit: EpisodeCommit | Sequence[EpisodeCommit]
+    ) -> list[tuple[int, int]]:
+        """Write one episode with its entities, facts, supersessions and mentions atomically;
+        or several consecutive episodes of one group (each with its own reference time), in
+        order, as one transaction and one WAL batch (lcg.engine.commits.episode_ops)."""
+        commits = [commit] if isinstance(commit, EpisodeCommit) else list(commit)
+        ops = episode_ops(commits)
+        batch = await self._run(self._prepare, commits[0].group_id, ops)
 
         def write() -> list[tuple[int, int]]:
             with self._write_lock:
                 with self._db.writer() as conn:
-                    self._check_commit_references(conn, commit)
+                    check_commit_references(conn, commits)
                 return self._commit([batch])
 
         return await self._run(write)
-
-    def _check_commit_references(self, conn: Conn, commit: EpisodeCommit) -> None:
-        """Fact endpoints, mentions and superseded facts must exist in the group (lock held)."""
-        group = commit.group_id
-        own = {e.uuid for e in commit.entities}
-        wanted = {u for f in commit.facts for u in (f.source_uuid, f.target_uuid)} | set(
-            commit.mentions
-        )
-        stored = graph.entities_by_uuids(conn, wanted - own) if wanted - own else {}
-        missing = sorted(u for u in wanted - own if u not in stored or stored[u].group_id != group)
-        if missing:
-            raise InvalidRequestError(
-                f"entities {missing} do not exist in group '{group}'", field="facts"
-            )
-        targets = [inv.fact_uuid for inv in commit.invalidations]
-        facts = graph.facts_by_uuids(conn, targets) if targets else {}
-        gone = sorted(u for u in targets if u not in facts or facts[u].group_id != group)
-        if gone:
-            raise InvalidRequestError(
-                f"superseded facts {gone} do not exist in group '{group}'", field="invalidations"
-            )
 
     # -- name resolution -------------------------------------------------------------------
 
