@@ -138,8 +138,7 @@ def episode_ops(commits: Sequence[EpisodeCommit]) -> list[Op]:
     stored_ends: list[Invalidation] = []
     for commit in commits:
         for entity in commit.entities:
-            entities.pop(entity.uuid, None)  # the last version, where it was first written
-            entities[entity.uuid] = entity
+            entities[entity.uuid] = entity  # the last version, where it was first written
         for inv in commit.invalidations:
             created = facts.get(inv.fact_uuid)
             if created is None:
