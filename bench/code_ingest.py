@@ -7,10 +7,17 @@
 4. The whole git history of this repository (`--history all`, or `--history N`), one episode per
    commit, into a fresh workspace.
 5. WAL bytes per symbol after (1), and whether any body line reached the WAL.
+6. Public code from PyPI: the sources of a few well-known pure-Python packages, each ingested
+   into its own fresh workspace (structure: seconds, files, symbols, facts, WAL bytes per
+   symbol, files skipped, an unchanged re-run). By default the packages are the ones installed
+   in this environment as lcg's dependencies (their wheels came from the package index; the
+   versions are printed); with `--download` each is fetched from the index by `pip download`
+   (a wheel, no dependencies) into a temporary directory and unpacked there.
 
 Targets (issue 20): (1) <= 10 s, (2) and (3) <= 1 s, (4) <= 60 s. The machine may be shared:
 medians of `--runs`. Prints one JSON object. Run:
-    .venv/bin/python bench/code_ingest.py [--runs 3] [--history all]
+    .venv/bin/python bench/code_ingest.py [--runs 3] [--history all] [--packages rich,click]
+        [--download]
 """
 
 from __future__ import annotations
@@ -20,8 +27,11 @@ import json
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+import zipfile
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -146,14 +156,114 @@ def history(selection: str) -> dict[str, Any]:
     }
 
 
+# Well-known pure-Python packages lcg's environment installs anyway (rich: the CLI; pygments:
+# rich's highlighter; click, starlette, anyio: the CLI and the service).
+PACKAGES = ("rich", "pygments", "click", "starlette", "anyio")
+
+
+def _copy_installed(name: str, into: Path) -> str:
+    """The installed distribution's .py files under `into`; returns its version."""
+    dist = metadata.distribution(name)
+    for file in dist.files or []:
+        if file.suffix == ".py" and ".." not in file.parts:
+            target = into / file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file.locate(), target)
+    return dist.version
+
+
+def _download(name: str, version: str, into: Path) -> str:
+    """`pip download` the package's wheel (no dependencies) and unpack its .py files."""
+    wheels = into.parent / f"{name}-wheel"
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:"),
+            *("-d", str(wheels), f"{name}=={version}"),
+        ],
+        check=True,
+    )
+    (wheel,) = wheels.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            if member.endswith(".py") and ".." not in member:
+                archive.extract(member, into)
+    return version
+
+
+def pypi(names: list[str], download: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"source": "pip download (wheels)" if download else "site-packages"}
+    totals = {"files": 0, "symbols": 0, "wal_bytes": 0, "seconds": 0.0}
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / name
+            root.mkdir()
+            version = metadata.version(name)
+            if download:
+                _download(name, version, root)
+            else:
+                _copy_installed(name, root)
+            source_bytes = sum(p.stat().st_size for p in root.rglob("*.py"))
+            home = Path(tmp) / ".lcg"
+            engine = open_engine(Settings.for_home(home, embedder="hash"))
+            try:
+                started = time.perf_counter()
+                first = anyio.run(ingest_tree, engine, root, GROUP)
+                seconds = time.perf_counter() - started
+                started = time.perf_counter()
+                again = anyio.run(ingest_tree, engine, root, GROUP)
+                rerun = time.perf_counter() - started
+                wal = _wal_bytes(home)
+            finally:
+                engine.close()
+        report = first.to_dict()
+        symbols = report["symbols_added"]
+        out[name] = {
+            "version": version,
+            "files": report["files_seen"],
+            "source_bytes": source_bytes,
+            "symbols": symbols,
+            "facts": report["facts_started"],
+            "unresolved_calls": report["unresolved_calls"],
+            "skipped": len(report["skipped"]),
+            "skipped_reasons": sorted({s["reason"].split(" (")[0] for s in report["skipped"]}),
+            "seconds": round(seconds, 3),
+            "symbols_per_s": round(symbols / seconds, 1),
+            "unchanged_s": round(rerun, 3),
+            "unchanged_wrote": again.batch is not None,
+            "wal_bytes": wal,
+            "wal_bytes_per_symbol": round(wal / max(symbols, 1), 1),
+        }
+        totals["files"] += report["files_seen"]
+        totals["symbols"] += symbols
+        totals["wal_bytes"] += wal
+        totals["seconds"] += seconds
+    out["total"] = {
+        **totals,
+        "seconds": round(totals["seconds"], 3),
+        "wal_bytes_per_symbol": round(totals["wal_bytes"] / max(totals["symbols"], 1), 1),
+    }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--history", default="all", help="'all', N, A..B, or 'none'")
+    parser.add_argument(
+        "--packages", default=",".join(PACKAGES), help="PyPI packages, comma-separated; '' none"
+    )
+    parser.add_argument(
+        "--download", action="store_true", help="fetch the packages' wheels with pip download"
+    )
+    parser.add_argument("--no-structure", action="store_true", help="skip lcg's own src/")
     args = parser.parse_args()
-    out: dict[str, Any] = {"structure": structure(args.runs)}
+    out: dict[str, Any] = {}
+    if not args.no_structure:
+        out["structure"] = structure(args.runs)
     if args.history != "none":
         out["history"] = history(args.history)
+    if args.packages:
+        out["pypi"] = pypi([n for n in args.packages.split(",") if n], args.download)
     out["targets"] = {"full_s": 10, "unchanged_s": 1, "one_file_s": 1, "history_s": 60}
     print(json.dumps(out, indent=2))
 
