@@ -231,6 +231,22 @@
     ]);
   }
 
+  /* What a code entity is and where: its kind (File, Module, Class, Function, Method), its
+   * `path:line_start-line_end`, and (`full`) its signature and first doc line. */
+  function codeInfo(n, full) {
+    var c = n.code;
+    if (!c) return null;
+    return el('div', { class: 'code-info' }, [
+      el('span', { class: 'kind kind-' + c.kind, text: c.kind }),
+      c.location ? el('code', { class: 'code-loc', text: c.location }) : null,
+      c.removed ? el('span', { class: 'badge ended', text: 'removed' }) : null,
+      c.external ? el('span', { class: 'hint', text: ' imported, not in the repository' }) : null,
+      full && c.signature ? el('pre', { class: 'code-sig', text: c.signature }) : null,
+      full && c.doc ? el('div', { class: 'code-doc', text: c.doc }) : null,
+      full && c.language ? el('div', { class: 'hint', text: c.language + (c.lines != null ? ', ' + c.lines + ' lines' : '') }) : null
+    ]);
+  }
+
   function episodesFor(group) {
     if (!has('knowledge_get_episodes')) return Promise.resolve([]);
     if (!S.episodes.has(group)) {
@@ -247,7 +263,9 @@
     box.appendChild(el('h2', { text: n.name }));
     box.appendChild(el('div', {}, n.labels.map(function (l) { return el('span', { class: 'chip', text: l }); })));
     box.appendChild(el('div', { class: 'hint', text: 'group ' + n.group }));
-    if (n.summary) box.appendChild(el('p', { text: n.summary }));
+    var info = codeInfo(n, true);
+    if (info) { info.id = 'detail-code'; box.appendChild(info); }
+    else if (n.summary) box.appendChild(el('p', { text: n.summary }));
     var attrs = Object.keys(n.attributes);
     if (attrs.length) {
       box.appendChild(el('h3', { text: 'Attributes' }));
@@ -311,8 +329,10 @@
         var dot = el('span', { class: 'dot' });
         dot.style.background = G.colorFor(n.type);
         return el('li', { class: 'result', 'data-uuid': n.id, onclick: function () { focusNode(n.id); } }, [
-          dot, el('strong', { text: n.name }), ' ', el('span', { class: 'hint', text: n.type }),
-          n.summary ? el('div', { class: 'hint', text: n.summary.slice(0, 140) }) : null
+          dot, el('strong', { text: n.name }), ' ',
+          n.code ? codeInfo(n, false) : el('span', { class: 'hint', text: n.type }),
+          n.summary && !n.code ? el('div', { class: 'hint', text: n.summary.slice(0, 140) }) : null,
+          n.code && n.code.signature ? el('div', { class: 'hint', text: n.code.signature.slice(0, 140) }) : null
         ]);
       })));
       box.appendChild(el('h3', { text: 'Facts (' + found.facts.length + ')' }));
@@ -382,11 +402,19 @@
     box.appendChild(el('p', { class: 'hint', text: 'loading…' }));
     // After the first graph load: it names the other ends of the facts.
     return Promise.all([api.call('knowledge_get_entity_timeline', params), S.loaded]).then(function (all) {
-      var res = all[0];
-      var tl = shapes.timeline(res);
+      var tl = shapes.timeline(all[0]);
       remember([tl.entity]);
       $('timeline-entity').value = tl.entity.name;
-      renderTimeline(clear(box), tl);
+      // A code symbol's facts start and end at commits: name them (the group's git episodes).
+      var commits = tl.entity.code ? episodesFor(tl.entity.group) : Promise.resolve([]);
+      return commits.then(function (eps) {
+        tl.commits = new Map();
+        eps.forEach(function (ep) {
+          var c = shapes.commitOf(ep);
+          if (c && ep.validAt != null) tl.commits.set(ep.validAt, c);
+        });
+        renderTimeline(clear(box), tl);
+      });
     }).catch(function (err) { clear(box).appendChild(errorBox(err)); });
   }
 
@@ -395,7 +423,7 @@
     box.appendChild(el('div', { class: 'tl-head' }, [
       el('h2', { text: e.name }),
       el('div', {}, e.labels.map(function (l) { return el('span', { class: 'chip', text: l }); })),
-      e.summary ? el('p', { text: e.summary }) : null,
+      e.code ? codeInfo(e, true) : e.summary ? el('p', { text: e.summary }) : null,
       el('p', { class: 'hint', text: tl.facts.length + ' facts, ' + tl.facts.filter(function (f) { return f.superseded; }).length + ' no longer current' })
     ]));
     if (!tl.facts.length) return;
@@ -420,6 +448,19 @@
     }
     box.appendChild(axis);
     var byId = new Map(tl.facts.map(function (f) { return [f.id, f]; }));
+    function commitText(t) {
+      var c = t != null && tl.commits ? tl.commits.get(t) : null;
+      return c ? c.sha.slice(0, 10) + ' ' + c.subject.slice(0, 70) : null;
+    }
+    function commitsOf(f) {
+      var from = commitText(f.validFrom), to = commitText(f.validTo);
+      if (!from && !to) return null;
+      return el('div', { class: 'tl-commits' }, [
+        from ? el('span', { class: 'tl-commit-start', text: 'appeared in ' + from }) : null,
+        from && to ? ' · ' : null,
+        to ? el('span', { class: 'tl-commit-end', text: 'ended in ' + to }) : null
+      ]);
+    }
     function linkTo(uuid) {
       var f = byId.get(uuid);
       return el('a', { text: f ? f.label + ' (' + (f.fact || '').slice(0, 60) + ')' : uuid.slice(0, 8), onclick: function () {
@@ -452,6 +493,7 @@
           el('span', { class: 'badge ' + cls, text: f.status }),
           f.fact ? el('div', { text: f.fact }) : null,
           el('span', { class: 'when', text: G.validityText(f) }),
+          commitsOf(f),
           links.length ? el('div', { class: 'tl-links' }, links) : null
         ]),
         el('div', { class: 'tl-track' }, [bar])
@@ -636,7 +678,18 @@
       var match = Array.from(S.known.values()).filter(function (n) {
         return n.name.toLowerCase() === name.toLowerCase() && (!S.group || n.group === S.group);
       })[0];
-      showTimeline(match ? { entity_uuid: match.id } : { name: name, group_id: S.group || 'liminis' });
+      if (match || S.group) {
+        showTimeline(match ? { entity_uuid: match.id } : { name: name, group_id: S.group });
+        return;
+      }
+      // No group chosen and not on the canvas: the entity of that exact name, in any group.
+      api.call('knowledge_find_entities', { query: name, num_results: 20 }).then(function (res) {
+        var hit = shapes.search(res, {}, {}).entities.filter(function (n) {
+          return n.name.toLowerCase() === name.toLowerCase();
+        })[0];
+        if (hit) { remember([hit]); showTimeline({ entity_uuid: hit.id }); return; }
+        clear($('timeline')).appendChild(el('p', { class: 'hint', text: 'No entity named ' + name + '; choose its group.' }));
+      }).catch(function (err) { clear($('timeline')).appendChild(errorBox(err)); });
     });
     $('changes-form').addEventListener('submit', function (ev) { ev.preventDefault(); showChanges(); });
     $('cypher-form').addEventListener('submit', function (ev) { ev.preventDefault(); runCypher(); });

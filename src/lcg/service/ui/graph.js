@@ -524,6 +524,8 @@
     if (hit.kind === 'node') {
       line(hit.item.name, 'tip-title');
       line((hit.item.type || 'Entity') + (hit.item.group ? ' · group ' + hit.item.group : ''));
+      var code = hit.item.data && hit.item.data.code;
+      if (code && code.location) line(code.location + (code.removed ? ' (removed)' : ''));
     } else {
       var e = hit.item.data;
       line(hit.item.s.name + ' → ' + (e.label || '') + ' → ' + hit.item.t.name, 'tip-title');

@@ -26,16 +26,49 @@
 
   /* An entity record (docs/api.md §records) -> graph node. */
   function node(entity) {
+    var labels = entity.labels || [];
+    var attributes = parseAttributes(entity.attributes);
     return {
       id: entity.uuid,
       name: entity.name,
-      type: entityType(entity.labels),
+      type: entityType(labels),
       group: entity.group_id,
-      labels: entity.labels || [],
+      labels: labels,
       summary: entity.summary || '',
-      attributes: parseAttributes(entity.attributes),
-      episodes: entity.episode_uuids || []
+      attributes: attributes,
+      episodes: entity.episode_uuids || [],
+      code: code(entity.name, labels, attributes)
     };
+  }
+
+  /* A code entity (label `Code`, docs/code-graph.md) -> {kind, location, ...}; null otherwise.
+   * `location` is `path:line_start-line_end` for a symbol, the path for a file. */
+  var CODE_KINDS = ['File', 'Module', 'Class', 'Function', 'Method'];
+  function code(name, labels, a) {
+    if (labels.indexOf('Code') < 0) return null;
+    var kind = CODE_KINDS.filter(function (k) { return labels.indexOf(k) >= 0; })[0] || entityType(labels);
+    var path = a.path != null ? String(a.path) : '';
+    var location = path && a.line_start != null ? path + ':' + a.line_start + '-' + a.line_end : path;
+    return {
+      kind: kind,
+      path: path,
+      location: location,
+      signature: a.signature ? String(a.signature) : '',
+      doc: a.doc ? String(a.doc) : '',
+      language: a.language ? String(a.language) : '',
+      lines: a.lines != null ? Number(a.lines) : null,
+      removed: a.removed === true || a.removed === 'true',
+      external: a.external === true || a.external === 'true'
+    };
+  }
+
+  /* A code history episode (`git:<sha>` source) -> {sha, subject}; null for any other. */
+  function commitOf(episode) {
+    var src = String(episode.source || '');
+    if (src.indexOf('git:') !== 0) return null;
+    var content = String(episode.content || '');
+    var colon = content.indexOf(': ');
+    return { sha: src.slice(4), subject: colon >= 0 ? content.slice(colon + 2) : content };
   }
 
   function parseAttributes(text) {
@@ -190,6 +223,6 @@
   global.LcgShapes = {
     parseTime: parseTime, isoTime: isoTime, node: node, edge: edge, timeParams: timeParams,
     graphResult: graphResult, neighbours: neighbours, search: search, episodes: episodes,
-    timeline: timeline, changes: changes, status: status
+    timeline: timeline, changes: changes, status: status, code: code, commitOf: commitOf
   };
 })(window);
