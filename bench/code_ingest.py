@@ -5,7 +5,8 @@
 2. The same run again with nothing changed (one hash per file, no write).
 3. One changed file (a function appended to one module): only that file is parsed and written.
 4. The whole git history of this repository (`--history all`, or `--history N`), one episode per
-   commit, into a fresh workspace.
+   commit, into a fresh workspace: seconds, seconds per commit, and the process's CPU seconds
+   (a shared machine stretches the wall time, much less the CPU time).
 5. WAL bytes per symbol after (1), and whether any body line reached the WAL.
 6. Public code from PyPI: the sources of a few well-known pure-Python packages, each ingested
    into its own fresh workspace (structure: seconds, files, symbols, facts, WAL bytes per
@@ -131,9 +132,10 @@ def history(selection: str) -> dict[str, Any]:
         home = Path(tmp) / ".lcg"
         engine = open_engine(Settings.for_home(home, embedder="hash"))
         try:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             report = anyio.run(ingest_history, engine, REPO, GROUP, selection)
             seconds = time.perf_counter() - started
+            cpu = time.process_time() - cpu_started
             started = time.perf_counter()
             again = anyio.run(ingest_history, engine, REPO, GROUP, selection)
             rerun = time.perf_counter() - started
@@ -150,6 +152,9 @@ def history(selection: str) -> dict[str, Any]:
         "signatures_changed": sum(len(c["signature_changed"]) for c in report.per_commit),
         "files_skipped": len(report.skipped),
         "seconds": round(seconds, 3),
+        "seconds_per_commit": round(seconds / max(report.commits_walked, 1), 4),
+        # CPU seconds of this process (all its threads): less sensitive to a shared machine.
+        "cpu_s": round(cpu, 3),
         "rerun_commits_walked": again.commits_walked,
         "rerun_s": round(rerun, 3),
         "wal_bytes": wal,
