@@ -94,6 +94,9 @@ def _build(repo: Path) -> list[str]:
     """The repository of STEPS; returns the commit shas, oldest first."""
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
+    # A user's configuration must not change what the walk reads.
+    for key, value in (("log.showRoot", "false"), ("color.ui", "always"), ("diff.renames", "0")):
+        _git(repo, "config", key, value)
     shas: list[str] = []
     for n, (files, renames) in enumerate(STEPS):
         for old, new in renames:

@@ -95,6 +95,11 @@ def _log_args(selection: str | None, after: str | None) -> list[str]:
         "--raw",
         "-z",
         "--no-abbrev",
+        # The same output whatever the user's configuration (log.showRoot, color.ui,
+        # log.showSignature).
+        "--root",
+        "--no-color",
+        "--no-show-signature",
         "--format=%x1e%H %P%x1f%ct%x1f%s",
     ]
     if selection and ".." in selection:
