@@ -29,11 +29,41 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that sets `BOTH_STORAGES = True` runs each test that uses `settings` (and so
+    `engine`) twice: on the embedded Kuzu store and on a FalkorDB server (issue 19, server
+    mode). A test marked `kuzu_only(reason)` is skipped on FalkorDB with that reason."""
+    if "storage" in metafunc.fixturenames and getattr(metafunc.module, "BOTH_STORAGES", False):
+        metafunc.parametrize("storage", ["kuzu", "falkordb"], indirect=True)
+
+
 @pytest.fixture
-def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+def storage(request: pytest.FixtureRequest) -> dict[str, object]:
+    """The store settings of the test: Kuzu (no override), or an emptied FalkorDB server."""
+    kind = getattr(request, "param", "kuzu")
+    if kind == "kuzu":
+        return {}
+    marker = request.node.get_closest_marker("kuzu_only")
+    if marker is not None:
+        pytest.skip(f"Kuzu only: {marker.args[0]}")
+    url = request.getfixturevalue("falkordb_url")
+    from lcg.storage.falkordb.backend import FalkorBackend
+
+    server = FalkorBackend(url)
+    try:
+        server.client.flushall()
+    finally:
+        server.close()
+    return {"storage": "falkordb", "falkordb_url": url}
+
+
+@pytest.fixture
+def settings(
+    tmp_path: Path, request: pytest.FixtureRequest, storage: dict[str, object]
+) -> Settings:
     # The hash embedder, whatever extras are installed: tests stay fast and deterministic. A
     # module may declare SETTINGS_OVERRIDES (e.g. to script the two-call extraction protocol).
-    overrides = getattr(request.module, "SETTINGS_OVERRIDES", {})
+    overrides = {**getattr(request.module, "SETTINGS_OVERRIDES", {}), **storage}
     return Settings.for_home(
         tmp_path / ".lcg", kuzu_buffer_pool_mb=256, embedder="hash", **overrides
     )

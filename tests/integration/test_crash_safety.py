@@ -37,7 +37,6 @@ from search_support import indexed
 from lcg import Settings, open_engine
 from lcg.engine import Engine
 from lcg.service.registry import dispatch
-from lcg.storage import graph
 from lcg.telemetry import ListSink
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -83,7 +82,7 @@ async def main():
     engine = open_engine(Settings.for_home(home, **settings_values))
     mine = {g: [] for g in groups}  # (uuid, name) of this run's acknowledged entities
     i = 0
-    last_journal = exclusive.store(engine).journal_bytes()
+    last_journal = exclusive.kuzu_store(engine).journal_bytes()
     while True:
         i += 1
         g = groups[i % len(groups)]
@@ -140,10 +139,10 @@ async def main():
             mine[g].append((out["entity_uuid"], name))
         # The engine checkpoints Kuzu's journal after commits once it is large; a shrinking
         # journal tells that one happened (so the parent knows kills can land in one).
-        journal = exclusive.store(engine).journal_bytes()
+        journal = exclusive.kuzu_store(engine).journal_bytes()
         if journal < last_journal or exclusive.maybe_checkpoint(engine):
             ack(kind="checkpoint", run=run, i=i)
-        last_journal = exclusive.store(engine).journal_bytes()
+        last_journal = exclusive.kuzu_store(engine).journal_bytes()
 
 
 anyio.run(main)
@@ -201,11 +200,11 @@ def _check_workspace(
     engine: Engine, acked: list[dict[str, Any]], last_acked: dict[str, int]
 ) -> None:
     with engine.reader() as conn:
-        entities = {e.uuid: e for e in graph.entities_in_groups(conn, list(GROUPS))}
+        entities = {e.uuid: e for e in conn.entities_in_groups(list(GROUPS))}
         facts = {
             f.uuid: f
-            for f in graph.facts_by_uuids(
-                conn, [r[0] for r in conn.rows("MATCH (f:Fact) RETURN f.uuid")]
+            for f in conn.facts_by_uuids(
+                [r[0] for r in conn.rows("MATCH (f:Fact) RETURN f.uuid")]
             ).values()
         }
         hops_out = {

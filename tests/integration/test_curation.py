@@ -24,7 +24,6 @@ from lcg.admin import status as admin_status
 from lcg.curation.merge import MergeRequest, merge_entities
 from lcg.curation.pointers import Endpoint, add_cross_group_edge, rebind
 from lcg.graph import deletes, reads, writes
-from lcg.storage import graph
 from lcg.storage.store import delete_database_files
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +45,7 @@ async def _fact(engine: Engine, group: str, src: str, pred: str, dst: str) -> st
 
 def _active(engine: Engine, group: str) -> list[tuple[str, str, str]]:
     with engine.reader() as conn:
-        facts = graph.facts_with_hops(conn, [group])
+        facts = conn.facts_with_hops([group])
     return sorted((f.source_uuid, f.name, f.target_uuid) for f in facts if f.invalid_at is None)
 
 
@@ -95,7 +94,7 @@ async def test_merge_rewrites_dedupes_forwards_and_rebuilds(settings: Settings) 
         forwarded = await engine.entity_by_name(G, "james lovell")
         assert forwarded is not None and forwarded.uuid == jim
         with engine.reader() as conn:
-            alias = graph.entity_by_uuid(conn, ids["James Lovell"])
+            alias = conn.entity_by_uuid(ids["James Lovell"])
         assert alias is not None and "Merged" in alias.labels and alias.merged_into == jim
         assert json.loads(alias.attributes)["merged_into"] == jim
 

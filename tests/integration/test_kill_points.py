@@ -103,7 +103,7 @@ async def main():
         stream._file = HalfLine(stream._file)
     out = await dispatch(engine, "knowledge_assert_entity", {"name": "Victim", "group_id": group})
     if point == "after-commit":
-        report(event="committed", uuid=out["entity_uuid"], journal=exclusive.store(engine).journal_bytes())
+        report(event="committed", uuid=out["entity_uuid"], journal=exclusive.kuzu_store(engine).journal_bytes())
         die()
     report(event="ack", name="Victim", uuid=out["entity_uuid"])
 

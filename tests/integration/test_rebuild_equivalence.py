@@ -47,7 +47,6 @@ from lcg import (
 )
 from lcg.models import canonical_attributes, normalize_labels
 from lcg.service.registry import dispatch
-from lcg.storage import graph
 from lcg.storage.store import delete_database_files
 from lcg.telemetry import ListSink
 
@@ -357,7 +356,7 @@ class Driver:
 
     def entities(self, group_id: str) -> list[Entity]:
         with self.engine.reader() as conn:
-            found = {e.uuid: e for e in graph.entities_in_groups(conn, [group_id])}
+            found = {e.uuid: e for e in conn.entities_in_groups([group_id])}
         return [found[u] for u in self._order(list(found))]
 
     def facts(self, group_id: str, *, active_only: bool = False) -> list[Fact]:
@@ -368,7 +367,7 @@ class Driver:
                     "MATCH (f:Fact) WHERE f.group_id = $g RETURN f.uuid", {"g": group_id}
                 )
             ]
-            found = graph.facts_by_uuids(conn, uuids)
+            found = conn.facts_by_uuids(uuids)
         facts = [found[u] for u in self._order(list(found))]
         return [f for f in facts if f.invalid_at is None] if active_only else facts
 

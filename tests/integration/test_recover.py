@@ -425,7 +425,7 @@ def test_recovery_lets_running_reads_finish_before_closing_the_database(healthy:
         with healthy.reader() as conn:
             reading.set()
             assert release.wait(10)
-            assert conn.scalar("MATCH (e:Entity) RETURN count(*)") == 4
+            assert conn.rows("MATCH (e:Entity) RETURN count(*)") == [[4]]
 
     def recover() -> None:
         results.append(anyio.run(_recover, healthy, "rebuild_from_workspace_wal"))

@@ -11,7 +11,6 @@ from lcg import Engine
 from lcg.engine import exclusive
 from lcg.engine.replay import position_key
 from lcg.service.registry import dispatch
-from lcg.storage import graph
 from lcg.wal.layout import group_dir
 
 pytestmark = pytest.mark.anyio
@@ -30,7 +29,7 @@ async def test_an_empty_group_without_wal_lines_gets_position_zero(engine: Engin
         "hydration_status": "not_applicable",
     }
     with engine.reader() as conn:
-        recorded = json.loads(graph.get_meta(conn, position_key("quiet")) or "null")
+        recorded = json.loads(conn.get_meta(position_key("quiet")) or "null")
     assert recorded == {"applied_seq": 0, "generation": "gen-q"}
     # Writing to the group afterwards records the real position.
     await dispatch(engine, "knowledge_assert_entity", {"name": "Ada", "group_id": "quiet"})
@@ -42,11 +41,11 @@ async def test_a_group_with_data_and_no_position_stays_unknown(engine: Engine) -
     for name in ("Ada", "Grace"):
         await dispatch(engine, "knowledge_assert_entity", {"name": name, "group_id": "busy"})
     with exclusive.store(engine).transaction() as tx:
-        graph.set_meta(tx, position_key("busy"), None)
+        tx.set_meta(position_key("busy"), None)
     status = await dispatch(engine, "knowledge_status", {})
     entry = status["wal_groups"]["busy"]
     assert entry["applied_seq"] is None
     assert entry["max_seq"] == 1
     assert entry["hydration_status"] == "wal_ahead"
     with engine.reader() as conn:
-        assert graph.get_meta(conn, position_key("busy")) is None
+        assert conn.get_meta(position_key("busy")) is None

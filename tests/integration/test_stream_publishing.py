@@ -42,7 +42,6 @@ from lcg import (
     open_engine,
 )
 from lcg.service.registry import Context, dispatch
-from lcg.storage import graph
 from lcg.telemetry import ListSink
 from lcg.timeutil import now
 from lcg.wal.layout import GENERATION_FILE, group_dir, ordered_files
@@ -210,7 +209,7 @@ def _fulltext(engine: Engine, word: str) -> set[str]:
     """Names of the entities whose search-index text (name + summary) holds `word`."""
     hits = indexed(engine, "Entity", word)
     with engine.reader() as conn:
-        return {e.name for e in graph.entities_by_uuids(conn, hits).values()}
+        return {e.name for e in conn.entities_by_uuids(hits).values()}
 
 
 async def _names(engine: Engine) -> set[str]:

@@ -23,7 +23,6 @@ from lcg.engine import EpisodeCommit, Invalidation
 from lcg.errors import InvalidRequestError, NotFoundError
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
-from lcg.storage import history
 from lcg.storage.store import delete_database_files
 from lcg.temporal.filter import TimeFilter
 
@@ -352,7 +351,7 @@ async def test_the_cypher_time_clause_agrees_with_time_filter_admits(engine: Eng
         for as_of, known_at, inc in itertools.product(instants, instants, (False, True))
     ]
     for f in filters:
-        got = await engine.read(lambda c, f=f: history.facts_at(c, [G], f, at))  # type: ignore[misc]  # default-bound loop variable
+        got = await engine.read(lambda c, f=f: c.facts_at([G], f, at))  # type: ignore[misc]  # default-bound loop variable
         assert sorted(x.uuid for x in got) == sorted(x.uuid for x in facts if f.admits(x, at=at)), f
 
 

@@ -19,7 +19,6 @@ from search_support import indexed
 
 from lcg import Engine, Entity, Episode, Fact, Settings, open_engine
 from lcg.service.registry import dispatch
-from lcg.storage import graph
 from lcg.telemetry import ListSink
 from lcg.timeutil import now
 from lcg.wal.layout import group_dir, ordered_files
@@ -60,7 +59,7 @@ def _fulltext(engine: Engine, word: str) -> set[str]:
     """Names of the entities whose search-index text (name + summary) holds `word`."""
     hits = indexed(engine, "Entity", word)
     with engine.reader() as conn:
-        return {e.name for e in graph.entities_by_uuids(conn, hits).values()}
+        return {e.name for e in conn.entities_by_uuids(hits).values()}
 
 
 async def test_torn_final_line_is_cut_reported_and_writing_resumes(settings: Settings) -> None:

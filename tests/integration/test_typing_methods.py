@@ -19,7 +19,6 @@ from lcg.extraction.llm import LlmClient, LlmRequest, LlmResponse
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
 from lcg.models import Entity, Fact
 from lcg.service.registry import Context, dispatch
-from lcg.storage import graph
 from lcg.testing.scripted_llm import ScriptedLlmServer
 
 pytestmark = pytest.mark.anyio
@@ -145,8 +144,8 @@ async def _edge(
 
 async def _rows(engine: Engine, group: str = "liminis") -> tuple[list[Entity], list[Fact]]:
     def read(conn: Any) -> tuple[list[Entity], list[Fact]]:
-        entities = sorted(graph.entities_in_groups(conn, [group]), key=lambda e: e.uuid)
-        facts = sorted(graph.facts_with_hops(conn, [group]), key=lambda f: f.uuid)
+        entities = sorted(conn.entities_in_groups([group]), key=lambda e: e.uuid)
+        facts = sorted(conn.facts_with_hops([group]), key=lambda f: f.uuid)
         return entities, facts
 
     return await engine.read(read)

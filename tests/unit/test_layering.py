@@ -191,9 +191,17 @@ TIME_FILTER = "lcg.temporal.filter"
 PROTOCOL_TRANSPORTS = ("lcg/service/mcp.py", "lcg/service/http.py", "lcg/service/rpc/")
 # The CLI's own commands that are not methods: `lcg ingest` (folder/), `lcg eval` (evals/),
 # `lcg rebuild` (several groups under one hold of the write lock, admin/rebuild.py), `lcg code
-# ingest` (code/: its progress bar needs the run in this process) and `lcg query` (whether a
-# statement mutates decides whether a workspace is created, admin/cypher.py).
-CLI_FEATURES = ("lcg.folder", "lcg.evals", "lcg.admin.rebuild", "lcg.code", "lcg.admin.cypher")
+# ingest` (code/: its progress bar needs the run in this process), `lcg query` (whether a
+# statement mutates decides whether a workspace is created, admin/cypher.py) and `lcg wal
+# export|import` (the whole workspace under one hold of the write lock, admin/walmove.py).
+CLI_FEATURES = (
+    "lcg.folder",
+    "lcg.evals",
+    "lcg.admin.rebuild",
+    "lcg.code",
+    "lcg.admin.cypher",
+    "lcg.admin.walmove",
+)
 
 
 def _foundation(path: str) -> bool:

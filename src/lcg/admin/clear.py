@@ -17,7 +17,8 @@ import anyio.to_thread
 from lcg.engine import Engine, exclusive
 from lcg.engine.replay import write_position
 from lcg.errors import InvalidRequestError, LcgError
-from lcg.storage.store import Store, delete_database_files
+from lcg.storage.backend import GraphBackend
+from lcg.storage.store import delete_database_files
 from lcg.wal.lock import LOCK_FILE
 
 __all__ = ["clear_all"]
@@ -60,7 +61,7 @@ def _clear(engine: Engine, preserve_wal: bool) -> None:
         except OSError as exc:
             raise InvalidRequestError(f"failed to delete DB or WAL files: {exc}") from exc
 
-    def keep_marks(fresh: Store) -> None:
+    def keep_marks(fresh: GraphBackend) -> None:
         # A preserved WAL is history the user chose to keep but not to show: record each
         # stream as applied so a restart does not resurrect it; an explicit
         # knowledge_rebuild_from_wal brings it back.

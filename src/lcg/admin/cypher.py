@@ -16,7 +16,7 @@ from typing import Any
 from lcg.engine import Batch, Engine
 from lcg.errors import InvalidRequestError
 from lcg.models import DEFAULT_GROUP_ID
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.wal.records import Op
 
 __all__ = ["check_statement", "is_mutation", "query_cypher"]
@@ -114,7 +114,7 @@ async def query_cypher(engine: Engine, query: str) -> dict[str, Any]:
         return await engine.write(lambda conn: ({"rows": _stringify_rows(conn.rows(query))}, []))
     rows: list[list[Any]] = []
 
-    def run(tx: Conn) -> None:  # in the commit's transaction, before the WAL append
+    def run(tx: GraphReader) -> None:  # in the commit's transaction, before the WAL append
         rows.extend(tx.rows(query))
 
     batch = Batch(DEFAULT_GROUP_ID, [Op("cypher.exec", {"query": query})], apply=run)

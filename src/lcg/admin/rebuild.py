@@ -26,8 +26,7 @@ from lcg.engine.jobs import RebuildJob
 from lcg.engine.replay import ReplayReport, write_position
 from lcg.errors import ConflictError, InvalidRequestError, WalGenerationError
 from lcg.ontology import record_ingested_ontology
-from lcg.storage import graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.wal.layout import ordered_files
 from lcg.wal.reader import ReadStats, iter_records
 
@@ -157,7 +156,7 @@ def _rebuild_directory(engine: Engine, group_id: str) -> Path:
 
 def _rebuild_plan(
     engine: Engine,
-    conn: Conn,
+    conn: GraphReader,
     directory: Path,
     group_id: str,
     from_seq: int,
@@ -225,7 +224,7 @@ def _rebuild(
     directory = _rebuild_directory(engine, group_id)
     with exclusive.write_lock(engine):
         db, cu = exclusive.store(engine), exclusive.catchup(engine)
-        with db.writer() as conn:
+        with db.read_for_write() as conn:
             plan = _rebuild_plan(
                 engine, conn, directory, group_id, from_seq, to_seq, dry_run, force_clear
             )
@@ -240,7 +239,7 @@ def _rebuild(
         engine.parts.wal.drop_stream(group_id)
         if from_seq == 0 and has_data:
             with db.transaction() as tx:
-                graph.purge_group(tx, group_id)
+                tx.purge_group(group_id)
                 write_position(tx, group_id, None, generation)
         report = cu.replay(
             db,

@@ -38,8 +38,7 @@ from lcg.engine import Engine, exclusive
 from lcg.engine.recovery import DEGRADED_DB_OPEN_FAILED, is_lock_conflict, move_database_aside
 from lcg.engine.replay import ReplayReport
 from lcg.errors import ConflictError, StorageError
-from lcg.storage import graph
-from lcg.storage.store import Store
+from lcg.storage.backend import GraphBackend
 
 __all__ = [
     "DID_NOT_REOPEN",
@@ -117,15 +116,15 @@ def _ensure_indexes(engine: Engine) -> None:
         build_search_index(engine)
 
 
-def _episode_count(store: Store) -> int:
+def _episode_count(store: GraphBackend) -> int:
     with store.read() as conn:
-        return int(graph.counts(conn)["episodes"] or 0)
+        return int(conn.counts()["episodes"] or 0)
 
 
 def _reopen(
     engine: Engine,
     prepare: Callable[[Path], object],
-    on_open: Callable[[Store], object] | None = None,
+    on_open: Callable[[GraphBackend], object] | None = None,
 ) -> list[ReplayReport]:
     """`engine.reopen`, telling a failed file operation from a failed reopen.
 
@@ -237,7 +236,7 @@ def _recover_full(engine: Engine) -> dict[str, Any]:
     with _exclusive(engine):
         before = 0
 
-        def count(store: Store) -> None:
+        def count(store: GraphBackend) -> None:
             nonlocal before
             before = _episode_count(store)
 

@@ -34,8 +34,7 @@ from lcg.embedding import stamp
 from lcg.embedding.vectors import EmbeddingPlan, plan_for_rows, text_hash
 from lcg.engine import Engine, exclusive
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.storage import graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 
 __all__ = ["backfill_embeddings"]
 
@@ -60,7 +59,7 @@ class _GroupPlan:
     current: int = 0
 
 
-def _group_plan(conn: Conn, group_id: str, owners: list[str] | None = None) -> EmbeddingPlan:
+def _group_plan(conn: GraphReader, group_id: str, owners: list[str] | None = None) -> EmbeddingPlan:
     """The vectors the group's rows (or only `owners`) should have, by lcg.embedding.vectors' rules."""
     p: dict[str, Any] = {"g": group_id}
     where = "WHERE n.group_id = $g"
@@ -82,14 +81,14 @@ def _group_plan(conn: Conn, group_id: str, owners: list[str] | None = None) -> E
     return plan_for_rows(entities, facts, episodes)
 
 
-def _stored(conn: Conn, group_id: str) -> dict[str, str]:
+def _stored(conn: GraphReader, group_id: str) -> dict[str, str]:
     rows = conn.rows(
         "MATCH (v:Embedding) WHERE v.group_id = $g RETURN v.key, v.text_hash", {"g": group_id}
     )
     return {r[0]: r[1] for r in rows}
 
 
-def _scan(conn: Conn, group_id: str, model: str) -> _GroupPlan:
+def _scan(conn: GraphReader, group_id: str, model: str) -> _GroupPlan:
     plan = _group_plan(conn, group_id)
     stored = _stored(conn, group_id)
     out = _GroupPlan(group_id)
@@ -130,9 +129,9 @@ def _write_batch(
             for i, (key, _, digest) in enumerate(batch)
             if now_wanted.get(key) == digest
         ]
-        graph.put_embeddings(tx, rows)
+        tx.put_embeddings(rows)
         if last:
-            graph.delete_embeddings(tx, remove)
+            tx.delete_embeddings(remove)
             stamp.restamp_group(tx, group_id, engine.parts.embedder.identity)
     return len(rows)
 

@@ -22,8 +22,7 @@ from lcg.errors import LcgError
 from lcg.extraction.extractor import extractor_status
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.ontology import ontology_status
-from lcg.storage import graph
-from lcg.storage.store import Conn, schema_version
+from lcg.storage.backend import GraphReader, schema_version
 from lcg.timeutil import to_iso_z, to_read_format
 from lcg.wal.layout import group_dir, ordered_files
 
@@ -37,8 +36,10 @@ async def status(engine: Engine) -> dict[str, Any]:
         return degraded_status(engine)
     await anyio.to_thread.run_sync(backfill_positions, engine)
 
-    def read(conn: Conn) -> dict[str, Any]:
-        c = graph.counts(conn)
+    storage = await anyio.to_thread.run_sync(exclusive.store(engine).status)
+
+    def read(conn: GraphReader) -> dict[str, Any]:
+        c = conn.counts()
         default_dir = group_dir(engine.parts.wal.root, DEFAULT_GROUP_ID)
         files = ordered_files(default_dir)
         wal = {
@@ -50,12 +51,9 @@ async def status(engine: Engine) -> dict[str, Any]:
         identity = engine.parts.embedder.identity
         out: dict[str, Any] = {
             "database_path": engine.settings.database_path_text,
-            # The store serving this graph (issue 19): only the embedded Kuzu one runs so far.
-            "storage": {
-                "backend": "kuzu",
-                "server": engine.settings.database_path_text,
-                "role": "embedded",
-            },
+            # The store serving this graph (issue 19): the backend, its server (no password)
+            # and the server's replication role.
+            "storage": storage,
             "embedding_model": identity.model,
             "embedding_dim": identity.dim,
             "embedding_lexical_only": identity.lexical_only,
@@ -123,14 +121,14 @@ async def health(engine: Engine) -> dict[str, Any]:
             "reason": engine.state.degraded_reason or "unknown",
         }
 
-    def probe(conn: Conn) -> dict[str, Any]:
-        conn.scalar("RETURN 1")
+    def probe(conn: GraphReader) -> dict[str, Any]:
+        conn.rows("RETURN 1")
         return {"ok": True, "healthy": True, "state": "healthy"}
 
     return await engine.read(probe)
 
 
-def wal_state(engine: Engine, conn: Conn, group_id: str) -> dict[str, Any]:
+def wal_state(engine: Engine, conn: GraphReader, group_id: str) -> dict[str, Any]:
     bounds = engine.parts.wal.bounds(group_id)
     generation = engine.parts.wal.generation(group_id)
     position = exclusive.catchup(engine).position(conn, group_id)
@@ -176,7 +174,7 @@ def backfill_positions(engine: Engine) -> None:
     with exclusive.write_lock(engine):
         for group_id in candidates:
             try:
-                with exclusive.store(engine).writer() as conn:
+                with exclusive.store(engine).read_for_write() as conn:
                     position = exclusive.catchup(engine).position(conn, group_id)
                     if position is not None and position[0] is not None:
                         continue

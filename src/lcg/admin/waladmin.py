@@ -28,8 +28,7 @@ from lcg.engine.replay import position_key
 from lcg.errors import ConflictError, InvalidRequestError, LcgError
 from lcg.fsmodes import private_dir
 from lcg.models import DEFAULT_GROUP_ID
-from lcg.storage import dump, graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.wal import marks
 from lcg.wal.layout import encode_group, fsync_dir, group_dir, list_groups
 from lcg.wal.records import Op, entity_op, episode_op, fact_op
@@ -74,9 +73,9 @@ async def mark_create(engine: Engine, name: str, group_id: str) -> dict[str, Any
     def run() -> dict[str, Any]:
         # Under the write lock no commit is half done, so the recorded position is the graph's.
         with exclusive.write_lock(engine):
-            with exclusive.store(engine).writer() as conn:
-                raw = graph.get_meta(conn, position_key(group))
-                has_data = any(graph.group_counts(conn, group).values())
+            with exclusive.store(engine).read_for_write() as conn:
+                raw = conn.get_meta(position_key(group))
+                has_data = any(conn.group_counts(group).values())
             applied, recorded_generation = _position(raw)
             on_disk = engine.parts.wal.generation(group)
             if not has_data:
@@ -160,7 +159,7 @@ async def prepare_checkpoint(engine: Engine) -> dict[str, Any]:
         with exclusive.write_lock(engine):
             store = exclusive.store(engine)
             flushed = engine.parts.wal.close_files()
-            checkpointed = store.checkpoint(force=True)
+            checkpointed = store.checkpoint()
             root = engine.parts.wal.root
             total = sum(1 for g in list_groups(root) for _ in group_dir(root, g).glob("*.jsonl"))
         return {
@@ -197,23 +196,23 @@ def _check_target(target: Path, wal_root: Path) -> None:
         )
 
 
-def _group_ops(conn: Conn, group: str, counts: dict[str, int]) -> Iterator[list[Op]]:
+def _group_ops(conn: GraphReader, group: str, counts: dict[str, int]) -> Iterator[list[Op]]:
     """The group's rows as pages of operations: entities, facts, episodes, mentions."""
     entity_ids: set[str] = set()
-    for entities in dump.entity_pages(conn, group, DUMP_PAGE):
+    for entities in conn.entity_pages(group, DUMP_PAGE):
         entity_ids.update(e.uuid for e in entities)
         counts["entities"] += len(entities)
         yield [entity_op(e) for e in entities]
-    for facts in dump.fact_pages(conn, group, DUMP_PAGE):
+    for facts in conn.fact_pages(group, DUMP_PAGE):
         counts["facts"] += len(facts)
         counts["hops"] += sum(
             2 for f in facts if f.source_uuid in entity_ids and f.target_uuid in entity_ids
         )
         yield [fact_op(f) for f in facts]
-    for episodes in dump.episode_pages(conn, group, DUMP_PAGE):
+    for episodes in conn.episode_pages(group, DUMP_PAGE):
         counts["episodes"] += len(episodes)
         yield [episode_op(ep) for ep in episodes]
-    for page in dump.mention_pages(conn, group, DUMP_PAGE):
+    for page in conn.mention_pages(group, DUMP_PAGE):
         counts["mentions"] += sum(len(ents) for _, ents in page)
         yield [Op("mentions.add", {"episode": ep, "entities": ents}) for ep, ents in page]
 
@@ -240,8 +239,8 @@ async def dump_wal(engine: Engine, group_id: str | None, target_dir: str | None)
             skipped: list[str] = []
             try:
                 private_dir(target)
-                with exclusive.store(engine).writer() as conn:
-                    groups = [group_id] if group_id is not None else dump.dump_groups(conn)
+                with exclusive.store(engine).read_for_write() as conn:
+                    groups = [group_id] if group_id is not None else conn.group_ids()
                     for group in groups:
                         if group_id is None:
                             try:

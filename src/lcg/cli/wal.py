@@ -1,4 +1,4 @@
-"""`lcg wal dump|mark|marks|rebuild|recover`: WAL administration from the shell.
+"""`lcg wal dump|mark|marks|rebuild|recover|export|import`: WAL administration from the shell.
 
 Each command calls one registry method: on the running service when one answers on the socket
 (Kuzu allows one process per database), else on an engine opened here. Long runs show a
@@ -225,3 +225,41 @@ def recover(ctx: click.Context, strategy: str | None, socket_path: str | None) -
         else ("knowledge_recover_full", {})
     )
     _print(call_method(ctx, socket_path, method, params, label="recover", degraded_ok=True))
+
+
+def _local_engine(ctx: click.Context) -> Any:
+    """An engine on this command's workspace (the store `LCG_STORAGE` names), opened here: export
+    and import hold the write lock for their whole run, so they are not service methods."""
+    home = ctx.obj.get("home") if ctx.obj else None
+    return open_engine(load_settings(overrides={"home": home} if home else {}))
+
+
+@wal.command(name="export")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.pass_context
+def export_(ctx: click.Context, directory: str) -> None:
+    """Write every group's WAL as plain JSONL files under DIRECTORY (new or empty), from the
+    embedded store or the server: `lcg wal import` loads it into the other mode."""
+    from lcg.admin.walmove import export_wal
+
+    engine = _local_engine(ctx)
+    try:
+        _print(export_wal(engine, Path(directory).resolve()))
+    finally:
+        engine.close()
+
+
+@wal.command(name="import")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.pass_context
+def import_(ctx: click.Context, directory: str) -> None:
+    """Load a `lcg wal export` DIRECTORY into this workspace's store (groups still empty)."""
+    from lcg.admin.walmove import import_wal
+
+    engine = _local_engine(ctx)
+    try:
+        with _bar("import") as _:
+            result = import_wal(engine, Path(directory).resolve())
+        _print(result)
+    finally:
+        engine.close()

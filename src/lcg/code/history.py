@@ -30,7 +30,7 @@ from lcg.code.state import load_state
 from lcg.code.sync import BatchResult, FileChange, plan_changes
 from lcg.engine import Engine, EpisodeCommit
 from lcg.errors import InvalidRequestError
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 
 __all__ = ["Change", "Commit", "HistoryReport", "ingest_history", "last_ingested_commit", "walk"]
 
@@ -187,7 +187,7 @@ class _Blobs:
         self._proc.wait()
 
 
-def last_ingested_commit(conn: Conn, group_id: str) -> str | None:
+def last_ingested_commit(conn: GraphReader, group_id: str) -> str | None:
     rows = conn.rows(
         "MATCH (ep:Episode) WHERE ep.group_id = $g AND starts_with(ep.source_description, 'git:') "
         "RETURN ep.source_description ORDER BY ep.valid_at DESC, ep.created_at DESC LIMIT 1",

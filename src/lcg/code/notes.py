@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lcg.engine import Engine
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.wal.records import Op
 
 __all__ = ["link_notes", "names_in"]
@@ -54,7 +54,7 @@ def names_in(text: str, names: dict[str, str], shorts: dict[str, str]) -> set[st
     return found
 
 
-def _plan(conn: Conn, group_id: str) -> tuple[dict[str, Any], list[tuple[str, list[Op]]]]:
+def _plan(conn: GraphReader, group_id: str) -> tuple[dict[str, Any], list[tuple[str, list[Op]]]]:
     names: dict[str, str] = {}
     by_short: dict[str, set[str]] = {}
     for uuid, name, labels, attributes in conn.rows(
@@ -96,7 +96,7 @@ def _plan(conn: Conn, group_id: str) -> tuple[dict[str, Any], list[tuple[str, li
 async def link_notes(engine: Engine, group_id: str) -> dict[str, Any]:
     """Add the MENTIONS from the group's notes to the code symbols they name."""
 
-    def plan(conn: Conn) -> tuple[dict[str, Any], Sequence[tuple[str, list[Op]]]]:
+    def plan(conn: GraphReader) -> tuple[dict[str, Any], Sequence[tuple[str, list[Op]]]]:
         return _plan(conn, group_id)
 
     return await engine.write(plan)

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from lcg.engine import Engine
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.timeutil import to_db, to_read_format
 
 __all__ = ["callers_and_callees", "code_changes", "symbols_at", "where_defined"]
@@ -23,7 +23,7 @@ __all__ = ["callers_and_callees", "code_changes", "symbols_at", "where_defined"]
 _SYMBOL_LABELS = ("Class", "Function", "Method")
 
 
-def _entity_rows(conn: Conn, group_id: str, name: str) -> list[list[Any]]:
+def _entity_rows(conn: GraphReader, group_id: str, name: str) -> list[list[Any]]:
     rows = conn.rows(
         "MATCH (e:Entity) WHERE e.group_id = $g AND list_contains(e.labels, 'Code') "
         "AND (e.name = $n OR ends_with(e.name, $suffix)) "
@@ -50,7 +50,7 @@ def _describe(row: list[Any]) -> dict[str, Any]:
 async def where_defined(engine: Engine, group_id: str, name: str) -> dict[str, Any]:
     """Every code entity the name designates, with its location (path and line range)."""
 
-    def read(conn: Conn) -> dict[str, Any]:
+    def read(conn: GraphReader) -> dict[str, Any]:
         return {"symbols": [_describe(r) for r in _entity_rows(conn, group_id, name)]}
 
     return await engine.read(read)
@@ -62,7 +62,7 @@ async def callers_and_callees(
     """Who calls the symbol and what it calls (current CALLS facts, or those valid at `as_of`);
     `symbol` is None, and both lists empty, when no code symbol has that name."""
 
-    def read(conn: Conn) -> dict[str, Any]:
+    def read(conn: GraphReader) -> dict[str, Any]:
         rows = _entity_rows(conn, group_id, name)
         if not rows:
             return {"symbol": None, "callers": [], "callees": []}
@@ -102,7 +102,7 @@ async def symbols_at(
 ) -> dict[str, dict[str, Any]]:
     """qualified name -> {signature, path} of the symbols present at `at` (under a path prefix)."""
 
-    def read(conn: Conn) -> dict[str, dict[str, Any]]:
+    def read(conn: GraphReader) -> dict[str, dict[str, Any]]:
         rows = conn.rows(
             "MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(e:Entity) "
             "WHERE f.group_id = $g AND f.name IN ['DEFINES', 'CONTAINS'] AND f.valid_at <= $t "

@@ -20,7 +20,7 @@ import orjson
 from lcg.code.resolve import PREDICATES, file_key, module_key, symbol_key
 from lcg.engine import Engine
 from lcg.models import Entity, Fact
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.timeutil import from_db
 
 __all__ = ["CodeState", "is_symbol", "load_state", "read_file_hashes"]
@@ -127,7 +127,7 @@ _OWNED = "AND contains(f.attributes, $owner)"
 _TOUCHING = "AND (f.source_uuid IN $syms OR f.target_uuid IN $syms)"
 
 
-def read_state(conn: Conn, group_id: str, paths: Collection[str] | None = None) -> CodeState:
+def read_state(conn: GraphReader, group_id: str, paths: Collection[str] | None = None) -> CodeState:
     """The group's code entities, and its live code facts: all of them, or (`paths`) only
     those a batch of changes to these files can end."""
     state = CodeState()
@@ -177,7 +177,7 @@ async def load_state(
     return await engine.read(lambda conn: read_state(conn, group_id, paths))
 
 
-def read_file_hashes(conn: Conn, group_id: str) -> dict[str, str]:
+def read_file_hashes(conn: GraphReader, group_id: str) -> dict[str, str]:
     """path -> content hash of every file of the group that exists (what a re-run compares)."""
     out: dict[str, str] = {}
     for name, attributes in conn.rows(

@@ -20,7 +20,6 @@ import yaml
 
 from lcg.curation.merge import MergeRequest, exact_name_matches, merge_locked
 from lcg.errors import ConfigError, NotFoundError
-from lcg.storage import graph
 from lcg.timeutil import now, to_wal
 from lcg.wal.records import Op
 
@@ -124,13 +123,13 @@ async def validate_corrections(engine: Engine) -> dict[str, Any]:
                     if not e.aliases:
                         issues.append(f"{where}: same_as needs a non-empty aliases list")
                     uuid = e.text("canonical_uuid")
-                    if uuid and graph.entity_by_uuid(conn, uuid) is None:
+                    if uuid and conn.entity_by_uuid(uuid) is None:
                         issues.append(f"{where}: canonical_uuid {uuid} not found in graph")
                 elif e.kind == "retract":
                     edge = e.text("edge_uuid")
                     if not edge:
                         issues.append(f"{where}: retract needs edge_uuid")
-                    elif not graph.facts_with_hops(conn, uuids=[edge]):
+                    elif not conn.facts_with_hops(uuids=[edge]):
                         issues.append(f"{where}: edge_uuid {edge} not found in graph")
                 else:
                     issues.append(f"{where}: unknown type '{e.raw.get('type')}'")
@@ -224,7 +223,7 @@ def _apply_one(engine: Engine, w: Writer, e: _Entry, dry_run: bool) -> None:
             edge = e.text("edge_uuid")
             if not edge:
                 raise ValueError("retract needs edge_uuid")
-            fact = graph.facts_by_uuids(conn, [edge]).get(edge)
+            fact = conn.facts_by_uuids([edge]).get(edge)
             if fact is None:
                 raise NotFoundError("edge", edge, f"edge not found: {edge}")
             if not dry_run:
@@ -236,14 +235,14 @@ def _apply_one(engine: Engine, w: Writer, e: _Entry, dry_run: bool) -> None:
             raise ValueError(f"unknown type '{e.raw.get('type')}'")
         uuid, name = e.text("canonical_uuid"), e.text("canonical")
         if uuid:
-            canonical = graph.entity_by_uuid(conn, uuid)
+            canonical = conn.entity_by_uuid(uuid)
         elif name:
             rows = conn.rows(
                 "MATCH (x:Entity) WHERE x.name = $n AND NOT list_contains(x.labels, 'Merged') "
                 "RETURN x.uuid ORDER BY x.created_at, x.uuid LIMIT 1",
                 {"n": name},
             )
-            canonical = graph.entity_by_uuid(conn, rows[0][0]) if rows else None
+            canonical = conn.entity_by_uuid(rows[0][0]) if rows else None
         else:
             raise ValueError("same_as needs canonical or canonical_uuid")
         if canonical is None:

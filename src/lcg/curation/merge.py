@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from lcg.models import DEFAULT_GROUP_ID, Entity, Fact
-from lcg.storage import crossgroup, graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.timeutil import now, to_wal
 from lcg.wal.records import Op, entity_op, fact_op
 
@@ -83,10 +82,10 @@ def _fail(message: str, canonical_uuid: str = "") -> dict[str, Any]:
     }
 
 
-def exact_name_matches(conn: Conn, engine: Engine, group: str, name: str) -> list[Entity]:
+def exact_name_matches(conn: GraphReader, engine: Engine, group: str, name: str) -> list[Entity]:
     """Entities of the group named exactly `name` (case-sensitive), by (created_at, uuid)."""
     uuids = [u for u, _ in engine.names.lookup(group, name)]
-    found = graph.entities_by_uuids(conn, uuids)
+    found = conn.entities_by_uuids(uuids)
     return [found[u] for u in uuids if u in found and found[u].name == name]
 
 
@@ -111,7 +110,7 @@ def merge_locked(engine: Engine, w: Writer, request: MergeRequest) -> dict[str, 
         )
     with w.connection() as conn:
         if request.canonical_uuid:
-            canonical = graph.entity_by_uuid(conn, request.canonical_uuid)
+            canonical = conn.entity_by_uuid(request.canonical_uuid)
             if canonical is None:
                 return _fail(f"canonical entity not found: uuid={request.canonical_uuid}")
         else:
@@ -136,7 +135,7 @@ def merge_locked(engine: Engine, w: Writer, request: MergeRequest) -> dict[str, 
             )
         out = _Outcome(canonical_uuid=canonical.uuid)
         aliases: dict[str, Entity] = {}
-        found = graph.entities_by_uuids(conn, request.alias_uuids)
+        found = conn.entities_by_uuids(request.alias_uuids)
         for u in request.alias_uuids:
             entity = found.get(u)
             if entity is None:
@@ -164,7 +163,7 @@ def merge_locked(engine: Engine, w: Writer, request: MergeRequest) -> dict[str, 
 
 
 def _plan(
-    conn: Conn,
+    conn: GraphReader,
     engine: Engine,
     canonical: Entity,
     aliases: list[Entity],
@@ -178,7 +177,7 @@ def _plan(
     out.merged_count = len(active)
     at = now()
     ids = {a.uuid for a in active}
-    facts = {f.uuid: f for f in crossgroup.active_facts_touching(conn, ids | {canonical.uuid})}
+    facts = {f.uuid: f for f in conn.active_facts_touching(ids | {canonical.uuid})}
     live = {(f.source_uuid, f.target_uuid, f.name) for f in facts.values() if f.group_id == group}
     copies: list[Fact] = []
     invalidated: list[str] = []
@@ -246,6 +245,6 @@ def _plan(
                 )
             )
         )
-    mentions = crossgroup.episodes_mentioning(conn, [a.uuid for a in active], group)
+    mentions = conn.episodes_mentioning([a.uuid for a in active], group)
     ops += [Op("mentions.add", {"episode": ep, "entities": [canonical.uuid]}) for ep in mentions]
     return ops

@@ -26,8 +26,8 @@ import anyio.to_thread
 from lcg.engine.replay import applied_seq
 from lcg.errors import InvalidRequestError, NotFoundError
 from lcg.models import Fact
-from lcg.storage import crossgroup, graph
-from lcg.storage.store import Conn
+from lcg.storage import crossgroup
+from lcg.storage.backend import GraphReader
 from lcg.timeutil import now, to_wal
 from lcg.wal.records import Op, fact_op
 
@@ -129,17 +129,17 @@ def _with_pointers(fact: Fact, pointers: dict[str, Pointer]) -> str:
     return json.dumps(attrs, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
 
 
-def counts_by_state(conn: Conn) -> dict[str, int]:
+def counts_by_state(conn: GraphReader) -> dict[str, int]:
     """`knowledge_status.cross_group_pointers`: pointers of non-invalidated facts by state."""
     out = dict.fromkeys(STATES, 0)
-    for fact in crossgroup.pointer_facts(conn):
+    for fact in conn.pointer_facts():
         for pointer in pointers_of(fact).values():
             if pointer.binding_state in out:
                 out[pointer.binding_state] += 1
     return out
 
 
-def resolve(engine: Engine, conn: Conn, group_id: str, name: str) -> tuple[str, str | None]:
+def resolve(engine: Engine, conn: GraphReader, group_id: str, name: str) -> tuple[str, str | None]:
     """(binding_state, resolved uuid) of a normalised name in a group
     (docs/api.md §knowledge_add_cross_group_edge)."""
     hits = engine.names.lookup(group_id, name)
@@ -148,7 +148,7 @@ def resolve(engine: Engine, conn: Conn, group_id: str, name: str) -> tuple[str, 
         return "ambiguous", None
     if not hits:
         return "unbound", None
-    winner = graph.entity_by_uuid(conn, hits[0][0])
+    winner = conn.entity_by_uuid(hits[0][0])
     if winner is None:
         return "unbound", None
     try:
@@ -158,7 +158,7 @@ def resolve(engine: Engine, conn: Conn, group_id: str, name: str) -> tuple[str, 
     return "bound", live.uuid
 
 
-def _pointer(engine: Engine, conn: Conn, group_id: str, name: str) -> Pointer:
+def _pointer(engine: Engine, conn: GraphReader, group_id: str, name: str) -> Pointer:
     state, resolved = resolve(engine, conn, group_id, name)
     return Pointer(group_id, name, state, resolved, applied_seq(conn, group_id))
 
@@ -199,7 +199,7 @@ async def add_cross_group_edge(
             pointers: dict[str, Pointer] = {}
             for side, ep in zip(SIDES, (source, target), strict=True):
                 if ep.uuid is not None:
-                    entity = graph.entity_by_uuid(conn, ep.uuid)
+                    entity = conn.entity_by_uuid(ep.uuid)
                     if entity is None:
                         raise NotFoundError(
                             "entity", ep.uuid, f"cross-group edge endpoint {ep.uuid} does not exist"
@@ -278,7 +278,7 @@ def rebind_locked(
     at = now()
     with w.connection() as conn:
         current = applied_seq(conn, source_group_id)
-        facts = crossgroup.pointer_facts(conn)
+        facts = conn.pointer_facts()
         live = {(f.group_id, f.source_uuid, f.target_uuid, f.name) for f in facts}
         for fact in facts:
             pointers = pointers_of(fact)
@@ -312,9 +312,7 @@ def rebind_locked(
                 moved
                 and src
                 and dst
-                and (
-                    key in live or graph.find_active_fact(conn, fact.group_id, src, fact.name, dst)
-                )
+                and (key in live or conn.find_active_fact(fact.group_id, src, fact.name, dst))
             ):
                 batch.append(_invalidate(fact, at))
                 counts["invalidated_duplicate"] += 1
@@ -327,14 +325,14 @@ def rebind_locked(
 
 
 def unbind_plan(
-    engine: Engine, conn: Conn, purged: list[str]
+    engine: Engine, conn: GraphReader, purged: list[str]
 ) -> tuple[list[dict[str, Any]], dict[str, list[Op]]]:
     """For `knowledge_delete_by_group`: the impact on other groups' pointers into the purged
     groups, and the operations that leave those pointers unbound
     (docs/api.md §knowledge_delete_by_group)."""
     impacts: dict[str, int] = {}
     ops: dict[str, list[Op]] = {}
-    for fact in crossgroup.pointer_facts(conn):
+    for fact in conn.pointer_facts():
         if fact.group_id in purged:
             continue
         pointers = pointers_of(fact)

@@ -25,9 +25,7 @@ import orjson
 from lcg.embedding.vectors import embed_plan, plan_for_ops
 from lcg.errors import ConflictError, InvalidRequestError
 from lcg.fsmodes import private_dir
-from lcg.storage import dump, graph
-from lcg.storage import portable as stored
-from lcg.storage.store import schema_version
+from lcg.storage.backend import schema_version
 from lcg.wal.records import (
     Op,
     data_to_entity,
@@ -113,7 +111,7 @@ def _write_rows(
 ) -> list[str]:
     """The header and every row of the chosen groups into `tmp`; returns the groups written."""
     with engine.reader() as conn, tmp.open("wb") as out:
-        groups = [g for g in dump.dump_groups(conn) if group_ids is None or g in group_ids]
+        groups = [g for g in conn.group_ids() if group_ids is None or g in group_ids]
         header = {
             "kind": "header",
             "format": FORMAT,
@@ -123,16 +121,16 @@ def _write_rows(
         }
         out.write(orjson.dumps(header) + b"\n")
         for g in groups:
-            for page in dump.episode_pages(conn, g, PAGE):
+            for page in conn.episode_pages(g, PAGE):
                 out.writelines(_line("episode", g, episode_op(e).data) for e in page)
                 counts["episodes"] += len(page)
-            for entities in dump.entity_pages(conn, g, PAGE):
+            for entities in conn.entity_pages(g, PAGE):
                 out.writelines(_line("entity", g, entity_op(e).data) for e in entities)
                 counts["entities"] += len(entities)
-            for facts in dump.fact_pages(conn, g, PAGE):
+            for facts in conn.fact_pages(g, PAGE):
                 out.writelines(_line("fact", g, fact_op(f).data) for f in facts)
                 counts["facts"] += len(facts)
-            for pairs in dump.mention_pages(conn, g, PAGE):
+            for pairs in conn.mention_pages(g, PAGE):
                 out.writelines(
                     _line("mentions", g, {"episode": ep, "entities": ents}) for ep, ents in pairs
                 )
@@ -267,15 +265,15 @@ def _page_ops(kind: str, page: list[dict[str, Any]]) -> list[Op]:
 def _changed(conn: Any, group: str, kind: str, ops: list[Op]) -> list[Op]:
     """The operations that would change the graph (the rest are already applied)."""
     if kind == "entities":
-        have_e = graph.entities_by_uuids(conn, [op.data["uuid"] for op in ops])
+        have_e = conn.entities_by_uuids([op.data["uuid"] for op in ops])
         return [op for op in ops if have_e.get(op.data["uuid"]) != data_to_entity(op.data, group)]
     if kind == "facts":
-        have_f = graph.facts_by_uuids(conn, [op.data["uuid"] for op in ops])
+        have_f = conn.facts_by_uuids([op.data["uuid"] for op in ops])
         return [op for op in ops if have_f.get(op.data["uuid"]) != data_to_fact(op.data, group)]
     if kind == "episodes":
-        have_ep = stored.episodes_by_uuids(conn, [op.data["uuid"] for op in ops])
+        have_ep = conn.episodes_by_uuids([op.data["uuid"] for op in ops])
         return [op for op in ops if have_ep.get(op.data["uuid"]) != data_to_episode(op.data, group)]
-    linked = graph.episode_mentions(conn, [op.data["episode"] for op in ops])
+    linked = conn.episode_mentions([op.data["episode"] for op in ops])
     out = []
     for op in ops:
         missing = [u for u in op.data["entities"] if u not in linked.get(op.data["episode"], [])]

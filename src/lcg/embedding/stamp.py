@@ -22,13 +22,13 @@ import json
 from typing import Any
 
 from lcg.embedding.base import EmbedderIdentity
-from lcg.storage import graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader, GraphWriter
 
 __all__ = [
     "STAMP_PREFIX",
     "clear_if_empty",
     "clear_stamp",
+    "encode_stamp",
     "foreign_stamp",
     "is_unstamped_and_empty",
     "model_status",
@@ -47,7 +47,7 @@ def stamp_key(group_id: str) -> str:
     return f"{STAMP_PREFIX}{group_id}"
 
 
-def _encode(identity: EmbedderIdentity) -> str:
+def encode_stamp(identity: EmbedderIdentity) -> str:
     return json.dumps({"model": identity.model, "dim": identity.dim}, sort_keys=True)
 
 
@@ -65,33 +65,33 @@ def _decode(raw: str) -> tuple[str | None, int | None]:
     )
 
 
-def write_stamp(conn: Conn, group_id: str, identity: EmbedderIdentity) -> None:
+def write_stamp(conn: GraphWriter, group_id: str, identity: EmbedderIdentity) -> None:
     """Stamp the group with `identity` (in the caller's transaction)."""
-    graph.set_meta(conn, stamp_key(group_id), _encode(identity))
+    conn.set_meta(stamp_key(group_id), encode_stamp(identity), group_id)
 
 
-def _has_vectors(conn: Conn, group_id: str) -> bool:
-    return bool(
-        conn.rows("MATCH (v:Embedding) WHERE v.group_id = $g RETURN v.key LIMIT 1", {"g": group_id})
-    )
+def _has_vectors(conn: GraphReader, group_id: str) -> bool:
+    return bool(conn.embedding_hashes(group_id, limit=1))
 
 
-def is_unstamped_and_empty(conn: Conn, group_id: str) -> bool:
+def is_unstamped_and_empty(conn: GraphReader, group_id: str) -> bool:
     """Whether vectors written now would be the group's first: it has no stamp and no vectors.
 
     (A group with vectors but no stamp was written before stamps existed: its vectors' model
     is unknown, and it stays unstamped until re-embedded whole.)
     """
-    return graph.get_meta(conn, stamp_key(group_id)) is None and not _has_vectors(conn, group_id)
+    return conn.get_meta(stamp_key(group_id), group_id) is None and not _has_vectors(conn, group_id)
 
 
-def clear_if_empty(conn: Conn, group_id: str) -> None:
+def clear_if_empty(conn: GraphWriter, group_id: str) -> None:
     """Remove the stamp of a group whose last vectors were deleted."""
-    if graph.get_meta(conn, stamp_key(group_id)) is not None and not _has_vectors(conn, group_id):
+    if conn.get_meta(stamp_key(group_id), group_id) is not None and not _has_vectors(
+        conn, group_id
+    ):
         clear_stamp(conn, group_id)
 
 
-def restamp_group(conn: Conn, group_id: str, identity: EmbedderIdentity) -> None:
+def restamp_group(conn: GraphWriter, group_id: str, identity: EmbedderIdentity) -> None:
     """After the whole group was (re-)embedded with `identity`: stamp it, or, if it holds no
     vectors at all, remove its stamp (its next vectors will set one)."""
     if _has_vectors(conn, group_id):
@@ -100,27 +100,23 @@ def restamp_group(conn: Conn, group_id: str, identity: EmbedderIdentity) -> None
         clear_stamp(conn, group_id)
 
 
-def clear_stamp(conn: Conn, group_id: str) -> None:
-    graph.set_meta(conn, stamp_key(group_id), None)
+def clear_stamp(conn: GraphWriter, group_id: str) -> None:
+    conn.set_meta(stamp_key(group_id), None, group_id)
 
 
-def read_stamps(conn: Conn) -> dict[str, tuple[str | None, int | None]]:
+def read_stamps(conn: GraphReader) -> dict[str, tuple[str | None, int | None]]:
     """Every group's stamp as (model, dim); an unreadable stamp reads as (None, None)."""
     return {
         key.removeprefix(STAMP_PREFIX): _decode(raw)
-        for key, raw in graph.meta_with_prefix(conn, STAMP_PREFIX).items()
+        for key, raw in conn.meta_with_prefix(STAMP_PREFIX).items()
     }
 
 
-def vectors_per_group(conn: Conn) -> dict[str, int]:
-    return {
-        row[0]: int(row[1])
-        for row in conn.rows("MATCH (v:Embedding) RETURN v.group_id, count(*)")
-        if isinstance(row[0], str)
-    }
+def vectors_per_group(conn: GraphReader) -> dict[str, int]:
+    return conn.embedding_counts()
 
 
-def model_status(conn: Conn, identity: EmbedderIdentity) -> dict[str, Any]:
+def model_status(conn: GraphReader, identity: EmbedderIdentity) -> dict[str, Any]:
     """`embedding_model_status` and, per group holding vectors, its stamp and status."""
     stamps = read_stamps(conn)
     groups: dict[str, dict[str, Any]] = {}
@@ -137,7 +133,7 @@ def model_status(conn: Conn, identity: EmbedderIdentity) -> dict[str, Any]:
     return {"embedding_model_status": worst, "embedding_groups": groups}
 
 
-def foreign_stamp(conn: Conn, identity: EmbedderIdentity) -> tuple[str, int] | None:
+def foreign_stamp(conn: GraphReader, identity: EmbedderIdentity) -> tuple[str, int] | None:
     """The (model, dim) of another embedder than `identity` when it stamped groups of the
     workspace and no third model did (then search can answer from that model's vectors until
     a re-embed completes); None when every stamp is `identity`'s, or the stamps name several

@@ -24,8 +24,7 @@ from lcg.engine.replay import ReplayReport, applied_position, loss_key, position
 from lcg.errors import StorageError
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
-from lcg.storage import crossgroup, graph
-from lcg.storage.store import Conn, Store
+from lcg.storage.backend import GraphBackend, GraphReader
 from lcg.telemetry import EventSink
 from lcg.wal.writer import TornTail, Wal
 
@@ -44,7 +43,7 @@ class Replay(Protocol):
 
     def __call__(
         self,
-        store: Store,
+        store: GraphBackend,
         directory: Path,
         group_id: str,
         embedder: Embedder,
@@ -63,7 +62,7 @@ class CatchUp:
 
     def __init__(
         self,
-        store: Callable[[], Store],
+        store: Callable[[], GraphBackend],
         wal: Wal,
         settings: Settings,
         embedder: Embedder,
@@ -81,14 +80,14 @@ class CatchUp:
         self._search = search
         self.replay = replay
 
-    def _read(self, fn: Callable[[Conn], Any]) -> Any:
+    def _read(self, fn: Callable[[GraphReader], Any]) -> Any:
         with self._store().read() as conn:
             return fn(conn)
 
-    def position(self, conn: Conn, group_id: str) -> tuple[int | None, str | None] | None:
+    def position(self, conn: GraphReader, group_id: str) -> tuple[int | None, str | None] | None:
         return applied_position(conn, group_id)
 
-    def database_ahead(self, conn: Conn, group_id: str) -> tuple[int, int | None] | None:
+    def database_ahead(self, conn: GraphReader, group_id: str) -> tuple[int, int | None] | None:
         """(applied_seq, max_seq) when the database has applied seqs its WAL stream no longer
         holds (same generation): a fidelity problem, as a rebuild would lose them."""
         position = self.position(conn, group_id)
@@ -106,7 +105,7 @@ class CatchUp:
         for `knowledge_status`, and move the group's stream past every seq ever applied, so no
         seq is handed out twice."""
         for group_id in self._wal.groups() if groups is None else groups:
-            with self._store().writer() as conn:
+            with self._store().read_for_write() as conn:
                 ahead = self.database_ahead(conn, group_id)
                 known = self.losses(conn, group_id)
             floor = max((x["last_seq"] for x in known if x.get("kind") == AHEAD), default=None)
@@ -134,13 +133,13 @@ class CatchUp:
                 entry = {"kind": AHEAD, "file": None, "first_seq": first, "last_seq": applied}
                 if entry not in known:
                     with self._store().transaction() as tx:
-                        graph.set_meta(tx, loss_key(group_id), json.dumps([*known, entry]))
+                        tx.set_meta(loss_key(group_id), json.dumps([*known, entry]))
                 floor = applied if floor is None else max(floor, applied)
             if floor is not None:
                 self._wal.stream(group_id).skip_to(floor + 1)
 
-    def losses(self, conn: Conn, group_id: str) -> list[dict[str, Any]]:
-        raw = graph.get_meta(conn, loss_key(group_id))
+    def losses(self, conn: GraphReader, group_id: str) -> list[dict[str, Any]]:
+        raw = conn.get_meta(loss_key(group_id))
         value = json.loads(raw) if raw else []
         return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
 
@@ -163,24 +162,24 @@ class CatchUp:
             self.events.emit("wal_batch_lost", group_id=report.group_id, **loss.to_wire())
         if not report.lost and not full:
             return
-        with self._store().writer() as conn:
+        with self._store().read_for_write() as conn:
             known = self.losses(conn, report.group_id)
         if full:  # a replay re-derives batches; what the WAL itself lost stays recorded
             known = [x for x in known if x.get("kind") in (AHEAD, TORN)]
         fresh = [{"kind": LOST, **loss.to_wire()} for loss in report.lost]
         merged = known + [x for x in fresh if x not in known]
         with self._store().transaction() as tx:
-            graph.set_meta(tx, loss_key(report.group_id), json.dumps(merged) if merged else None)
+            tx.set_meta(loss_key(report.group_id), json.dumps(merged) if merged else None)
 
     def record_torn(self, torn: TornTail) -> None:
         """(Write lock held.) Keep a torn tail cut at startup for `knowledge_status`."""
         entry = {"kind": TORN, **torn.to_wire()}
-        with self._store().writer() as conn:
+        with self._store().read_for_write() as conn:
             known = self.losses(conn, torn.group_id)
         with self._store().transaction() as tx:
-            graph.set_meta(tx, loss_key(torn.group_id), json.dumps([*known, entry]))
+            tx.set_meta(loss_key(torn.group_id), json.dumps([*known, entry]))
 
-    def wal_problems(self, conn: Conn) -> list[dict[str, Any]]:
+    def wal_problems(self, conn: GraphReader) -> list[dict[str, Any]]:
         """The `wal_problems` of `knowledge_status` (an lcg extension): WAL lines lost, by group."""
         return [
             {"group_id": group_id, **loss}
@@ -188,8 +187,8 @@ class CatchUp:
             for loss in self.losses(conn, group_id)
         ]
 
-    def group_has_data(self, conn: Conn, group_id: str) -> bool:
-        return any(graph.group_counts(conn, group_id).values())
+    def group_has_data(self, conn: GraphReader, group_id: str) -> bool:
+        return any(conn.group_counts(group_id).values())
 
     def catch_up_plan(self, group_id: str) -> tuple[str, int] | None:
         """How to bring a group up to its WAL: ("bulk", n) or ("tail", n) operations, or None."""
@@ -197,7 +196,7 @@ class CatchUp:
         if bounds.max_seq is None:
             return None
         generation = self._wal.generation(group_id)
-        with self._store().writer() as conn:
+        with self._store().read_for_write() as conn:
             position = self.position(conn, group_id)
             has_data = self.group_has_data(conn, group_id)
         if position is None or position[0] is None or position[1] != generation:
@@ -223,8 +222,8 @@ class CatchUp:
         return None
 
     def held_through(self, group_id: str) -> int | None:
-        with self._store().writer() as conn:
-            raw = graph.get_meta(conn, position_key(group_id))
+        with self._store().read_for_write() as conn:
+            raw = conn.get_meta(position_key(group_id))
         held = json.loads(raw).get("held_through") if raw else None
         return held if isinstance(held, int) else None
 
@@ -235,7 +234,7 @@ class CatchUp:
             return None
         generation = self._wal.generation(group_id)
         directory = self._wal.directory(group_id)
-        with self._store().writer() as conn:
+        with self._store().read_for_write() as conn:
             position = self.position(conn, group_id)
         if plan[0] == "bulk":
             report = self.replay(
@@ -329,7 +328,7 @@ class CatchUp:
 
     def reload_names(self) -> None:
         try:
-            self._names.load(self._read(graph.name_rows))
+            self._names.load(self._read(lambda r: r.name_rows()))
         except StorageError:
             logger.exception("name index reload failed; marking it untrusted")
             self._names.trusted = False
@@ -337,4 +336,4 @@ class CatchUp:
     def rewire_cross_group(self) -> None:
         """Restore the hops of cross-group facts into entities replayed after them (derived)."""
         with self._store().transaction() as tx:
-            crossgroup.rewire_hops(tx)
+            tx.rewire_hops()

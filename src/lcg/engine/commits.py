@@ -15,8 +15,7 @@ from lcg.embedding import stamp
 from lcg.embedding.base import EmbedderIdentity
 from lcg.errors import InvalidRequestError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.storage import graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader, GraphWriter
 from lcg.timeutil import to_wal
 from lcg.wal.layout import encode_group
 from lcg.wal.records import Op, entity_op, episode_op, fact_op
@@ -30,6 +29,7 @@ __all__ = [
     "episode_ops",
     "first_vectors",
     "settle_stamp",
+    "stamp_meta",
 ]
 
 
@@ -59,14 +59,14 @@ class Batch:
     """Operations of one group, plus the vectors they need (computed before the lock).
 
     `apply`, when given, applies the operations in the commit's transaction instead of
-    `graph.apply_ops` (a raw statement whose rows its caller keeps: lcg.admin.cypher).
+    `GraphWriter.apply_ops` (a raw statement whose rows its caller keeps: lcg.admin.cypher).
     """
 
     group_id: str
     ops: list[Op]
     vectors: list[EmbeddingRow] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
-    apply: Callable[[Conn], object] | None = None
+    apply: Callable[[GraphWriter], object] | None = None
 
 
 def check_commit_shape(commit: EpisodeCommit) -> None:
@@ -157,7 +157,7 @@ def episode_ops(commits: Sequence[EpisodeCommit]) -> list[Op]:
     return ops
 
 
-def check_commit_references(conn: Conn, commits: Sequence[EpisodeCommit]) -> None:
+def check_commit_references(conn: GraphReader, commits: Sequence[EpisodeCommit]) -> None:
     """Fact endpoints, mentions and superseded facts of the episodes must exist in the group,
     stored or written by the episodes themselves (the write lock held).
 
@@ -168,7 +168,7 @@ def check_commit_references(conn: Conn, commits: Sequence[EpisodeCommit]) -> Non
     own = {e.uuid for c in commits for e in c.entities}
     wanted = {u for c in commits for f in c.facts for u in (f.source_uuid, f.target_uuid)}
     wanted |= {u for c in commits for u in c.mentions}
-    stored = graph.entities_by_uuids(conn, wanted - own) if wanted - own else {}
+    stored = conn.entities_by_uuids(wanted - own) if wanted - own else {}
     missing = sorted(u for u in wanted - own if u not in stored or stored[u].group_id != group)
     if missing:
         raise InvalidRequestError(
@@ -179,7 +179,7 @@ def check_commit_references(conn: Conn, commits: Sequence[EpisodeCommit]) -> Non
     for commit in commits:
         targets += [inv.fact_uuid for inv in commit.invalidations if inv.fact_uuid not in created]
         created |= {f.uuid for f in commit.facts}
-    facts = graph.facts_by_uuids(conn, targets) if targets else {}
+    facts = conn.facts_by_uuids(targets) if targets else {}
     gone = sorted(u for u in targets if u not in facts or facts[u].group_id != group)
     if gone:
         raise InvalidRequestError(
@@ -191,14 +191,14 @@ def check_commit_references(conn: Conn, commits: Sequence[EpisodeCommit]) -> Non
 # exists exactly while the group holds vectors, and names the embedder of its first ones.
 
 
-def first_vectors(tx: Conn, batch: Batch) -> bool:
+def first_vectors(tx: GraphWriter, batch: Batch) -> bool:
     """Whether the batch writes the first vectors of its group (its ops already applied)."""
     if any(op.name == "group.purge" for op in batch.ops):
         stamp.clear_stamp(tx, batch.group_id)
     return bool(batch.vectors) and stamp.is_unstamped_and_empty(tx, batch.group_id)
 
 
-def settle_stamp(tx: Conn, batch: Batch, first: bool, identity: EmbedderIdentity) -> None:
+def settle_stamp(tx: GraphWriter, batch: Batch, first: bool, identity: EmbedderIdentity) -> None:
     """Stamp the group with `identity` if the batch wrote its first vectors; clear the stamp
     if the batch may have removed its last ones."""
     if first:
@@ -207,3 +207,31 @@ def settle_stamp(tx: Conn, batch: Batch, first: bool, identity: EmbedderIdentity
         batch.stale or any(op.name == "episode.delete" for op in batch.ops)
     ):
         stamp.clear_if_empty(tx, batch.group_id)  # the last vectors may have gone
+
+
+def stamp_meta(r: GraphReader, batch: Batch, identity: EmbedderIdentity) -> dict[str, str | None]:
+    """`first_vectors` and `settle_stamp` for a store that applies a commit whole (one
+    `GraphBackend.commit`, which reads cannot see into): the group's stamp entry the batch sets
+    or clears, decided from the state before it."""
+    key = stamp.stamp_key(batch.group_id)
+    purged = any(op.name == "group.purge" for op in batch.ops)
+    stamped = not purged and r.get_meta(key, batch.group_id) is not None
+    if batch.vectors:
+        if stamped:
+            return {}
+        empty = purged or not r.embedding_hashes(batch.group_id, limit=1)
+        return {key: stamp.encode_stamp(identity)} if empty else {}
+    gone = set(batch.stale) | {
+        f"episode:{u}"
+        for op in batch.ops
+        if op.name == "episode.delete"
+        for u in [op.data.get("uuid")]
+        if isinstance(u, str)
+    }
+    if purged:
+        return {key: None}
+    if stamped and gone:
+        left = r.embedding_hashes(batch.group_id, limit=len(gone) + 1)
+        if set(left) <= gone:  # every vector the group still holds goes with this batch
+            return {key: None}
+    return {}

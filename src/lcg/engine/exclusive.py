@@ -11,17 +11,26 @@ imports this one or touches the lock or the store.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from lcg.engine.catchup import CatchUp
+from lcg.engine.commits import Batch
 from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
+from lcg.errors import UnavailableError
+from lcg.storage.backend import GraphBackend
+from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
+from lcg.wal.records import Op
 
 __all__ = [
     "catchup",
+    "commit_logged",
     "is_open",
     "jobs",
+    "kuzu_store",
     "maybe_checkpoint",
+    "prepare",
     "set_indices_built",
     "store",
     "write_lock",
@@ -33,13 +42,40 @@ def write_lock(engine: Engine) -> threading.RLock:
     return engine._write_lock
 
 
-def store(engine: Engine) -> Store:
+def store(engine: Engine) -> GraphBackend:
     """The engine's open database.
 
     Raises:
         UnavailableError: the engine is degraded (no database open).
     """
     return engine._db
+
+
+def kuzu_store(engine: Engine) -> Store:
+    """The engine's open Kuzu database (its journal, checkpoints, connection pool).
+
+    Raises:
+        UnavailableError: the engine is degraded, or runs on another store than Kuzu.
+    """
+    backend = engine._db
+    if not isinstance(backend, KuzuBackend):
+        raise UnavailableError(f"the engine runs on {backend.backend}, not the embedded Kuzu store")
+    return backend.store
+
+
+def commit_logged(engine: Engine, batch: Batch, lines: Sequence[bytes]) -> tuple[int, int]:
+    """Commit one batch with its WAL lines given verbatim, to a store that keeps the WAL
+    (`lcg wal import` into server mode; write lock held). Returns its (first, last) seq.
+
+    Raises:
+        InvalidRequestError: the lines do not continue the group's stream.
+    """
+    return engine._commit_to_store([batch], lines)[0]
+
+
+def prepare(engine: Engine, group_id: str, ops: list[Op]) -> Batch:
+    """A batch with the vectors its operations need (calls the embedder: no lock held)."""
+    return engine._prepare(group_id, ops)
 
 
 def catchup(engine: Engine) -> CatchUp:

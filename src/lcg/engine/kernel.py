@@ -41,13 +41,14 @@ from lcg.engine.commits import (
     episode_ops,
     first_vectors,
     settle_stamp,
+    stamp_meta,
 )
 from lcg.engine.jobs import JobTable
 from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
 from lcg.engine.replay import ReplayReport, replay_group, write_position
 from lcg.errors import (
-    ConfigError,
+    InvalidRequestError,
     StorageError,
     UnavailableError,
     WalError,
@@ -60,11 +61,14 @@ from lcg.models import (
 )
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
-from lcg.storage import graph
-from lcg.storage.store import Conn, Store
+from lcg.storage.backend import Commit, GraphBackend, GraphReader
+from lcg.storage.kuzu_backend import KuzuBackend
+from lcg.storage.select import open_backend
+from lcg.storage.store import Store
 from lcg.telemetry import EventSink, NullSink
-from lcg.timeutil import from_wal
-from lcg.wal.records import Op
+from lcg.timeutil import from_wal, now, to_wal
+from lcg.wal.reader import parse_line
+from lcg.wal.records import Op, encode_batch
 from lcg.wal.writer import Wal
 
 __all__ = ["Engine", "Writer", "open_engine"]
@@ -92,12 +96,12 @@ class Writer:
         self._engine = engine
 
     @contextlib.contextmanager
-    def connection(self) -> Iterator[Conn]:
+    def connection(self) -> Iterator[GraphReader]:
         """The writer connection (reads; writes go through `commit`)."""
-        with self._engine._db.writer() as conn:
+        with self._engine._db.read_for_write() as conn:
             yield conn
 
-    def read(self, fn: Callable[[Conn], T]) -> T:
+    def read(self, fn: Callable[[GraphReader], T]) -> T:
         with self.connection() as conn:
             return fn(conn)
 
@@ -118,7 +122,7 @@ class Engine:
     def __init__(
         self,
         settings: Settings,
-        store: Store | None,
+        store: GraphBackend | None,
         wal: Wal,
         embedder: Embedder,
         events: EventSink | None = None,
@@ -131,7 +135,7 @@ class Engine:
     ) -> None:
         self.settings = settings
         events = events or NullSink()
-        self._store: Store | None = store
+        self._store: GraphBackend | None = store
         self._wal = wal
         self._write_lock = threading.RLock()
         self._names = NameIndex()
@@ -155,7 +159,7 @@ class Engine:
     # -- plumbing --------------------------------------------------------------------------
 
     @property
-    def _db(self) -> Store:
+    def _db(self) -> GraphBackend:
         if self._store is None:
             raise UnavailableError(self._degraded_reason or "unknown")
         return self._store
@@ -169,16 +173,16 @@ class Engine:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
     @contextlib.contextmanager
-    def reader(self) -> Iterator[Conn]:
+    def reader(self) -> Iterator[GraphReader]:
         """A pooled reader connection (a snapshot), for code already in a worker thread."""
         with self._db.read() as conn:
             yield conn
 
-    def _read(self, fn: Callable[[Conn], T]) -> T:
+    def _read(self, fn: Callable[[GraphReader], T]) -> T:
         with self.reader() as conn:
             return fn(conn)
 
-    async def read(self, fn: Callable[[Conn], T]) -> T:
+    async def read(self, fn: Callable[[GraphReader], T]) -> T:
         """Run `fn` on a pooled reader connection in a worker thread (subsystems' reads)."""
         return await self._run(self._read, fn)
 
@@ -221,7 +225,7 @@ class Engine:
                     reports.append(report)
             if reports:
                 self._catchup.rewire_cross_group()
-            self._names.load(self._read(graph.name_rows))
+            self._names.load(self._read(lambda r: r.name_rows()))
             self._search.reset()
         self._indices_built = self._catchup.warm_search()
         return reports
@@ -242,7 +246,7 @@ class Engine:
         prepare: Callable[[Path], object],
         *,
         failed_reason: str,
-        on_open: Callable[[Store], object] | None = None,
+        on_open: Callable[[GraphBackend], object] | None = None,
         catch_up: bool = True,
     ) -> list[ReplayReport]:
         """Replace the database in place: close it, `prepare(db_path)`, open it, catch up.
@@ -256,17 +260,24 @@ class Engine:
         catch-up reports. If `prepare` or the reopening raises, the engine is left degraded
         with `failed_reason` (no store) and the error propagates.
         """
+        if self._store is not None and not isinstance(self._store, KuzuBackend):
+            raise UnavailableError(
+                f"replacing the database in place (recovery, clear_all) runs on the embedded "
+                f"Kuzu store only, not on LCG_STORAGE={self._store.backend}"
+            )
         store, self._store = self._store, None
         self._degraded_reason = failed_reason
         self._indices_built = False
         if store is not None:
             # New reads now fail as degraded; let the reads already running finish first.
-            if not store.wait_idle(_READERS_DRAIN_SECONDS):
+            if not store.store.wait_idle(_READERS_DRAIN_SECONDS):
                 logger.warning("reopening the database with reads still running")
             store.close()
         self._wal.close()
         prepare(self.settings.db_path)
-        fresh = Store(self.settings.db_path, buffer_pool_mb=self.settings.kuzu_buffer_pool_mb)
+        fresh = KuzuBackend(
+            Store(self.settings.db_path, buffer_pool_mb=self.settings.kuzu_buffer_pool_mb)
+        )
         self._store = fresh
         try:
             if on_open is not None:
@@ -304,6 +315,8 @@ class Engine:
         batches = [b for b in batches if b.ops]
         if not batches:
             return []
+        if self._db.keeps_wal:
+            return self._commit_to_store(batches)
         appended: list[tuple[str, int, int]] = []
         body_done = False
         try:
@@ -312,10 +325,10 @@ class Engine:
                     if batch.apply is not None:
                         batch.apply(tx)
                     else:
-                        graph.apply_ops(tx, batch.group_id, batch.ops)
+                        tx.apply_ops(batch.group_id, batch.ops)
                     stamps = first_vectors(tx, batch)
-                    graph.put_embeddings(tx, batch.vectors)
-                    graph.delete_embeddings(tx, batch.stale)
+                    tx.put_embeddings(batch.vectors)
+                    tx.delete_embeddings(batch.stale)
                     settle_stamp(tx, batch, stamps, self.parts.embedder.identity)
                 for batch in batches:
                     stream = self._wal.stream(batch.group_id)
@@ -341,6 +354,64 @@ class Engine:
         self._maybe_checkpoint()
         return [(first, last) for _, first, last in appended]
 
+    def _commit_to_store(
+        self, batches: Sequence[Batch], logged: Sequence[bytes] | None = None
+    ) -> list[tuple[int, int]]:
+        """`_commit` on a store that keeps the WAL itself (server mode, DESIGN §11): each
+        group's lines go to the store with its graph change in one `GraphBackend.commit`, at
+        the group's position (write lock held). Groups commit one after another. `logged`: the
+        WAL lines of a single batch, given verbatim (`lcg wal import`), whose first seq must be
+        the group's position.
+
+        Raises:
+            InvalidRequestError: a batch applies itself (a raw Cypher mutation).
+            GroupMovedError: another process committed to a group first (nothing of that
+                group applied; the groups before it are committed).
+            StorageError: the store refused the commit.
+        """
+        if any(b.apply is not None for b in batches):
+            raise InvalidRequestError(
+                f"raw Cypher mutations are logged as Kuzu statements and run on the embedded "
+                f"store only, not on LCG_STORAGE={self._db.backend}",
+                field="query",
+            )
+        done: list[tuple[int, int]] = []
+        for batch in batches:
+            with self._db.read_for_write() as r:
+                first = r.position(batch.group_id) or 0
+                meta = stamp_meta(r, batch, self.parts.embedder.identity)
+            last = first + len(batch.ops) - 1
+            lines = encode_batch(first, to_wal(now()) or "", batch.ops)
+            if logged is not None:
+                if len(batches) != 1 or len(logged) != len(batch.ops):
+                    raise ValueError("logged lines are given for one batch, a line per op")
+                given = parse_line(logged[0])
+                if given is None or given.seq != first:
+                    raise InvalidRequestError(
+                        f"group {batch.group_id!r}: the imported WAL continues at seq "
+                        f"{None if given is None else given.seq}, the store holds {first} lines",
+                        field="directory",
+                    )
+                lines = list(logged)
+            self._db.commit(
+                [
+                    Commit(
+                        batch.group_id,
+                        batch.ops,
+                        first,
+                        last,
+                        lines,
+                        batch.vectors,
+                        batch.stale,
+                        meta,
+                    )
+                ]
+            )
+            done.append((first, last))
+            self._index_names(batch)
+            self._search.apply(batch.group_id, batch.ops, batch.vectors)
+        return done
+
     def _recover_failed_commit(self, appended: list[tuple[str, int, int]], body_done: bool) -> bool:
         """A commit failed after WAL lines were written: make the WAL and the DB agree again.
 
@@ -348,7 +419,7 @@ class Engine:
         positions it set are visible), False when it was rolled back and its lines were removed.
         """
         if body_done:
-            with self._db.writer() as conn:
+            with self._db.read_for_write() as conn:
                 if all(
                     (self._catchup.position(conn, g) or (None, None))[0] == last
                     for g, _, last in appended
@@ -396,7 +467,7 @@ class Engine:
         )
 
     async def write(
-        self, plan: Callable[[Conn], tuple[T, Sequence[Batch | tuple[str, list[Op]]]]]
+        self, plan: Callable[[GraphReader], tuple[T, Sequence[Batch | tuple[str, list[Op]]]]]
     ) -> T:
         """Run `plan` on the writer connection under the write lock, then commit the batches it
         returns (per group, one WAL batch; all of them in one transaction) and return its
@@ -424,7 +495,7 @@ class Engine:
 
         def write() -> list[tuple[int, int]]:
             with self._write_lock:
-                with self._db.writer() as conn:
+                with self._db.read_for_write() as conn:
                     check_commit_references(conn, commits)
                 return self._commit([batch])
 
@@ -435,7 +506,7 @@ class Engine:
     async def entity_by_name(self, group_id: str, name: str) -> Entity | None:
         """The entity a name resolves to in a group (exact, case-insensitive; merges followed)."""
 
-        def read(conn: Conn) -> Entity | None:
+        def read(conn: GraphReader) -> Entity | None:
             return self.names.resolve(conn, group_id, name)
 
         return await self._run(self._read, read)
@@ -449,9 +520,9 @@ class Engine:
         always active, so once `_CHECKPOINT_DRAIN_COMMITS` commits are owed the checkpoint
         drains the readers (new reads wait for it, ~tens of ms) instead of waiting for a gap.
         """
-        store = self._store
-        if store is None:
-            return False
+        if not isinstance(self._store, KuzuBackend):
+            return False  # a server checkpoints itself
+        store = self._store.store
         limit = self.settings.checkpoint_wal_bytes
         by_size = limit > 0 and store.journal_bytes() >= limit
         if not by_size and store.commits_since_checkpoint < _CHECKPOINT_EVERY_COMMITS:
@@ -489,11 +560,6 @@ def open_engine(
         StorageError: the database cannot be opened.
         ConfigError: a setting is invalid.
     """
-    if settings.storage != "kuzu":  # lcg.storage.falkordb exists; the engine is not wired to it
-        raise ConfigError(
-            f"LCG_STORAGE={settings.storage}: the engine runs on the embedded Kuzu store only "
-            "so far (server mode is issue 19, in progress)"
-        )
     private_dir(settings.home)
     # The embedder first (docs/api.md §startup: probe, then open the database): a bad one opens
     # nothing.
@@ -501,7 +567,7 @@ def open_engine(
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
     wal.lock()  # before the database: a second writer of this WAL touches nothing
     try:
-        store = Store(settings.db_path, buffer_pool_mb=settings.kuzu_buffer_pool_mb)
+        store = open_backend(settings)
     except BaseException:
         wal.unlock()
         raise

@@ -14,8 +14,7 @@ from datetime import datetime
 
 from lcg.errors import InvalidRequestError
 from lcg.models import Entity, normalize_name
-from lcg.storage import graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 
 __all__ = ["NameIndex", "Names"]
 
@@ -90,21 +89,21 @@ class Names:
         """(uuid, is_merged) of the entities with this name in the group, earliest first."""
         return self._index.lookup(group_id, name)
 
-    def resolve(self, conn: Conn, group_id: str, name: str) -> Entity | None:
+    def resolve(self, conn: GraphReader, group_id: str, name: str) -> Entity | None:
         """Exact (trimmed, case-insensitive) name in the group, earliest first, tombstones followed."""
         hits = self._index.lookup(group_id, name)
         if not hits:
             return None
-        entity = graph.entity_by_uuid(conn, hits[0][0])
+        entity = conn.entity_by_uuid(hits[0][0])
         if entity is None:  # index out of date: trust the database
             self._reload()
             hits = self._index.lookup(group_id, name)
-            entity = graph.entity_by_uuid(conn, hits[0][0]) if hits else None
+            entity = conn.entity_by_uuid(hits[0][0]) if hits else None
             if entity is None:
                 return None
         return self.follow_merged(conn, entity, f"name '{name}'")
 
-    def follow_merged(self, conn: Conn, entity: Entity, what: str) -> Entity:
+    def follow_merged(self, conn: GraphReader, entity: Entity, what: str) -> Entity:
         """Follow `merged_into` from a tombstone to the live entity (InvalidRequestError if none)."""
         seen = {entity.uuid}
         current = entity
@@ -112,9 +111,7 @@ class Names:
             target_uuid = current.merged_into or json.loads(current.attributes or "{}").get(
                 "merged_into"
             )
-            target = (
-                graph.entity_by_uuid(conn, target_uuid) if isinstance(target_uuid, str) else None
-            )
+            target = conn.entity_by_uuid(target_uuid) if isinstance(target_uuid, str) else None
             if target is None or target.group_id != entity.group_id or target.uuid in seen:
                 raise InvalidRequestError(
                     f"{what} resolves to a Merged tombstone whose merged_into chain is missing, "

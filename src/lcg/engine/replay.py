@@ -29,8 +29,7 @@ from typing import Any
 from lcg.embedding.base import Embedder
 from lcg.embedding.vectors import embed_plan, plan_for_ops, plan_for_rows
 from lcg.errors import StorageError
-from lcg.storage import bulk, graph
-from lcg.storage.store import Conn, Store
+from lcg.storage.backend import GraphBackend, GraphReader
 from lcg.wal.fold import fold
 from lcg.wal.reader import LostBatch, ReadStats, iter_records
 from lcg.wal.records import Op, WalRecord
@@ -57,16 +56,16 @@ def loss_key(group_id: str) -> str:
     return f"wal_loss:{group_id}"
 
 
-def applied_position(conn: Conn, group_id: str) -> tuple[int | None, str | None] | None:
+def applied_position(conn: GraphReader, group_id: str) -> tuple[int | None, str | None] | None:
     """The group's recorded (applied_seq, generation), None when never recorded."""
-    raw = graph.get_meta(conn, position_key(group_id))
+    raw = conn.get_meta(position_key(group_id))
     if raw is None:
         return None
     value = json.loads(raw)
     return value.get("applied_seq"), value.get("generation")
 
 
-def applied_seq(conn: Conn, group_id: str) -> int | None:
+def applied_seq(conn: GraphReader, group_id: str) -> int | None:
     """The group's recorded applied WAL position, None when unknown."""
     position = applied_position(conn, group_id)
     return position[0] if position else None
@@ -87,7 +86,7 @@ def write_position(
     value: dict[str, Any] = {"applied_seq": applied_seq, "generation": generation}
     if held_through is not None:
         value["held_through"] = held_through
-    graph.set_meta(conn, position_key(group_id), json.dumps(value))
+    conn.set_meta(position_key(group_id), json.dumps(value))
 
 
 @dataclass
@@ -194,7 +193,7 @@ def _template(op: str, data: dict[str, Any]) -> str:
 
 
 def replay_group(
-    store: Store,
+    store: GraphBackend,
     directory: Path,
     group_id: str,
     embedder: Embedder,
@@ -262,7 +261,7 @@ def replay_group(
 
 
 def _bulk(
-    store: Store,
+    store: GraphBackend,
     group_id: str,
     embedder: Embedder,
     folded: Any,
@@ -278,7 +277,7 @@ def _bulk(
     vectors = embed_plan(plan, embedder)
     try:
         with store.transaction() as tx:
-            bulk.load_folded(tx, folded, vectors)
+            tx.load_folded(folded, vectors)
             if folded.last_seq is not None:
                 write_position(tx, group_id, folded.last_seq, generation)
     except StorageError as exc:
@@ -293,7 +292,7 @@ def _bulk(
 
 
 def _apply_batch(
-    store: Store,
+    store: GraphBackend,
     group_id: str,
     embedder: Embedder,
     batch: Sequence[WalRecord],
@@ -302,15 +301,15 @@ def _apply_batch(
     ops = [Op(r.op, r.data) for r in batch]
     plan = plan_for_ops(group_id, ops)
     with store.transaction() as tx:
-        graph.apply_ops(tx, group_id, ops)
-        stored = graph.stored_text_hashes(tx, plan.keys())
-        graph.put_embeddings(tx, embed_plan(plan, embedder, stored), stored)
-        graph.delete_embeddings(tx, plan.stale)
+        tx.apply_ops(group_id, ops)
+        stored = tx.stored_text_hashes(plan.keys())
+        tx.put_embeddings(embed_plan(plan, embedder, stored), stored)
+        tx.delete_embeddings(plan.stale)
         write_position(tx, group_id, batch[-1].seq, generation)
 
 
 def _incremental(
-    store: Store,
+    store: GraphBackend,
     group_id: str,
     embedder: Embedder,
     records: Any,

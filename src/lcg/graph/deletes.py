@@ -13,8 +13,7 @@ from typing import Any
 from lcg.curation.pointers import unbind_plan
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
-from lcg.storage import graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.wal.records import Op
 
 __all__ = ["delete_by_group", "delete_by_source", "delete_chunk_episode", "delete_episode"]
@@ -30,8 +29,8 @@ def _episode_deletes(matches: list[tuple[str, str]]) -> Batches:
 
 
 async def delete_episode(engine: Engine, episode_uuid: str) -> dict[str, Any]:
-    def plan(conn: Conn) -> tuple[dict[str, Any], Batches]:
-        groups = graph.episode_groups(conn, [episode_uuid])
+    def plan(conn: GraphReader) -> tuple[dict[str, Any], Batches]:
+        groups = conn.episode_groups([episode_uuid])
         return {"status": "deleted"}, _episode_deletes(list(groups.items()))
 
     return await engine.write(plan)
@@ -45,7 +44,7 @@ async def delete_by_source(
         engine,
         "source_file",
         source_file,
-        lambda c: graph.episodes_matching(c, group_ids, source_file=source_file),
+        lambda c: c.episodes_matching(group_ids, source_file=source_file),
     )
 
 
@@ -57,14 +56,14 @@ async def delete_chunk_episode(
         engine,
         "chunk_id",
         chunk_id,
-        lambda c: graph.episodes_matching(c, group_ids, chunk_id=chunk_id),
+        lambda c: c.episodes_matching(group_ids, chunk_id=chunk_id),
     )
 
 
 async def _delete_matching(
-    engine: Engine, key: str, value: str, find: Callable[[Conn], list[tuple[str, str]]]
+    engine: Engine, key: str, value: str, find: Callable[[GraphReader], list[tuple[str, str]]]
 ) -> dict[str, Any]:
-    def plan(conn: Conn) -> tuple[dict[str, Any], Batches]:
+    def plan(conn: GraphReader) -> tuple[dict[str, Any], Batches]:
         matches = find(conn)
         result = {
             "success": True,
@@ -86,8 +85,8 @@ async def delete_by_group(
             field="confirm",
         )
 
-    def plan(conn: Conn) -> tuple[dict[str, Any], Batches]:
-        counts = [graph.group_counts(conn, g) for g in group_ids]
+    def plan(conn: GraphReader) -> tuple[dict[str, Any], Batches]:
+        counts = [conn.group_counts(g) for g in group_ids]
         impacts, unbind = unbind_plan(engine, conn, group_ids)
         result = {
             "success": True,

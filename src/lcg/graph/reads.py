@@ -11,16 +11,15 @@ from typing import Any
 
 from lcg.engine import Engine
 from lcg.models import Entity, Fact, entity_to_wire, episode_to_wire, fact_to_wire
-from lcg.storage import graph, history
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import now
 
 
 async def get_episodes(engine: Engine, group_id: str, last_n: int) -> dict[str, Any]:
-    def read(conn: Conn) -> dict[str, Any]:
-        episodes = graph.episodes_recent(conn, group_id, last_n) if last_n else []
-        mentions = graph.episode_mentions(conn, [e.uuid for e in episodes]) if episodes else {}
+    def read(conn: GraphReader) -> dict[str, Any]:
+        episodes = conn.episodes_recent(group_id, last_n) if last_n else []
+        mentions = conn.episode_mentions([e.uuid for e in episodes]) if episodes else {}
         out = [episode_to_wire(e, mentions.get(e.uuid, [])) for e in episodes]
         return {"episodes": out, "count": len(out)}
 
@@ -28,11 +27,11 @@ async def get_episodes(engine: Engine, group_id: str, last_n: int) -> dict[str, 
 
 
 async def get_nodes_by_group(engine: Engine, group_ids: list[str] | None) -> dict[str, Any]:
-    def read(conn: Conn) -> dict[str, Any]:
+    def read(conn: GraphReader) -> dict[str, Any]:
         nodes = (
             []
             if group_ids == []
-            else [entity_to_wire(e) for e in graph.entities_in_groups(conn, group_ids)]
+            else [entity_to_wire(e) for e in conn.entities_in_groups(group_ids)]
         )
         return {"nodes": nodes, "count": len(nodes)}
 
@@ -45,13 +44,13 @@ async def get_edges_by_group(
     """docs/api.md §knowledge_get_edges_by_group; `time` None is the reference's rule: every edge,
     invalidated or not."""
 
-    def read(conn: Conn) -> dict[str, Any]:
+    def read(conn: GraphReader) -> dict[str, Any]:
         if group_ids == []:
             facts = []
         elif time is None:
-            facts = graph.facts_with_hops(conn, group_ids)
+            facts = conn.facts_with_hops(group_ids)
         else:
-            facts = history.facts_at(conn, group_ids, time, now())
+            facts = conn.facts_at(group_ids, time, now())
         edges = [fact_to_wire(f) for f in facts]
         return {"edges": edges, "count": len(edges)}
 
@@ -59,17 +58,17 @@ async def get_edges_by_group(
 
 
 async def get_edges_by_uuids(engine: Engine, uuids: list[str]) -> dict[str, Any]:
-    def read(conn: Conn) -> dict[str, Any]:
-        edges = [fact_to_wire(f) for f in graph.facts_with_hops(conn, uuids=uuids)] if uuids else []
+    def read(conn: GraphReader) -> dict[str, Any]:
+        edges = [fact_to_wire(f) for f in conn.facts_with_hops(uuids=uuids)] if uuids else []
         return {"edges": edges, "count": len(edges)}
 
     return await engine.read(read)
 
 
 def _entities_with_provenance(
-    conn: Conn, entities: list[Entity], groups: list[str] | None
+    conn: GraphReader, entities: list[Entity], groups: list[str] | None
 ) -> list[dict[str, Any]]:
-    prov = graph.provenance(conn, [e.uuid for e in entities], groups) if entities else {}
+    prov = conn.provenance([e.uuid for e in entities], groups) if entities else {}
     return [
         entity_to_wire(
             e, [p[0] for p in prov.get(e.uuid, [])], [p[1] for p in prov.get(e.uuid, [])]
@@ -78,9 +77,9 @@ def _entities_with_provenance(
     ]
 
 
-def _facts_with_provenance(conn: Conn, facts: list[Fact]) -> list[dict[str, Any]]:
+def _facts_with_provenance(conn: GraphReader, facts: list[Fact]) -> list[dict[str, Any]]:
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
-    prov = graph.provenance(conn, ends, None) if facts else {}
+    prov = conn.provenance(ends, None) if facts else {}
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
@@ -91,8 +90,8 @@ def _facts_with_provenance(conn: Conn, facts: list[Fact]) -> list[dict[str, Any]
 async def list_entities(
     engine: Engine, num_results: int, group_ids: list[str] | None
 ) -> dict[str, Any]:
-    def read(conn: Conn) -> dict[str, Any]:
-        entities = graph.entities_in_groups(conn, group_ids, limit=num_results)
+    def read(conn: GraphReader) -> dict[str, Any]:
+        entities = conn.entities_in_groups(group_ids, limit=num_results)
         nodes = _entities_with_provenance(conn, entities, group_ids)
         return {"nodes": nodes, "count": len(nodes)}
 
@@ -102,11 +101,11 @@ async def list_entities(
 async def list_relationships(
     engine: Engine, num_results: int, group_ids: list[str] | None, time: TimeFilter | None = None
 ) -> dict[str, Any]:
-    def read(conn: Conn) -> dict[str, Any]:
+    def read(conn: GraphReader) -> dict[str, Any]:
         facts = (
-            graph.facts_with_hops(conn, group_ids, limit=num_results)
+            conn.facts_with_hops(group_ids, limit=num_results)
             if time is None
-            else history.facts_at(conn, group_ids, time, now(), limit=num_results)
+            else conn.facts_at(group_ids, time, now(), limit=num_results)
         )
         out = _facts_with_provenance(conn, facts)
         return {"facts": out, "count": len(out)}
@@ -121,18 +120,18 @@ async def get_entity_neighbors(
     group_ids: list[str] | None,
     time: TimeFilter | None = None,
 ) -> dict[str, Any]:
-    def read(conn: Conn) -> dict[str, Any]:
+    def read(conn: GraphReader) -> dict[str, Any]:
         facts = (
-            graph.neighbor_facts(conn, entity_uuid, group_ids, num_results)
+            conn.neighbor_facts(entity_uuid, group_ids, num_results)
             if time is None
-            else history.neighbor_facts_at(conn, entity_uuid, group_ids, num_results, time, now())
+            else conn.neighbor_facts_at(entity_uuid, group_ids, num_results, time, now())
         )
         others = list(
             dict.fromkeys(
                 f.target_uuid if f.source_uuid == entity_uuid else f.source_uuid for f in facts
             )
         )
-        found = graph.entities_by_uuids(conn, others)
+        found = conn.entities_by_uuids(others)
         nodes = _entities_with_provenance(conn, [found[u] for u in others if u in found], None)
         edges = _facts_with_provenance(conn, facts)
         return {
@@ -150,8 +149,8 @@ async def get_entity_neighbors(
 async def get_entities_by_source(
     engine: Engine, source: str, num_results: int, group_ids: list[str] | None
 ) -> dict[str, Any]:
-    def read(conn: Conn) -> dict[str, Any]:
-        entities = graph.entities_by_source(conn, source, group_ids, num_results)
+    def read(conn: GraphReader) -> dict[str, Any]:
+        entities = conn.entities_by_source(source, group_ids, num_results)
         nodes = _entities_with_provenance(conn, entities, group_ids)
         return {"source": source, "nodes": nodes, "count": len(nodes)}
 

@@ -28,8 +28,7 @@ from lcg.models import (
 )
 from lcg.ontology import Ontology, load_ontology
 from lcg.ontology.supersession import Reason, contradicted, rule_for
-from lcg.storage import graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.timeutil import now, to_read_format, to_wal
 from lcg.wal.records import Op, entity_op, fact_op
 
@@ -54,9 +53,9 @@ async def assert_entity(
         engine.parts.embedder.embed, [name, summary] if summary else [name]
     )
 
-    def plan(conn: Conn) -> tuple[dict[str, Any], list[Batch]]:
+    def plan(conn: GraphReader) -> tuple[dict[str, Any], list[Batch]]:
         if entity_uuid is not None:
-            found = graph.entity_by_uuid(conn, entity_uuid)
+            found = conn.entity_by_uuid(entity_uuid)
             if found is None or found.group_id != group_id:
                 raise NotFoundError(
                     "entity",
@@ -142,7 +141,7 @@ async def assert_relationship(
     ontology = load_ontology(engine.settings, group_id)
     vectors = await anyio.to_thread.run_sync(engine.parts.embedder.embed, [text])
 
-    def plan(conn: Conn) -> tuple[dict[str, Any], list[Batch]]:
+    def plan(conn: GraphReader) -> tuple[dict[str, Any], list[Batch]]:
         ends = []
         for name in (source_name, target_name):
             entity = engine.names.resolve(conn, group_id, name)
@@ -156,7 +155,7 @@ async def assert_relationship(
                     "across groups",
                 )
             ends.append(entity)
-        current = graph.find_active_fact(conn, group_id, ends[0].uuid, predicate, ends[1].uuid)
+        current = conn.find_active_fact(group_id, ends[0].uuid, predicate, ends[1].uuid)
         if current is None:
             row = Fact(
                 uuid=str(uuidlib.uuid4()),
@@ -226,7 +225,7 @@ async def assert_relationship(
 
 
 def _retired_by(
-    conn: Conn,
+    conn: GraphReader,
     ontology: Ontology,
     row: Fact,
     ends: Sequence[Entity],
@@ -236,7 +235,7 @@ def _retired_by(
     at the stored fact's start instead when it is the older truth (as in ingestion)."""
     if row.invalid_at is not None:
         return row, []
-    named = graph.facts_by_uuids(conn, supersedes) if supersedes else {}
+    named = conn.facts_by_uuids(supersedes) if supersedes else {}
     out: list[tuple[Fact, Reason]] = []
     for i, uuid in enumerate(supersedes):
         old = named.get(uuid)
@@ -255,10 +254,10 @@ def _retired_by(
     )
     if rule is not None:
         held = row.source_uuid if rule.side == "source" else row.target_uuid
-        active = graph.neighbor_facts(
-            conn, held, [row.group_id], 100_000, where="f.invalid_at IS NULL"
-        )
-        others = graph.entities_by_uuids(conn, {f.target_uuid for f in active})
+        active = [
+            f for f in conn.neighbor_facts(held, [row.group_id], 100_000) if f.invalid_at is None
+        ]
+        others = conn.entities_by_uuids({f.target_uuid for f in active})
 
         def describe(uuid: str) -> tuple[str, tuple[str, ...]]:
             e = others.get(uuid)

@@ -52,7 +52,6 @@ from lcg.ingest.supersede import FactPlan, plan_facts, superseded_report
 from lcg.models import Entity, Episode, Fact
 from lcg.ontology import Ontology, load_ontology, record_ingested_ontology, write_wal_ontology
 from lcg.ontology.supersession import Reason
-from lcg.storage import graph
 from lcg.timeutil import now
 
 __all__ = ["EpisodeInput", "IngestOutcome", "IngestPipeline", "extractor_for", "pipeline_for"]
@@ -226,8 +225,8 @@ class IngestPipeline:
         # tables (bench/scale.py: the first episode after open took 5.4 s at 1M facts).
         if position != (None, 0):
             with engine.reader() as conn:
-                entities = graph.entities_in_groups(conn, [group_id])
-                facts = [f for f in graph.facts_with_hops(conn, [group_id]) if f.expired_at is None]
+                entities = conn.entities_in_groups([group_id])
+                facts = [f for f in conn.facts_with_hops([group_id]) if f.expired_at is None]
         index = GroupIndex(group_id, engine.parts.embedder.identity.dim, position=position)
         live = [e for e in entities if "Merged" not in e.labels]
         texts = [e.name for e in live] + [f.fact or f.name for f in facts]

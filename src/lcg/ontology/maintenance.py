@@ -39,8 +39,7 @@ from lcg.ontology.model import (
     normalize_entity_type,
 )
 from lcg.ontology.model import normalize_relation_type as normalize_rt
-from lcg.storage import graph
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.wal.records import entity_op, fact_op
 
 __all__ = [
@@ -87,7 +86,7 @@ def _batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
 
 
 def _write_batch(
-    engine: Engine, group_id: str, revise: Callable[[Conn], tuple[list[Entity], list[Fact]]]
+    engine: Engine, group_id: str, revise: Callable[[GraphReader], tuple[list[Entity], list[Fact]]]
 ) -> int:
     """Under the write lock: re-derive rows from their current state and commit them (thread)."""
     with engine.writer() as w:
@@ -130,8 +129,10 @@ async def _write_fact_types(
     for batch in _batches(changes, EDGE_WRITE_BATCH):
         wanted = dict(batch)
 
-        def revise(conn: Conn, wanted: dict[str, str] = wanted) -> tuple[list[Entity], list[Fact]]:
-            rows = graph.facts_by_uuids(conn, list(wanted))
+        def revise(
+            conn: GraphReader, wanted: dict[str, str] = wanted
+        ) -> tuple[list[Entity], list[Fact]]:
+            rows = conn.facts_by_uuids(list(wanted))
             out = []
             for uuid, new_type in wanted.items():
                 fact = rows.get(uuid)
@@ -150,7 +151,7 @@ async def _write_fact_types(
 
 
 async def _facts(engine: Engine, group_id: str) -> list[Fact]:
-    return await engine.read(lambda conn: graph.facts_with_hops(conn, [group_id]))
+    return await engine.read(lambda conn: conn.facts_with_hops([group_id]))
 
 
 # -- entity types ---------------------------------------------------------------------------
@@ -215,8 +216,10 @@ async def _relabel(
     written = processed = 0
     for batch in _batches(uuids, ENTITY_WRITE_BATCH):
 
-        def revise(conn: Conn, batch: Sequence[str] = batch) -> tuple[list[Entity], list[Fact]]:
-            rows = graph.entities_by_uuids(conn, batch)
+        def revise(
+            conn: GraphReader, batch: Sequence[str] = batch
+        ) -> tuple[list[Entity], list[Fact]]:
+            rows = conn.entities_by_uuids(batch)
             out = []
             for uuid in batch:
                 entity = rows.get(uuid)
@@ -255,7 +258,7 @@ async def reprocess_entity_types(
             "error": "the configured ontology declares no entity types; "
             f"scope '{scope}' needs at least one to classify into",
         }
-    entities = await engine.read(lambda conn: graph.entities_in_groups(conn, [group_id]))
+    entities = await engine.read(lambda conn: conn.entities_in_groups([group_id]))
     candidates = _entity_candidates(entities, scope, ontology)
     if not candidates:
         if dry_run:
@@ -313,7 +316,7 @@ async def reprocess_entity_types(
     restamped = 0
     if ontology.has_hierarchy:
         _emit(progress, phase="restamping")
-        current = await engine.read(lambda conn: graph.entities_in_groups(conn, [group_id]))
+        current = await engine.read(lambda conn: conn.entities_in_groups([group_id]))
         stale = [e.uuid for e in current if _restamped(ontology, e) is not None]
         restamped = await _relabel(
             engine, group_id, lambda e: _restamped(ontology, e), stale, progress, "restamping"

@@ -28,7 +28,6 @@ from lcg.search.partition import View
 from lcg.search.scoring import bm25_idf, bm25_scores, cosines, mmr, rrf, top_k
 from lcg.search.strategy import HYBRID_RRF, Strategy
 from lcg.search.text import STOPWORDS, tokens
-from lcg.storage import search_rows
 from lcg.temporal.filter import CURRENT, TimeFilter
 
 if TYPE_CHECKING:
@@ -236,7 +235,7 @@ def _time_mask(view: View, time: TimeFilter) -> Mask:
 
 def _center(engine: Engine, uuid: str) -> Entity:
     with engine.reader() as conn:
-        found = search_rows.entities_by_uuids(conn, [uuid]).get(uuid)
+        found = conn.entities_by_uuids([uuid]).get(uuid)
     if found is None:
         raise NotFoundError("entity", uuid, f"center_node_uuid '{uuid}' does not exist")
     return found
@@ -286,7 +285,7 @@ def _entities(
         hits = _by_distance(hits, hops, strategy.max_hops)
     hits = hits[:limit]
     with engine.reader() as conn:
-        rows = search_rows.entities_by_uuids(conn, [h.uuid for h in hits])
+        rows = conn.entities_by_uuids([h.uuid for h in hits])
     return [(rows[h.uuid], h.score) for h in hits if h.uuid in rows]
 
 
@@ -334,7 +333,7 @@ def _facts(
     for start in range(0, len(hits), limit):
         batch = hits[start : start + limit]
         with engine.reader() as conn:
-            rows = search_rows.facts_by_uuids(conn, [h.uuid for h in batch])
+            rows = conn.facts_by_uuids([h.uuid for h in batch])
         for h in batch:
             fact = rows.get(h.uuid)
             if fact is None or not time.admits(fact):
@@ -363,7 +362,7 @@ def episode_hits(
     hits, _ = _rank(index, "episode", ("episode",), groups, query, limit, strategy, floor=floor)
     hits = hits[:limit]
     with engine.reader() as conn:
-        rows = search_rows.episodes_by_uuids(conn, [h.uuid for h in hits])
+        rows = conn.episodes_by_uuids([h.uuid for h in hits])
     return [(rows[h.uuid], h) for h in hits if h.uuid in rows]
 
 

@@ -41,8 +41,7 @@ from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow
 from lcg.search.partition import Partition, View
 from lcg.search.text import Vocabulary
-from lcg.storage import search_rows
-from lcg.storage.store import Conn
+from lcg.storage.backend import GraphReader
 from lcg.timeutil import from_wal
 from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
 
@@ -51,12 +50,11 @@ __all__ = ["ALWAYS", "FAMILIES", "NEVER", "SearchIndex", "entity_text", "micros"
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Reader = Callable[[Callable[[Conn], Any]], Any]
+Reader = Callable[[Callable[[GraphReader], Any]], Any]
 
 NEVER = int(np.iinfo(np.int64).max)  # an absent invalid_at / expired_at
 ALWAYS = int(np.iinfo(np.int64).min)  # an absent valid_at / created_at
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_TABLE = {"entity": "Entity", "fact": "Fact", "episode": "Episode"}
 
 FAMILIES: dict[str, tuple[str, ...]] = {
     "entity": ("entity_name", "entity_summary"),
@@ -185,7 +183,7 @@ class SearchIndex:
             epoch = self._epoch
             if known is not None:
                 return sorted(known)
-        found = set(self._read(lambda c: search_rows.group_ids(c, _TABLE[family])))
+        found = set(self._read(lambda c: c.group_ids()))
         with self._lock:
             found |= self._pending[family]
             if self._epoch == epoch and self._groups[family] is None:
@@ -241,7 +239,7 @@ class SearchIndex:
         embedder = embedder or self._embedder
         part = self._new(family, embedder.identity.dim)
         if family == "entity":
-            e = self._read(lambda c: search_rows.entity_columns(c, group))
+            e = self._read(lambda c: c.entity_columns(group))
             texts = [entity_text(n, s) for n, s in zip(e.name, e.summary, strict=True)]
             part.add(
                 e.uuid,
@@ -254,7 +252,7 @@ class SearchIndex:
                 bulk=True,
             )
         elif family == "fact":
-            f = self._read(lambda c: search_rows.fact_columns(c, group, NEVER, ALWAYS))
+            f = self._read(lambda c: c.fact_columns(group, NEVER, ALWAYS))
             columns: dict[str, Any] = {
                 "valid_at": f.valid_at,
                 "invalid_at": f.invalid_at,
@@ -271,7 +269,7 @@ class SearchIndex:
                 f.uuid, texts, {"fact": self._vectors(embedder, vec_texts)}, columns, bulk=True
             )
         else:
-            ep = self._read(lambda c: search_rows.episode_columns(c, group))
+            ep = self._read(lambda c: c.episode_columns(group))
             part.add(
                 ep.uuid, ep.content, {"episode": self._vectors(embedder, ep.content)}, bulk=True
             )

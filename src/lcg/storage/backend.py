@@ -38,7 +38,7 @@ from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
 from lcg.temporal.filter import TimeFilter
 from lcg.wal.fold import FoldedGroup
-from lcg.wal.records import Op
+from lcg.wal.records import Op, WalRecord
 
 __all__ = [
     "Commit",
@@ -48,6 +48,7 @@ __all__ = [
     "GroupMovedError",
     "NameRow",
     "NotDurableError",
+    "schema_version",
 ]
 
 # (group_id, name, uuid, created_at, is_merged): a row of the entity-name index.
@@ -190,6 +191,38 @@ class GraphReader(Protocol):
     def get_meta(self, key: str, group_id: str | None = None) -> str | None: ...
     def meta_with_prefix(self, prefix: str, group_id: str | None = None) -> dict[str, str]: ...
 
+    # -- curation, embeddings, raw statements ----------------------------------------------
+    def pointer_facts(self) -> list[Fact]:
+        """Non-invalidated facts that carry cross-group pointers, by uuid."""
+        ...
+
+    def active_facts_touching(self, entity_uuids: Iterable[str]) -> list[Fact]:
+        """Non-invalidated facts (any group) with an endpoint among the entities, by uuid."""
+        ...
+
+    def episodes_mentioning(self, entity_uuids: Iterable[str], group_id: str) -> list[str]:
+        """Uuids of the group's episodes that mention any of the entities, sorted."""
+        ...
+
+    def embedding_hashes(self, group_id: str, limit: int | None = None) -> dict[str, str]:
+        """key -> text_hash of the group's embedding rows (at most `limit` of them)."""
+        ...
+
+    def embedding_counts(self) -> dict[str, int]:
+        """How many embedding rows each group holds (groups with none are absent)."""
+        ...
+
+    def position(self, group_id: str) -> int | None:
+        """How many lines of the group's WAL the store holds (the seq of its next line), for a
+        backend that keeps the WAL itself (`GraphBackend.keeps_wal`); None otherwise."""
+        ...
+
+    def rows(self, query: str, params: Mapping[str, Any] | None = None) -> list[list[Any]]:
+        """A raw read-only statement in the backend's own Cypher dialect
+        (`knowledge_query_cypher`, the code graph's reads): Kuzu runs it on the one database;
+        FalkorDB runs it on every group's graph and concatenates the rows."""
+        ...
+
 
 @runtime_checkable
 class GraphWriter(GraphReader, Protocol):
@@ -204,6 +237,13 @@ class GraphWriter(GraphReader, Protocol):
     def delete_embeddings(self, keys: Sequence[str], group_id: str | None = None) -> None: ...
     def set_meta(self, key: str, value: str | None, group_id: str | None = None) -> None: ...
     def load_folded(self, folded: FoldedGroup, embeddings: Sequence[EmbeddingRow]) -> None: ...
+    def purge_group(self, group_id: str) -> None:
+        """Delete every row of the group (not logged: replay and admin passes only)."""
+        ...
+
+    def rewire_hops(self) -> None:
+        """Recreate the derived hops of cross-group facts whose endpoints exist."""
+        ...
 
 
 @runtime_checkable
@@ -215,7 +255,18 @@ class GraphBackend(Protocol):
         """`kuzu` or `falkordb`."""
         ...
 
+    @property
+    def keeps_wal(self) -> bool:
+        """Whether the store keeps each group's WAL itself, next to the data (FalkorDB: a
+        stream per group, appended by `commit`), instead of the engine's JSONL files."""
+        ...
+
     def read(self) -> AbstractContextManager[GraphReader]: ...
+    def read_for_write(self) -> AbstractContextManager[GraphReader]:
+        """Reads for a writer holding the engine's write lock (Kuzu: the writer connection,
+        never waiting for a pooled reader)."""
+        ...
+
     def transaction(self) -> AbstractContextManager[GraphWriter]: ...
     def commit(self, commits: Sequence[Commit]) -> None:
         """Apply each commit with its position, atomically per group (all groups at once on a
@@ -227,8 +278,25 @@ class GraphBackend(Protocol):
         """
         ...
 
+    def stream_records(self, group_id: str, position: int = 0) -> list[WalRecord]:
+        """The group's WAL records from seq `position` on, as the store keeps them (one
+        backend that `keeps_wal`); nothing for a store whose WAL is the engine's files."""
+        ...
+
     def status(self) -> dict[str, Any]:
         """What `knowledge_status` reports about the store: backend, server, role."""
         ...
 
+    def checkpoint(self) -> bool:
+        """Fold the store's journal into its files now (Kuzu); whether it ran (a server
+        persists on its own terms: False)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def schema_version(r: GraphReader) -> int:
+    """The schema version the store records (0: none recorded, as on a FalkorDB server, whose
+    graphs are created at the current one)."""
+    value = r.get_meta("schema_version")
+    return int(value) if value is not None else 0

@@ -35,6 +35,8 @@ __all__ = [
     "apply_ops",
     "counts",
     "delete_embeddings",
+    "embedding_counts",
+    "embedding_hashes",
     "entities_by_source",
     "entities_by_uuids",
     "entities_in_groups",
@@ -733,3 +735,22 @@ def stored_text_hashes(conn: Conn, keys: Sequence[str]) -> dict[str, str]:
         table="Embedding",
     )
     return {row[0]: row[1] for row in rows}
+
+
+def embedding_hashes(conn: Conn, group_id: str, limit: int | None = None) -> dict[str, str]:
+    """key -> text_hash of the group's embedding rows (at most `limit`)."""
+    tail = "" if limit is None else f" LIMIT {int(limit)}"
+    rows = conn.rows(
+        "MATCH (v:Embedding) WHERE v.group_id = $g RETURN v.key, v.text_hash" + tail,
+        {"g": group_id},
+    )
+    return {row[0]: row[1] for row in rows}
+
+
+def embedding_counts(conn: Conn) -> dict[str, int]:
+    """How many embedding rows each group holds."""
+    return {
+        row[0]: int(row[1])
+        for row in conn.rows("MATCH (v:Embedding) RETURN v.group_id, count(*)")
+        if isinstance(row[0], str)
+    }

@@ -9,18 +9,18 @@ their group).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.storage import bulk, dump, graph, history, search_rows
+from lcg.storage import bulk, crossgroup, dump, graph, history, search_rows
 from lcg.storage.backend import Commit, NameRow
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
 from lcg.storage.store import Conn, Store
 from lcg.temporal.filter import TimeFilter
 from lcg.wal.fold import FoldedGroup
-from lcg.wal.records import Op
+from lcg.wal.records import Op, WalRecord
 
 __all__ = ["KuzuBackend", "KuzuReader", "KuzuWriter"]
 
@@ -171,6 +171,27 @@ class KuzuReader:
     def meta_with_prefix(self, prefix: str, group_id: str | None = None) -> dict[str, str]:
         return graph.meta_with_prefix(self.conn, prefix)
 
+    def pointer_facts(self) -> list[Fact]:
+        return crossgroup.pointer_facts(self.conn)
+
+    def active_facts_touching(self, entity_uuids: Iterable[str]) -> list[Fact]:
+        return crossgroup.active_facts_touching(self.conn, entity_uuids)
+
+    def episodes_mentioning(self, entity_uuids: Iterable[str], group_id: str) -> list[str]:
+        return crossgroup.episodes_mentioning(self.conn, entity_uuids, group_id)
+
+    def embedding_hashes(self, group_id: str, limit: int | None = None) -> dict[str, str]:
+        return graph.embedding_hashes(self.conn, group_id, limit)
+
+    def embedding_counts(self) -> dict[str, int]:
+        return graph.embedding_counts(self.conn)
+
+    def position(self, group_id: str) -> int | None:
+        return None  # the engine keeps Kuzu's WAL (files) and its applied position (meta)
+
+    def rows(self, query: str, params: Mapping[str, Any] | None = None) -> list[list[Any]]:
+        return self.conn.rows(query, dict(params) if params is not None else None)
+
 
 class KuzuWriter(KuzuReader):
     """`GraphWriter` over the writer connection inside a Kuzu transaction."""
@@ -192,11 +213,18 @@ class KuzuWriter(KuzuReader):
     def load_folded(self, folded: FoldedGroup, embeddings: Sequence[EmbeddingRow]) -> None:
         bulk.load_folded(self.conn, folded, embeddings)
 
+    def purge_group(self, group_id: str) -> None:
+        graph.purge_group(self.conn, group_id)
+
+    def rewire_hops(self) -> None:
+        crossgroup.rewire_hops(self.conn)
+
 
 class KuzuBackend:
     """`GraphBackend` over an open `Store` (which the engine may still use directly)."""
 
     backend = "kuzu"
+    keeps_wal = False
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -204,6 +232,11 @@ class KuzuBackend:
     @contextlib.contextmanager
     def read(self) -> Iterator[KuzuReader]:
         with self.store.read() as conn:
+            yield KuzuReader(conn)
+
+    @contextlib.contextmanager
+    def read_for_write(self) -> Iterator[KuzuReader]:
+        with self.store.writer() as conn:
             yield KuzuReader(conn)
 
     @contextlib.contextmanager
@@ -225,6 +258,12 @@ class KuzuBackend:
 
     def status(self) -> dict[str, Any]:
         return {"backend": "kuzu", "server": str(self.store.path), "role": "embedded"}
+
+    def stream_records(self, group_id: str, position: int = 0) -> list[WalRecord]:
+        return []  # the engine keeps Kuzu's WAL, as JSONL files
+
+    def checkpoint(self) -> bool:
+        return self.store.checkpoint(force=True)
 
     def close(self) -> None:
         self.store.close()

@@ -27,14 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from lcg.models import Entity, Fact
 from lcg.search import hybrid
-from lcg.storage import graph, history
 from lcg.temporal.filter import CURRENT, TimeFilter
 from lcg.temporal.timeline import fact_status
 from lcg.timeutil import now, to_read_format
 
 if TYPE_CHECKING:
     from lcg.engine import Engine
-    from lcg.storage.store import Conn
+    from lcg.storage.backend import GraphReader
 
 __all__ = [
     "MAX_CANDIDATE_FACTS",
@@ -180,7 +179,7 @@ class _Found:
 
 
 def _expand(
-    conn: Conn,
+    conn: GraphReader,
     seed_nodes: list[str],
     seed_facts: list[Fact],
     groups: list[str] | None,
@@ -199,7 +198,7 @@ def _expand(
     frontier = list(distance)
     for hop in range(1, hops + 1):
         nxt: list[str] = []
-        for f in history.facts_around(conn, frontier[:MAX_FRONTIER], groups):
+        for f in conn.facts_around(frontier[:MAX_FRONTIER], groups):
             if not _shown(f):
                 continue
             found.setdefault(f.uuid, f)
@@ -210,10 +209,10 @@ def _expand(
         frontier = nxt
     if hops == 0:
         inside = set(distance)
-        for f in history.facts_around(conn, list(distance), groups):
+        for f in conn.facts_around(list(distance), groups):
             if _shown(f) and f.source_uuid in inside and f.target_uuid in inside:
                 found.setdefault(f.uuid, f)
-    entities = graph.entities_by_uuids(conn, distance)
+    entities = conn.entities_by_uuids(distance)
     is_current = {uuid: visible.admits(f) for uuid, f in found.items()}
     seed_rank = {f.uuid: i for i, f in enumerate(seed_facts)}
 
@@ -264,7 +263,7 @@ async def get_context(
     seed_nodes = [e.uuid for e, _ in entity_hits]
     seed_facts = [f for f, _ in fact_hits]
 
-    def read(conn: Conn) -> _Found:
+    def read(conn: GraphReader) -> _Found:
         return _expand(conn, seed_nodes, seed_facts, group_ids, hops, visible, at)
 
     found = await engine.read(read)

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from lcg.errors import NotFoundError
 from lcg.models import Entity, Fact, entity_to_wire, fact_to_wire
-from lcg.storage import graph, history
 from lcg.timeutil import now, to_read_format
 
 if TYPE_CHECKING:
     from lcg.engine import Engine
-    from lcg.storage.store import Conn
+    from lcg.storage.backend import GraphReader
 
 __all__ = [
     "CHANGE_KINDS",
@@ -133,8 +132,8 @@ async def fact_changes(
     """
     end = until or now()
 
-    def read(conn: Conn) -> list[Fact]:
-        return history.fact_changes(conn, group_ids, since, end, entity_uuid)
+    def read(conn: GraphReader) -> list[Fact]:
+        return conn.fact_changes(group_ids, since, end, entity_uuid)
 
     facts = await engine.read(read)
     entries: list[tuple[datetime, int, str, Fact]] = []
@@ -177,14 +176,12 @@ async def entity_timeline(
         entity_uuid = found.uuid
     uuid = entity_uuid
 
-    def read(conn: Conn) -> tuple[Entity | None, list[Fact], list[Fact]]:
-        entity = graph.entity_by_uuid(conn, uuid)
+    def read(conn: GraphReader) -> tuple[Entity | None, list[Fact], list[Fact]]:
+        entity = conn.entity_by_uuid(uuid)
         if entity is None:
             return None, [], []
-        facts = history.facts_around(conn, [uuid])
-        peers = history.facts_around(
-            conn, {e for f in facts for e in (f.source_uuid, f.target_uuid)}
-        )
+        facts = conn.facts_around([uuid])
+        peers = conn.facts_around({e for f in facts for e in (f.source_uuid, f.target_uuid)})
         return entity, facts, peers
 
     entity, facts, peers = await engine.read(read)

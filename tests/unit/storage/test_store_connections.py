@@ -161,7 +161,7 @@ def test_commits_trigger_a_checkpoint_under_constant_reads(engine: Engine) -> No
     def read_forever() -> None:  # a reader is nearly always checked out, as under load
         while not stop.is_set():
             with engine.reader() as conn:
-                conn.scalar("RETURN 1")
+                conn.rows("RETURN 1")
                 time.sleep(0.005)
 
     reader = threading.Thread(target=read_forever, daemon=True)
@@ -170,12 +170,12 @@ def test_commits_trigger_a_checkpoint_under_constant_reads(engine: Engine) -> No
         highest = 0
         for i in range(250):
             anyio.run(dispatch, engine, "knowledge_assert_entity", {"name": f"e{i % 10}"})
-            highest = max(highest, exclusive.store(engine).commits_since_checkpoint)
+            highest = max(highest, exclusive.kuzu_store(engine).commits_since_checkpoint)
     finally:
         stop.set()
         reader.join(10)
     assert highest <= 200  # the drain threshold: never more commits owed than that
-    assert exclusive.store(engine).commits_since_checkpoint < 200
+    assert exclusive.kuzu_store(engine).commits_since_checkpoint < 200
 
 
 # Kuzu 0.11.3's binding leaks one reference to every date/timestamp it converts, so each one

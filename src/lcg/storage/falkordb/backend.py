@@ -44,7 +44,7 @@ import contextlib
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -704,6 +704,47 @@ class FalkorReader:
         rows = self._query(group_id, f"MATCH (p:{cy.POSITION_NODE}) RETURN p.pos")
         return int(rows[0][0]) if rows else 0
 
+    # -- curation, embeddings, raw statements (the engine's areas, lcg.engine) ---------------
+
+    def pointer_facts(self) -> list[Fact]:
+        marker = '"cross_group_pointers"'  # lcg.storage.crossgroup.POINTER_KEY, as stored
+        facts = self.facts_with_hops(None)
+        return sorted(
+            (f for f in facts if f.invalid_at is None and marker in f.attributes),
+            key=lambda f: f.uuid,
+        )
+
+    def active_facts_touching(self, entity_uuids: Iterable[str]) -> list[Fact]:
+        rows = self._all(
+            None,
+            "MATCH (f:Fact) WHERE f.invalid_at IS NULL AND "
+            "(f.source_uuid IN $u OR f.target_uuid IN $u) RETURN f.uuid",
+            {"u": list(entity_uuids)},
+        )
+        found = self.facts_by_uuids([r[0] for r in rows])
+        return [found[u] for u in sorted(found)]
+
+    def episodes_mentioning(self, entity_uuids: Iterable[str], group_id: str) -> list[str]:
+        rows = self._query(
+            group_id,
+            "UNWIND $u AS x MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {uuid: x}) "
+            "RETURN DISTINCT ep.uuid",
+            {"u": list(entity_uuids)},
+        )
+        return sorted(r[0] for r in rows)
+
+    def embedding_hashes(self, group_id: str, limit: int | None = None) -> dict[str, str]:
+        tail = "" if limit is None else f" LIMIT {int(limit)}"
+        rows = self._query(group_id, "MATCH (v:Embedding) RETURN v.key, v.text_hash" + tail)
+        return {r[0]: r[1] for r in rows}
+
+    def embedding_counts(self) -> dict[str, int]:
+        counted = self._fan(None, "MATCH (v:Embedding) RETURN count(v)")
+        return {g: int(rows[0][0]) for g, rows in counted.items() if rows and rows[0][0]}
+
+    def rows(self, query: str, params: Mapping[str, Any] | None = None) -> Rows:
+        return self._all(None, query, dict(params) if params is not None else None)
+
 
 class FalkorWriter(FalkorReader):
     """`GraphWriter` of one `FalkorBackend.transaction()`: statements are collected per group
@@ -774,6 +815,12 @@ class FalkorWriter(FalkorReader):
                 )
             )
 
+    def purge_group(self, group_id: str) -> None:
+        self.pending[group_id] += cy.op_statements(group_id, [Op("group.purge", {})])
+
+    def rewire_hops(self) -> None:
+        """Nothing: cross-group hops are not kept on this backend (module docstring)."""
+
     def flush(self) -> None:
         for group_id, statements in self.pending.items():
             if statements:
@@ -793,6 +840,7 @@ class FalkorBackend:
     """
 
     backend = "falkordb"
+    keeps_wal = True
 
     def __init__(
         self,
@@ -1171,6 +1219,10 @@ class FalkorBackend:
         yield FalkorReader(self)
 
     @contextlib.contextmanager
+    def read_for_write(self) -> Iterator[FalkorReader]:
+        yield FalkorReader(self)
+
+    @contextlib.contextmanager
     def transaction(self) -> Iterator[FalkorWriter]:
         writer = FalkorWriter(self)
         yield writer
@@ -1225,6 +1277,9 @@ class FalkorBackend:
             "nodes": nodes,
             "replicas_required": self.replicas,
         }
+
+    def checkpoint(self) -> bool:
+        return False  # the server persists on its own terms (its append-only file)
 
     def close(self) -> None:
         self.client.close()
