@@ -17,6 +17,9 @@ from lcg.config import Settings
 from lcg.service.registry import dispatch
 from lcg.service.rpc.client import RpcClient
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 

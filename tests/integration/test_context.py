@@ -15,6 +15,9 @@ from lcg.errors import InvalidRequestError
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 G = "liminis"

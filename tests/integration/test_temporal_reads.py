@@ -26,6 +26,9 @@ from lcg.service.registry import dispatch
 from lcg.storage.store import delete_database_files
 from lcg.temporal.filter import TimeFilter
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 G = "liminis"

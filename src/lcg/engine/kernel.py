@@ -105,6 +105,20 @@ class Writer:
         with self.connection() as conn:
             return fn(conn)
 
+    def position(self, group_id: str) -> tuple[str | None, int]:
+        """(generation, next seq) of the group's WAL, wherever it is kept: the workspace's
+        stream (its generation; (None, 0) when the group has none), or the store's (no
+        generation: a server's stream is never re-minted)."""
+        db = self._engine._db
+        if db.keeps_wal:
+            with db.read_for_write() as r:
+                return (None, r.position(group_id) or 0)
+        wal = self._engine._wal
+        if not wal.directory(group_id).is_dir():
+            return (None, 0)
+        stream = wal.stream(group_id)
+        return (stream.generation, stream.next_seq)
+
     def commit(self, batches: Sequence[Batch | tuple[str, list[Op]]]) -> list[tuple[int, int]]:
         """Apply, log and commit batches of several groups atomically: per group one WAL batch,
         all in one transaction. Returns each batch's (first, last) seq."""
@@ -261,10 +275,7 @@ class Engine:
         with `failed_reason` (no store) and the error propagates.
         """
         if self._store is not None and not isinstance(self._store, KuzuBackend):
-            raise UnavailableError(
-                f"replacing the database in place (recovery, clear_all) runs on the embedded "
-                f"Kuzu store only, not on LCG_STORAGE={self._store.backend}"
-            )
+            return self._reset_server(prepare, on_open=on_open, catch_up=catch_up)
         store, self._store = self._store, None
         self._degraded_reason = failed_reason
         self._indices_built = False
@@ -294,6 +305,26 @@ class Engine:
             raise
         self._degraded_reason = None
         return reports
+
+    def _reset_server(
+        self,
+        prepare: Callable[[Path], object],
+        *,
+        on_open: Callable[[GraphBackend], object] | None,
+        catch_up: bool,
+    ) -> list[ReplayReport]:
+        """`reopen` on a server store: it stays connected (the caller changed what it holds);
+        `prepare` sees the workspace's local database path, and the indexes start again."""
+        server = self._db
+        self._indices_built = False
+        prepare(self.settings.db_path)
+        if on_open is not None:
+            on_open(server)
+        if catch_up:
+            return self._startup()
+        self._names.load([])
+        self._search.reset()
+        return []
 
     # -- the commit primitive --------------------------------------------------------------
 

@@ -207,12 +207,8 @@ class IngestPipeline:
 
     def _position(self, group_id: str) -> tuple[str | None, int]:
         """(generation, next seq) of the group's WAL stream; taken under the write lock."""
-        wal = self.engine.parts.wal
-        with self.engine.writer():
-            if not wal.directory(group_id).is_dir():
-                return (None, 0)
-            stream = wal.stream(group_id)
-            return (stream.generation, stream.next_seq)
+        with self.engine.writer() as w:
+            return w.position(group_id)
 
     def _load(self, group_id: str) -> GroupIndex:
         """A fresh index of the group from the committed graph (worker thread)."""
@@ -607,7 +603,7 @@ class IngestPipeline:
         index.position = (expected[0] or self._generation(index.group_id), seqs[-1][1] + 1)
 
     def _generation(self, group_id: str) -> str | None:
-        return self.engine.parts.wal.stream(group_id).generation
+        return self._position(group_id)[0]
 
     def _emit(self, item: EpisodeInput, report: SalvageReport, outcome: IngestOutcome) -> None:
         events = self.engine.parts.events

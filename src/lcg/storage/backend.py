@@ -278,6 +278,11 @@ class GraphBackend(Protocol):
         """
         ...
 
+    def drop_group(self, group_id: str) -> None:
+        """Delete every row of the group and the WAL the store keeps for it (not logged:
+        `knowledge_clear_all` on a server)."""
+        ...
+
     def stream_records(self, group_id: str, position: int = 0) -> list[WalRecord]:
         """The group's WAL records from seq `position` on, as the store keeps them (one
         backend that `keeps_wal`); nothing for a store whose WAL is the engine's files."""

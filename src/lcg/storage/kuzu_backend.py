@@ -259,6 +259,10 @@ class KuzuBackend:
     def status(self) -> dict[str, Any]:
         return {"backend": "kuzu", "server": str(self.store.path), "role": "embedded"}
 
+    def drop_group(self, group_id: str) -> None:
+        with self.transaction() as tx:  # the group's WAL files are the engine's
+            tx.purge_group(group_id)
+
     def stream_records(self, group_id: str, position: int = 0) -> list[WalRecord]:
         return []  # the engine keeps Kuzu's WAL, as JSONL files
 
