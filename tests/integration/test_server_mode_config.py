@@ -1,31 +1,247 @@
-"""Server mode as far as it is wired (issue 19): the engine refuses a store it cannot run on
-yet, and `knowledge_status` says which store serves the graph."""
+"""Server mode (issue 19): the engine opens the store `LCG_STORAGE` names, `knowledge_status`
+says which store serves the graph (backend, server, role), and `lcg wal export` / `lcg wal
+import` move a workspace between the embedded store and a FalkorDB server through the plain
+JSONL WAL, byte-identical after a round trip."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner  # noqa: TID251  CLI tests drive click's own runner
 
 from lcg import Engine, Settings, open_engine
-from lcg.errors import ConfigError
+from lcg.admin.walmove import EXPORT_FILE, export_wal, import_wal
+from lcg.cli.main import cli
+from lcg.errors import InvalidRequestError, StorageError
 from lcg.service.registry import dispatch
+from lcg.wal.layout import group_dir
+
+pytestmark = pytest.mark.anyio
 
 
-def test_the_engine_refuses_falkordb_storage_until_it_runs_on_it(tmp_path: Path) -> None:
+def test_an_unreachable_server_is_a_storage_error_and_creates_no_database(tmp_path: Path) -> None:
     settings = Settings.for_home(
         tmp_path / ".lcg", embedder="hash", storage="falkordb", falkordb_url="redis://127.0.0.1:1"
     )
-    with pytest.raises(ConfigError, match="LCG_STORAGE=falkordb"):
+    with pytest.raises(StorageError, match=r"cannot reach FalkorDB at 127\.0\.0\.1:1"):
         open_engine(settings)
-    assert not settings.db_path.exists() and not settings.wal_dir.exists()
+    assert not settings.db_path.exists()
 
 
-@pytest.mark.anyio
-async def test_status_reports_the_storage_backend(engine: Engine) -> None:
+async def test_status_reports_the_embedded_store(engine: Engine) -> None:
     status = await dispatch(engine, "knowledge_status", {})
     assert status["storage"] == {
         "backend": "kuzu",
-        "server": engine.settings.database_path_text,
+        "server": str(engine.settings.db_path),
         "role": "embedded",
     }
+
+
+def _server_settings(home: Path, url: str, password: str | None = None) -> Settings:
+    return Settings.for_home(
+        home,
+        embedder="hash",
+        extractor="heuristic",
+        storage="falkordb",
+        falkordb_url=url,
+        falkordb_password=password,
+    )
+
+
+@pytest.fixture
+def empty_server(falkordb_url: str) -> str:
+    from lcg.storage.falkordb.backend import FalkorBackend
+
+    server = FalkorBackend(falkordb_url)
+    try:
+        server.client.flushall()
+    finally:
+        server.close()
+    return falkordb_url
+
+
+async def test_status_reports_the_server_its_role_and_never_the_password(
+    tmp_path: Path, empty_server: str
+) -> None:
+    from lcg.storage.falkordb.backend import FalkorBackend
+
+    secret = "s3cret-pass"
+    admin = FalkorBackend(empty_server)
+    admin.client.config_set("requirepass", secret)
+    try:
+        host_port = empty_server.split("://", 1)[1]
+        engine = open_engine(_server_settings(tmp_path / ".lcg", empty_server, secret))
+        try:
+            await dispatch(engine, "knowledge_assert_entity", {"name": "Ana", "group_id": "g"})
+            status = await dispatch(engine, "knowledge_status", {})
+        finally:
+            engine.close()
+    finally:
+        authed = FalkorBackend(empty_server, password=secret)
+        authed.client.config_set("requirepass", "")
+        authed.close()
+        admin.close()
+    storage = status["storage"]
+    assert storage["backend"] == "falkordb"
+    assert storage["server"] == f"redis://{host_port}"
+    assert storage["role"] == "master"  # INFO replication of a lone server
+    assert secret not in repr(status)
+    assert status["entity_count"] == 1
+
+
+async def _populate(engine: Engine) -> None:
+    """Two groups: extracted episodes, caller facts with a supersession, a deletion."""
+    for group, text in (
+        ("apollo", "Neil Armstrong commanded Apollo 11. Buzz Aldrin flew with Neil Armstrong."),
+        ("atlas", "Ana leads Atlas. Atlas ships the Orbit release."),
+    ):
+        await dispatch(
+            engine,
+            "knowledge_add_episode",
+            {"name": f"{group}-1", "episode_body": text, "group_id": group},
+        )
+    for day, leader in (("2025-01-01", "Ana"), ("2025-03-01", "Bo")):
+        await dispatch(
+            engine,
+            "knowledge_add_facts",
+            {
+                "group_id": "atlas",
+                "reference_time": day,
+                "entities": [{"name": leader}, {"name": "Atlas"}],
+                "facts": [
+                    {
+                        "source": leader,
+                        "target": "Atlas",
+                        "relation_type": "LEADS",
+                        "fact": f"{leader} leads Atlas.",
+                    }
+                ],
+            },
+        )
+    made = await dispatch(
+        engine,
+        "knowledge_add_episode",
+        {"name": "gone", "episode_body": "Temporary note about Orbit.", "group_id": "atlas"},
+    )
+    await dispatch(engine, "knowledge_delete_episode", {"episode_uuid": made["episode_uuid"]})
+
+
+async def _answers(engine: Engine) -> dict[str, Any]:
+    """What the methods answer, without the store-dependent status fields."""
+    status = await dispatch(engine, "knowledge_status", {})
+    out: dict[str, Any] = {
+        k: status[k] for k in ("entity_count", "relationship_count", "episode_count")
+    }
+    for group in ("apollo", "atlas"):
+        found = await dispatch(
+            engine, "knowledge_find_entities", {"query": "Atlas Armstrong", "group_ids": [group]}
+        )
+        out[f"entities {group}"] = sorted((n["uuid"], n["name"]) for n in found["nodes"])
+    facts = await dispatch(
+        engine, "knowledge_find_relationships", {"query": "leads Atlas", "group_ids": ["atlas"]}
+    )
+    out["facts"] = sorted((f["uuid"], f["fact"], f.get("invalid_at") or "") for f in facts["facts"])
+    timeline = await dispatch(
+        engine, "knowledge_get_entity_timeline", {"name": "Atlas", "group_id": "atlas"}
+    )
+    out["timeline"] = [(f["uuid"], f["status"]) for f in timeline["facts"]]
+    return out
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.jsonl"))}
+
+
+async def test_kuzu_to_falkordb_and_back_through_the_wal_is_identical(
+    tmp_path: Path, empty_server: str
+) -> None:
+    embedded = Settings.for_home(tmp_path / "kuzu" / ".lcg", embedder="hash", extractor="heuristic")
+    engine = open_engine(embedded)
+    try:
+        await _populate(engine)
+        before = await _answers(engine)
+        first = export_wal(engine, tmp_path / "one")
+    finally:
+        engine.close()
+    # What is compared below: a superseded fact among current ones, entities of both groups.
+    assert [status for _, status in before["timeline"]].count("superseded") == 1
+    assert before["entities apollo"] and before["entities atlas"] and before["facts"]
+    assert set(first["groups"]) == {"apollo", "atlas"}
+    assert all(g["lines_left_out"] == 0 for g in first["groups"].values())
+    assert (group_dir(tmp_path / "one", "atlas") / EXPORT_FILE).is_file()
+
+    server = open_engine(_server_settings(tmp_path / "server" / ".lcg", empty_server))
+    try:
+        imported = import_wal(server, tmp_path / "one")
+        assert {g: v["lines"] for g, v in imported["groups"].items()} == {
+            g: v["lines"] for g, v in first["groups"].items()
+        }
+        assert await _answers(server) == before
+        export_wal(server, tmp_path / "two")
+    finally:
+        server.close()
+    assert _files(tmp_path / "two") == _files(tmp_path / "one")
+
+    # ... and back into a fresh embedded workspace, which answers the same again.
+    back = open_engine(
+        Settings.for_home(tmp_path / "back" / ".lcg", embedder="hash", extractor="heuristic")
+    )
+    try:
+        import_wal(back, tmp_path / "two")
+        assert await _answers(back) == before
+        export_wal(back, tmp_path / "three")
+    finally:
+        back.close()
+    assert _files(tmp_path / "three") == _files(tmp_path / "one")
+
+
+async def test_import_refuses_a_group_that_holds_data_and_changes_nothing(
+    tmp_path: Path, empty_server: str
+) -> None:
+    embedded = Settings.for_home(tmp_path / "kuzu" / ".lcg", embedder="hash", extractor="heuristic")
+    engine = open_engine(embedded)
+    try:
+        await _populate(engine)
+        export_wal(engine, tmp_path / "out")
+        with pytest.raises(InvalidRequestError, match="empty directory"):
+            export_wal(engine, tmp_path / "out")
+    finally:
+        engine.close()
+    server = open_engine(_server_settings(tmp_path / "server" / ".lcg", empty_server))
+    try:
+        await dispatch(server, "knowledge_assert_entity", {"name": "Zed", "group_id": "atlas"})
+        status = await dispatch(server, "knowledge_status", {})
+        with pytest.raises(InvalidRequestError, match="'atlas' already holds data"):
+            import_wal(server, tmp_path / "out")
+        after = await dispatch(server, "knowledge_status", {})
+        assert (after["entity_count"], after["episode_count"]) == (
+            status["entity_count"],
+            status["episode_count"],
+        )
+    finally:
+        server.close()
+
+
+def test_the_cli_exports_and_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / ".lcg"
+    monkeypatch.setenv("LCG_EMBEDDER", "hash")
+    monkeypatch.setenv("LCG_EXTRACTOR", "heuristic")
+    runner = CliRunner()
+    engine = open_engine(Settings.for_home(home, embedder="hash", extractor="heuristic"))
+    try:
+        import anyio
+
+        anyio.run(dispatch, engine, "knowledge_assert_entity", {"name": "Ana", "group_id": "g"})
+    finally:
+        engine.close()
+    out = runner.invoke(cli, ["--home", str(home), "wal", "export", str(tmp_path / "x")])
+    assert out.exit_code == 0, out.output
+    assert '"g"' in out.output
+    fresh = tmp_path / "fresh" / ".lcg"
+    done = runner.invoke(cli, ["--home", str(fresh), "wal", "import", str(tmp_path / "x")])
+    assert done.exit_code == 0, done.output
+    again = runner.invoke(cli, ["--home", str(fresh), "wal", "export", str(tmp_path / "y")])
+    assert again.exit_code == 0, again.output
+    assert _files(tmp_path / "y") == _files(tmp_path / "x")
