@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lcg import Engine
+from lcg.engine import exclusive
 from lcg.service.registry import dispatch
 from lcg.testing.heuristic_llm import prompt_parts
 
@@ -60,6 +61,13 @@ def wal_bytes(engine: Engine) -> dict[str, bytes]:
 
 
 def wal_ops(engine: Engine, group: str = "liminis") -> list[dict[str, Any]]:
+    """The group's WAL lines as JSON: its files, or the server's stream (server mode)."""
+    store = exclusive.store(engine)
+    if store.keeps_wal:
+        return [
+            {"seq": r.seq, "ts": r.ts, "op": r.op, "data": r.data}
+            for r in store.stream_records(group)
+        ]
     out: list[dict[str, Any]] = []
     directory: Path = engine.settings.wal_dir / group
     for path in sorted(directory.glob("*.jsonl")):

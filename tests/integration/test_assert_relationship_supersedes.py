@@ -10,6 +10,9 @@ import pytest
 from lcg import Engine
 from lcg.service.registry import dispatch
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 

@@ -21,6 +21,9 @@ from lcg.storage.store import delete_database_files
 from lcg.testing.scripted_embeddings import ScriptedEmbeddingServer
 from lcg.timeutil import now
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 BACKFILL = "knowledge_backfill_summary_embeddings"
@@ -121,6 +124,9 @@ async def test_a_rebuild_after_a_backfill_embeds_nothing_again(tmp_path: Path) -
         engine.close()
 
 
+@pytest.mark.kuzu_only(
+    "raw Cypher mutations are logged as Kuzu statements (cypher.exec) and refused on FalkorDB"
+)
 async def test_rows_made_stale_by_raw_cypher_are_re_embedded_or_removed(engine: Engine) -> None:
     await populate(engine)
     await dispatch(

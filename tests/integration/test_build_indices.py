@@ -18,6 +18,9 @@ from lcg.embedding.base import EmbedderIdentity, Vectors
 from lcg.embedding.hashing import HashEmbedder
 from lcg.service.registry import dispatch
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 
@@ -43,6 +46,7 @@ async def _indices_built(engine: Engine) -> bool:
     return bool(status["indices_built"])
 
 
+@pytest.mark.kuzu_only("it asks Kuzu for its indexes (CALL SHOW_INDEXES), a Kuzu procedure")
 async def test_build_indices_reloads_the_search_index(engine: Engine) -> None:
     assert await _indices_built(engine)  # loaded at open
     await dispatch(engine, "knowledge_assert_entity", {"name": "Quokka", "group_id": "g1"})

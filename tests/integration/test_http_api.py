@@ -20,6 +20,9 @@ from lcg.service.http import HttpService, serve_with_http
 from lcg.service.registry import REGISTRY, dispatch
 from lcg.service.rpc.client import RpcClient
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 WAIT_SECONDS = 60.0
 
 

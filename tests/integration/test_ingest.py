@@ -29,6 +29,9 @@ from lcg.service.registry import dispatch
 from lcg.telemetry import ListSink
 from lcg.testing.scripted_llm import ErrorReply, ScriptedLlmServer
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 # These tests script the two-call protocol (an entities answer, then a facts answer); the single

@@ -14,7 +14,12 @@ from lcg import Settings, open_engine
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
 from lcg.ingest import pipeline
 from lcg.service.registry import dispatch
+from lcg.storage.falkordb.backend import FalkorReader
+from lcg.storage.kuzu_backend import KuzuReader
 from lcg.testing.scripted_llm import ScriptedLlmServer
+
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
 
 pytestmark = pytest.mark.anyio
 
@@ -23,13 +28,16 @@ async def test_a_new_groups_first_episode_reads_no_rows(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads: list[list[str] | None] = []
-    real = pipeline.graph.entities_in_groups
 
-    def spy(conn: Any, groups: list[str] | None, *args: Any, **kwargs: Any) -> Any:
-        reads.append(groups)
-        return real(conn, groups, *args, **kwargs)
+    def spying(real: Any) -> Any:
+        def spy(reader: Any, groups: list[str] | None, *args: Any, **kwargs: Any) -> Any:
+            reads.append(groups)
+            return real(reader, groups, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline.graph, "entities_in_groups", spy)
+        return spy
+
+    for reader in (KuzuReader, FalkorReader):  # whichever store the engine runs on
+        monkeypatch.setattr(reader, "entities_in_groups", spying(reader.entities_in_groups))
     answer = json.dumps({**json.loads(ARMSTRONG_ENTITIES), **json.loads(ARMSTRONG_FACTS)})
     with ScriptedLlmServer() as server:
         engine = open_engine(settings, llm=OpenAICompatProvider(base_url=server.url, model="s"))

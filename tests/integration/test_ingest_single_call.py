@@ -28,6 +28,9 @@ from lcg.service.registry import dispatch
 from lcg.testing.heuristic_llm import heuristic_responder, prompt_parts
 from lcg.testing.scripted_llm import ErrorReply, ScriptedLlmServer
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 

@@ -22,6 +22,9 @@ from lcg.testing.heuristic_llm import prompt_parts
 from lcg.testing.scripted_llm import ScriptedLlmServer
 from lcg.timeutil import now, parse_timestamp
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 Script = Callable[[dict[str, Any]], str]

@@ -17,6 +17,9 @@ from lcg.ingest.caller import GivenEntity, GivenFact
 from lcg.library import results
 from lcg.library.results import RESULTS
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 

@@ -12,6 +12,9 @@ from mcp import Client
 from lcg import Engine
 from lcg.service.mcp import LocalBackend, build_server, parse_scopes, tool_table
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 

@@ -18,6 +18,9 @@ from lcg.service import params as p
 from lcg.service.mcp import LocalBackend, build_server, parse_scopes, tool_table
 from lcg.service.registry import REGISTRY, Context, Method, dispatch
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 # docs/api.md §mcp-tools: registry scope and schema `required` of every tool of the reference.

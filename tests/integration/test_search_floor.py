@@ -15,6 +15,9 @@ from lcg.embedding.base import EmbedderIdentity
 from lcg.search.floor import DEFAULT_FLOOR, LEXICAL_FLOOR, MODEL_FLOORS, vector_floor
 from lcg.service.registry import dispatch
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 STRATEGIES = ("hybrid_rrf", "hybrid_mmr", "lexical", "vector")

@@ -25,6 +25,9 @@ from lcg.search.hybrid import search_entities, search_episodes, search_facts
 from lcg.search.strategy import HYBRID_RRF, LEXICAL_ONLY
 from lcg.service.registry import dispatch
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 SETTINGS_OVERRIDES = {"search_vector_floor": 0.05}
 

@@ -21,6 +21,9 @@ from lcg.models import Entity, Fact
 from lcg.service.registry import Context, dispatch
 from lcg.testing.scripted_llm import ScriptedLlmServer
 
+# The method tests run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
+
 pytestmark = pytest.mark.anyio
 
 ONTOLOGY = """

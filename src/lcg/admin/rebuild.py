@@ -21,12 +21,14 @@ from typing import Any, ParamSpec, TypeVar
 import anyio.to_thread
 
 from lcg.curation.pointers import rebind_locked
+from lcg.embedding.vectors import embed_plan, plan_for_rows
 from lcg.engine import Engine, exclusive
 from lcg.engine.jobs import RebuildJob
 from lcg.engine.replay import ReplayReport, write_position
 from lcg.errors import ConflictError, InvalidRequestError, WalGenerationError
 from lcg.ontology import record_ingested_ontology
 from lcg.storage.backend import GraphReader
+from lcg.wal.fold import fold
 from lcg.wal.layout import ordered_files
 from lcg.wal.reader import ReadStats, iter_records
 
@@ -221,6 +223,8 @@ def _rebuild(
     force_clear: bool,
     progress: Callable[[dict[str, Any]], None] | None,
 ) -> dict[str, Any]:
+    if exclusive.store(engine).keeps_wal:
+        return _rebuild_from_stream(engine, group_id, from_seq, to_seq, dry_run, force_clear)
     directory = _rebuild_directory(engine, group_id)
     with exclusive.write_lock(engine):
         db, cu = exclusive.store(engine), exclusive.catchup(engine)
@@ -288,6 +292,92 @@ def _rebuild(
                 "previous_generation": previous,
                 "generation": generation,
                 "cross_group_rebind": rebound if reset else None,
+            }
+        )
+        return result
+
+
+def _rebuild_from_stream(
+    engine: Engine,
+    group_id: str,
+    from_seq: int,
+    to_seq: int | None,
+    dry_run: bool,
+    force_clear: bool,
+) -> dict[str, Any]:
+    """A full rebuild of a group from the WAL stream a server store keeps: fold every line,
+    then purge the group and bulk-load the fold in one commit of the group (all or nothing).
+
+    Raises:
+        InvalidRequestError: a tail or bounded rebuild (from_seq > 0, to_seq), which this
+            store does not offer, or no stream; ConflictError: as a full rebuild on Kuzu.
+    """
+    db = exclusive.store(engine)
+    if from_seq != 0 or to_seq is not None:
+        raise InvalidRequestError(
+            f"on LCG_STORAGE={db.backend} a group is rebuilt whole from its stream: from_seq "
+            "must be 0 and to_seq absent (tail and bounded rebuilds replay the embedded "
+            "store's WAL files)",
+            field="from_seq" if from_seq != 0 else "to_seq",
+        )
+    with exclusive.write_lock(engine):
+        cu = exclusive.catchup(engine)
+        records = db.stream_records(group_id)
+        if not records:
+            raise InvalidRequestError(
+                f"No WAL stream found for group '{group_id}' on the server", field="group_id"
+            )
+        with db.read_for_write() as r:
+            has_data = any(r.group_counts(group_id).values())
+        if has_data and (dry_run or not force_clear):
+            raise ConflictError(
+                f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
+                "from_seq: 0 is a full rebuild. Pass force_clear: true to purge the group and "
+                "replay it."
+            )
+        report = ReplayReport(group_id, 0, None, mode="dry_run" if dry_run else "bulk")
+        if dry_run:
+            report.mutations_replayed = len(records)
+        else:
+            folded = fold(group_id, records)
+            if folded.needs_statement_replay:
+                raise InvalidRequestError(
+                    f"group {group_id!r}: its stream holds raw Cypher operations, which do not "
+                    f"run on LCG_STORAGE={db.backend}",
+                    field="group_id",
+                )
+            report.unrecognised_lines = folded.unrecognised
+            report.noop_lines = folded.noops
+            report.failed_lines = len(folded.failures)
+            plan = plan_for_rows(
+                folded.entities.values(), folded.facts.values(), folded.episodes.values()
+            )
+            vectors = embed_plan(plan, engine.parts.embedder)
+            exclusive.set_indices_built(engine, False)
+            engine.parts.search.invalidate([group_id])
+            with db.transaction() as tx:
+                tx.purge_group(group_id)
+                tx.load_folded(folded, vectors)
+            report.transactions_committed = 1
+            report.mutations_replayed = folded.applied
+            report.last_committed_seq = folded.last_seq
+            cu.stamp_replayed(group_id, full=True)
+            cu.reload_names()
+            exclusive.set_indices_built(engine, cu.warm_search([group_id]))
+            cu.emit_replay(report)
+            record_ingested_ontology(engine.settings)
+        result = report.to_wire(
+            engine.settings.replay_failure_samples, engine.settings.replay_fidelity_threshold
+        )
+        result.update(
+            {
+                "success": True,
+                "dry_run": dry_run,
+                "indices_built": engine.state.indices_built,
+                "reset_detected": False,
+                "previous_generation": None,
+                "generation": None,
+                "cross_group_rebind": None,
             }
         )
         return result
