@@ -5,18 +5,22 @@ JSONL WAL, byte-identical after a round trip."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner  # noqa: TID251  CLI tests drive click's own runner
 
-from lcg import Engine, Settings, open_engine
+from lcg import Engine, Entity, Settings, open_engine
 from lcg.admin.walmove import EXPORT_FILE, export_wal, import_wal
 from lcg.cli.main import cli
 from lcg.errors import InvalidRequestError, StorageError
 from lcg.service.registry import dispatch
+from lcg.storage.backend import GroupMovedError
 from lcg.wal.layout import group_dir
+from lcg.wal.records import encode_batch, entity_op
 
 pytestmark = pytest.mark.anyio
 
@@ -245,3 +249,50 @@ def test_the_cli_exports_and_imports(tmp_path: Path, monkeypatch: pytest.MonkeyP
     again = runner.invoke(cli, ["--home", str(fresh), "wal", "export", str(tmp_path / "y")])
     assert again.exit_code == 0, again.output
     assert _files(tmp_path / "y") == _files(tmp_path / "x")
+
+
+def _append_to_stream_only(url: str, group: str, name: str) -> None:
+    """Another writer's batch that reached the group's stream but not its graph (its graph
+    change failed after the append, or its process died between them)."""
+    from lcg.storage.falkordb.backend import _APPEND, FalkorBackend, FalkorReader
+    from lcg.storage.falkordb.keys import stream_key
+
+    server = FalkorBackend(url)
+    try:
+        position = FalkorReader(server).position(group)
+        ops = [entity_op(Entity(str(uuid.uuid4()), group, name, created_at=datetime.now(UTC)))]
+        lines = encode_batch(position, "2025-01-01T00:00:00Z", ops)
+        server.client.eval(
+            _APPEND, 1, stream_key(group), position, f"{position + 1}-0", position, b"".join(lines)
+        )
+    finally:
+        server.close()
+
+
+async def _entity_names(engine: Engine, group: str) -> list[str]:
+    nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {"group_ids": [group]})
+    return sorted(n["name"] for n in nodes["nodes"])
+
+
+async def test_a_stream_ahead_of_its_graph_is_caught_up_at_open_and_on_a_lost_race(
+    tmp_path: Path, empty_server: str
+) -> None:
+    settings = _server_settings(tmp_path / ".lcg", empty_server)
+    engine = open_engine(settings)
+    try:
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Ana", "group_id": "g"})
+    finally:
+        engine.close()
+    _append_to_stream_only(empty_server, "g", "Bo")
+    engine = open_engine(settings)  # the open applies the stream's tail to the graph
+    try:
+        assert await _entity_names(engine, "g") == ["Ana", "Bo"]
+        _append_to_stream_only(empty_server, "g", "Cy")
+        with pytest.raises(GroupMovedError):  # the commit was at the graph's old position
+            await dispatch(engine, "knowledge_assert_entity", {"name": "Di", "group_id": "g"})
+        assert await _entity_names(engine, "g") == ["Ana", "Bo", "Cy"]  # caught up
+        assert (await dispatch(engine, "knowledge_find_entities", {"query": "Cy"}))["count"] == 1
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Di", "group_id": "g"})
+        assert await _entity_names(engine, "g") == ["Ana", "Bo", "Cy", "Di"]
+    finally:
+        engine.close()

@@ -19,12 +19,13 @@ from lcg.config import Settings
 from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import embedder_for_stamp
+from lcg.engine.commits import Batch, store_commit
 from lcg.engine.names import NameIndex
 from lcg.engine.replay import ReplayReport, applied_position, loss_key, position_key
 from lcg.errors import StorageError
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
-from lcg.storage.backend import GraphBackend, GraphReader
+from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
 from lcg.telemetry import EventSink
 from lcg.wal.writer import TornTail, Wal
 
@@ -325,6 +326,48 @@ class CatchUp:
                 self._search.invalidate(groups)
             return False
         return True
+
+    def catch_up_store(self, groups: Sequence[str] | None = None) -> int:
+        """(Write lock held.) On a store that keeps the WAL itself, apply what each group's
+        stream holds beyond its graph (None: every group of the store) and drop the search
+        partitions of the groups that moved; how many lines were applied. The caller reloads
+        the names when it is not empty."""
+        store = self._store()
+        if not store.keeps_wal:
+            return 0
+        if groups is None:
+            with store.read() as r:
+                groups = r.group_ids()
+        applied = 0
+        for group_id in groups:
+            n = store.catch_up(group_id)
+            if n:
+                logger.info("group %r: applied %d WAL lines from the store's stream", group_id, n)
+                self._search.invalidate([group_id])
+                applied += n
+        return applied
+
+    def commit_to_store(self, batch: Batch, logged: Sequence[bytes] | None) -> tuple[int, int]:
+        """(Write lock held.) `commits.store_commit`, after applying what the group's stream
+        holds beyond its graph: a stream ahead of its graph (a commit whose graph change
+        failed after its append) would otherwise take this batch in at seqs the stream
+        already gave away, since the graph-side guard sees only the graph's position.
+
+        Raises:
+            GroupMovedError: the group moved (lines were caught up, or another writer got
+                there first): nothing of the batch applied; plan again and retry.
+        """
+        moved = self.catch_up_store([batch.group_id])
+        try:
+            if moved:
+                with self._store().read() as r:
+                    now_at = r.position(batch.group_id)
+                raise GroupMovedError(batch.group_id, (now_at or 0) - moved, now_at)
+            return store_commit(self._store(), batch, self.embedder.identity, logged)
+        except GroupMovedError:  # take the other writer's lines in before the retry
+            if moved or self.catch_up_store([batch.group_id]):
+                self.reload_names()
+            raise
 
     def reload_names(self) -> None:
         try:

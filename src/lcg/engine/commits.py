@@ -15,10 +15,12 @@ from lcg.embedding import stamp
 from lcg.embedding.base import EmbedderIdentity
 from lcg.errors import InvalidRequestError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.storage.backend import GraphReader, GraphWriter
-from lcg.timeutil import to_wal
+from lcg.storage.backend import Commit, GraphBackend, GraphReader, GraphWriter
+from lcg.timeutil import now, to_wal
 from lcg.wal.layout import encode_group
-from lcg.wal.records import Op, entity_op, episode_op, fact_op
+from lcg.wal.reader import parse_line
+from lcg.wal.records import Op, encode_batch, entity_op, episode_op, fact_op
+from lcg.wal.writer import Wal
 
 __all__ = [
     "Batch",
@@ -28,8 +30,10 @@ __all__ = [
     "check_commit_shape",
     "episode_ops",
     "first_vectors",
+    "group_position",
     "settle_stamp",
     "stamp_meta",
+    "store_commit",
 ]
 
 
@@ -235,3 +239,60 @@ def stamp_meta(r: GraphReader, batch: Batch, identity: EmbedderIdentity) -> dict
         if set(left) <= gone:  # every vector the group still holds goes with this batch
             return {key: None}
     return {}
+
+
+def group_position(db: GraphBackend, wal: Wal, group_id: str) -> tuple[str | None, int]:
+    """(generation, next seq) of the group's WAL, wherever it is kept: the workspace's stream
+    (its generation; (None, 0) when the group has none), or the store's (no generation: a
+    server's stream is never re-minted). Write lock held."""
+    if db.keeps_wal:
+        with db.read_for_write() as r:
+            return (None, r.position(group_id) or 0)
+    if not wal.directory(group_id).is_dir():
+        return (None, 0)
+    stream = wal.stream(group_id)
+    return (stream.generation, stream.next_seq)
+
+
+def store_commit(
+    db: GraphBackend,
+    batch: Batch,
+    identity: EmbedderIdentity,
+    logged: Sequence[bytes] | None = None,
+) -> tuple[int, int]:
+    """Commit one batch to a store that keeps the WAL itself (server mode, DESIGN §11): its
+    lines go to the store with the graph change in one `GraphBackend.commit`, at the group's
+    position (write lock held). `logged`: the batch's WAL lines, verbatim (`lcg wal import`),
+    whose first seq must be that position. Returns the batch's (first, last) seq.
+
+    Raises:
+        InvalidRequestError: the batch applies itself (a raw Cypher mutation), or `logged`
+            does not continue the group's stream.
+        GroupMovedError: another process committed to the group first (nothing applied).
+        StorageError: the store refused the commit.
+    """
+    if batch.apply is not None:
+        raise InvalidRequestError(
+            f"raw Cypher mutations are logged as Kuzu statements and run on the embedded "
+            f"store only, not on LCG_STORAGE={db.backend}",
+            field="query",
+        )
+    with db.read_for_write() as r:
+        first = r.position(batch.group_id) or 0
+        meta = stamp_meta(r, batch, identity)
+    last = first + len(batch.ops) - 1
+    lines = encode_batch(first, to_wal(now()) or "", batch.ops)
+    if logged is not None:
+        if len(logged) != len(batch.ops):
+            raise ValueError("logged lines: one per operation of the batch")
+        given = parse_line(logged[0])
+        if given is None or given.seq != first:
+            raise InvalidRequestError(
+                f"group {batch.group_id!r}: the imported WAL continues at seq "
+                f"{None if given is None else given.seq}, the store holds {first} lines",
+                field="directory",
+            )
+        lines = list(logged)
+    c = Commit(batch.group_id, batch.ops, first, last, lines, batch.vectors, batch.stale, meta)
+    db.commit([c])
+    return first, last

@@ -40,15 +40,14 @@ from lcg.engine.commits import (
     check_commit_references,
     episode_ops,
     first_vectors,
+    group_position,
     settle_stamp,
-    stamp_meta,
 )
 from lcg.engine.jobs import JobTable
 from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
 from lcg.engine.replay import ReplayReport, replay_group, write_position
 from lcg.errors import (
-    InvalidRequestError,
     StorageError,
     UnavailableError,
     WalError,
@@ -61,14 +60,13 @@ from lcg.models import (
 )
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
-from lcg.storage.backend import Commit, GraphBackend, GraphReader
+from lcg.storage.backend import GraphBackend, GraphReader
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.select import open_backend
 from lcg.storage.store import Store
 from lcg.telemetry import EventSink, NullSink
-from lcg.timeutil import from_wal, now, to_wal
-from lcg.wal.reader import parse_line
-from lcg.wal.records import Op, encode_batch
+from lcg.timeutil import from_wal
+from lcg.wal.records import Op
 from lcg.wal.writer import Wal
 
 __all__ = ["Engine", "Writer", "open_engine"]
@@ -106,18 +104,8 @@ class Writer:
             return fn(conn)
 
     def position(self, group_id: str) -> tuple[str | None, int]:
-        """(generation, next seq) of the group's WAL, wherever it is kept: the workspace's
-        stream (its generation; (None, 0) when the group has none), or the store's (no
-        generation: a server's stream is never re-minted)."""
-        db = self._engine._db
-        if db.keeps_wal:
-            with db.read_for_write() as r:
-                return (None, r.position(group_id) or 0)
-        wal = self._engine._wal
-        if not wal.directory(group_id).is_dir():
-            return (None, 0)
-        stream = wal.stream(group_id)
-        return (stream.generation, stream.next_seq)
+        """(generation, next seq) of the group's WAL, wherever it is kept (`group_position`)."""
+        return group_position(self._engine._db, self._engine._wal, group_id)
 
     def commit(self, batches: Sequence[Batch | tuple[str, list[Op]]]) -> list[tuple[int, int]]:
         """Apply, log and commit batches of several groups atomically: per group one WAL batch,
@@ -230,6 +218,7 @@ class Engine:
                 )
                 self._catchup.record_torn(torn)
             self._catchup.check_database_ahead()
+            self._catchup.catch_up_store()
             found = [(g, self._catchup.catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
             reports: list[ReplayReport] = []
@@ -388,57 +377,12 @@ class Engine:
     def _commit_to_store(
         self, batches: Sequence[Batch], logged: Sequence[bytes] | None = None
     ) -> list[tuple[int, int]]:
-        """`_commit` on a store that keeps the WAL itself (server mode, DESIGN §11): each
-        group's lines go to the store with its graph change in one `GraphBackend.commit`, at
-        the group's position (write lock held). Groups commit one after another. `logged`: the
-        WAL lines of a single batch, given verbatim (`lcg wal import`), whose first seq must be
-        the group's position.
-
-        Raises:
-            InvalidRequestError: a batch applies itself (a raw Cypher mutation).
-            GroupMovedError: another process committed to a group first (nothing of that
-                group applied; the groups before it are committed).
-            StorageError: the store refused the commit.
-        """
-        if any(b.apply is not None for b in batches):
-            raise InvalidRequestError(
-                f"raw Cypher mutations are logged as Kuzu statements and run on the embedded "
-                f"store only, not on LCG_STORAGE={self._db.backend}",
-                field="query",
-            )
+        """`_commit` on a store that keeps the WAL itself (server mode): each group's batch
+        with its lines in one `GraphBackend.commit` (`commits.store_commit`), one group after
+        another (write lock held); `logged`: one batch's lines, verbatim (`lcg wal import`)."""
         done: list[tuple[int, int]] = []
         for batch in batches:
-            with self._db.read_for_write() as r:
-                first = r.position(batch.group_id) or 0
-                meta = stamp_meta(r, batch, self.parts.embedder.identity)
-            last = first + len(batch.ops) - 1
-            lines = encode_batch(first, to_wal(now()) or "", batch.ops)
-            if logged is not None:
-                if len(batches) != 1 or len(logged) != len(batch.ops):
-                    raise ValueError("logged lines are given for one batch, a line per op")
-                given = parse_line(logged[0])
-                if given is None or given.seq != first:
-                    raise InvalidRequestError(
-                        f"group {batch.group_id!r}: the imported WAL continues at seq "
-                        f"{None if given is None else given.seq}, the store holds {first} lines",
-                        field="directory",
-                    )
-                lines = list(logged)
-            self._db.commit(
-                [
-                    Commit(
-                        batch.group_id,
-                        batch.ops,
-                        first,
-                        last,
-                        lines,
-                        batch.vectors,
-                        batch.stale,
-                        meta,
-                    )
-                ]
-            )
-            done.append((first, last))
+            done.append(self._catchup.commit_to_store(batch, logged))
             self._index_names(batch)
             self._search.apply(batch.group_id, batch.ops, batch.vectors)
         return done

@@ -283,6 +283,13 @@ class GraphBackend(Protocol):
         `knowledge_clear_all` on a server)."""
         ...
 
+    def catch_up(self, group_id: str) -> int:
+        """Apply the lines of the group's store-kept WAL that its graph lacks (another
+        process's commits, or one whose graph change failed after its append); how many
+        lines. Nothing for a store whose WAL is the engine's files (the engine replays those).
+        """
+        ...
+
     def stream_records(self, group_id: str, position: int = 0) -> list[WalRecord]:
         """The group's WAL records from seq `position` on, as the store keeps them (one
         backend that `keeps_wal`); nothing for a store whose WAL is the engine's files."""

@@ -263,6 +263,9 @@ class KuzuBackend:
         with self.transaction() as tx:  # the group's WAL files are the engine's
             tx.purge_group(group_id)
 
+    def catch_up(self, group_id: str) -> int:
+        return 0  # the engine replays Kuzu's WAL files itself (lcg.engine.catchup)
+
     def stream_records(self, group_id: str, position: int = 0) -> list[WalRecord]:
         return []  # the engine keeps Kuzu's WAL, as JSONL files
 
