@@ -133,10 +133,17 @@ def wait_healthy(path: Path, *, accept_degraded: bool = False) -> dict[str, Any]
 class ServiceProcess:
     """`lcg serve` as a subprocess; telemetry (stderr) goes to a file so it never blocks."""
 
-    def __init__(self, workdir: Path, socket_path: Path, *extra_args: str) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        socket_path: Path,
+        *extra_args: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
         self.socket_path = socket_path
         self.extra_args = extra_args
+        self.env = env or {}  # LCG_* settings of this service (the developer's are dropped)
         self.stderr_path = workdir / f"serve-{time.monotonic_ns()}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -144,6 +151,7 @@ class ServiceProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LCG_", "GRAPHITI_"))}
         env["LCG_HOME"] = str(self.workdir / ".lcg")
         env["LCG_KUZU_BUFFER_POOL_MB"] = "256"
+        env.update(self.env)
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
                 [

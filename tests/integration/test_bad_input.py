@@ -44,9 +44,6 @@ from lcg.wal.marks import (
     create_mark,
 )
 
-# The method tests run on the embedded store and on a FalkorDB server (conftest).
-BOTH_STORAGES = True
-
 pytestmark = pytest.mark.anyio
 
 UNKNOWN_UUID = "99999999-9999-4999-8999-999999999999"

@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner  # noqa: TID251  CLI tests drive click's own runner
+from rpc_support import ServiceProcess, short_socket_dir, wait_healthy
 
 from lcg import Engine, Entity, Settings, open_engine
 from lcg.admin.walmove import EXPORT_FILE, export_wal, import_wal
 from lcg.cli.main import cli
 from lcg.errors import InvalidRequestError, StorageError
 from lcg.service.registry import dispatch
+from lcg.service.rpc.client import RpcClient
 from lcg.storage.backend import GroupMovedError
 from lcg.wal.layout import group_dir
 from lcg.wal.records import encode_batch, entity_op
@@ -296,3 +298,32 @@ async def test_a_stream_ahead_of_its_graph_is_caught_up_at_open_and_on_a_lost_ra
         assert await _entity_names(engine, "g") == ["Ana", "Bo", "Cy", "Di"]
     finally:
         engine.close()
+
+
+def test_lcg_serve_on_a_falkordb_server(tmp_path: Path, empty_server: str) -> None:
+    """`LCG_STORAGE=falkordb lcg serve`, a process of its own, answers writes, reads and
+    status from the server."""
+    env = {
+        "LCG_STORAGE": "falkordb",
+        "LCG_FALKORDB_URL": empty_server,
+        "LCG_EMBEDDER": "hash",
+        "LCG_EXTRACTOR": "heuristic",
+    }
+    with short_socket_dir() as directory:
+        path = directory / "s.sock"
+        service = ServiceProcess(tmp_path, path, env=env).start()
+        try:
+            wait_healthy(path)
+            with RpcClient(path, timeout=30) as client:
+                client.call(
+                    "knowledge_add_episode",
+                    {"name": "n", "episode_body": "Ana leads Atlas.", "group_id": "g"},
+                )
+                found = client.call("knowledge_find_entities", {"query": "Atlas"})
+                status = client.call("knowledge_status", {})
+        finally:
+            assert service.stop() == 0
+    assert [n["name"] for n in found["nodes"]] == ["Atlas"]
+    assert status["storage"]["backend"] == "falkordb"
+    assert status["episode_count"] == 1
+    assert not (tmp_path / ".lcg" / "db").exists() or not any((tmp_path / ".lcg" / "db").iterdir())
