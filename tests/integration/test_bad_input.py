@@ -35,8 +35,10 @@ from lcg import (
     WalGenerationError,
     open_engine,
 )
+from lcg.engine import exclusive
 from lcg.service.params import parse_params
 from lcg.service.registry import REGISTRY, dispatch
+from lcg.storage.falkordb.backend import FalkorBackend
 from lcg.wal.marks import (
     CheckpointExistsError,
     CheckpointNameError,
@@ -57,6 +59,9 @@ KNOWN_NAMES = [
     ("mission-b", "Saturn V"),
     ("team/ops", "Ops Lead"),
 ]
+
+# The bad-input cases run on the embedded store and on a FalkorDB server (conftest).
+BOTH_STORAGES = True
 
 DB_QUERIES = {
     "Entity": "MATCH (n:Entity) RETURN n",
@@ -95,11 +100,14 @@ async def _populate(engine: Engine) -> None:
     )
     await commit_two_episodes(engine, apollo["entity_uuid"], ("Entity", "Rocket"))
     await dispatch(engine, "knowledge_assert_entity", {"name": "Ops Lead", "group_id": "team/ops"})
-    await dispatch(
-        engine,
-        "knowledge_query_cypher",
-        {"query": "MATCH (e:Entity {name: 'Apollo 11'}) SET e.summary = 'Lunar landing mission'"},
-    )
+    if engine.settings.storage == "kuzu":  # raw Cypher mutations run on Kuzu only
+        await dispatch(
+            engine,
+            "knowledge_query_cypher",
+            {
+                "query": "MATCH (e:Entity {name: 'Apollo 11'}) SET e.summary = 'Lunar landing mission'"
+            },
+        )
 
 
 @pytest.fixture(scope="module")
@@ -128,14 +136,69 @@ def shared_workspace(template: Path, tmp_path_factory: pytest.TempPathFactory) -
         engine.close()
 
 
+@pytest.fixture(scope="module")
+def server_template(
+    falkordb_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[bytes, bytes]]:
+    """The populated workspace on the FalkorDB server: its home and every server key, dumped
+    (each case restores them into an emptied server)."""
+    home = tmp_path_factory.mktemp("server-template") / ".lcg"
+    server = FalkorBackend(falkordb_url)
+    try:
+        server.client.flushall()
+        engine = open_engine(_server_settings(home, falkordb_url))
+        try:
+            anyio.run(_populate, engine)
+        finally:
+            engine.close()
+        client = _raw_client(falkordb_url)
+        try:
+            dumped = {key: bytes(client.dump(key)) for key in client.scan_iter()}
+        finally:
+            client.close()
+    finally:
+        server.close()
+    return home, dumped
+
+
+def _raw_client(url: str) -> Any:
+    """A client that returns bytes: DUMP payloads are binary."""
+    import redis  # noqa: TID251  the test dumps and restores the server's keys byte for byte
+
+    return redis.Redis.from_url(url, decode_responses=False)
+
+
+def _server_settings(home: Path, url: str) -> Settings:
+    return Settings.for_home(home, storage="falkordb", falkordb_url=url)
+
+
 @pytest.fixture
-def workspace(request: pytest.FixtureRequest, template: Path, tmp_path: Path) -> Iterator[Engine]:
-    """The shared copy for a case the params model refuses, else a fresh copy of its own."""
+def workspace(
+    request: pytest.FixtureRequest, storage: dict[str, object], tmp_path: Path
+) -> Iterator[Engine]:
+    """The shared copy for a case the params model refuses, else a fresh copy of its own; on
+    FalkorDB, the server restored to the template and a copy of its home."""
     case = request.node.callspec.params.get("case")
-    if isinstance(case, Case) and refused_by_params_model(case):
+    refused = isinstance(case, Case) and refused_by_params_model(case)
+    if storage:
+        if refused:
+            pytest.skip("refused by the params model before any store is reached: as on Kuzu")
+        url = str(storage["falkordb_url"])
+        home, dumped = request.getfixturevalue("server_template")
+        client = _raw_client(url)
+        try:
+            client.flushall()
+            for key, payload in dumped.items():
+                client.restore(key, 0, payload)
+        finally:
+            client.close()
+        shutil.copytree(home, tmp_path / "ws" / ".lcg")
+        engine = open_engine(_server_settings(tmp_path / "ws" / ".lcg", url))
+    elif refused:
         yield request.getfixturevalue("shared_workspace")
         return
-    engine = _open_copy(template, tmp_path / "ws" / ".lcg")
+    else:
+        engine = _open_copy(request.getfixturevalue("template"), tmp_path / "ws" / ".lcg")
     try:
         yield engine
     finally:
@@ -151,11 +214,38 @@ def wal_snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 def db_snapshot(engine: Engine) -> dict[str, list[str]]:
+    if engine.settings.storage != "kuzu":
+        return server_snapshot(engine)
     with engine.reader() as conn:
         return {
             table: sorted(repr(row) for row in conn.rows(query))
             for table, query in DB_QUERIES.items()
         }
+
+
+def server_snapshot(engine: Engine) -> dict[str, list[str]]:
+    """Every row, hop, mention, embedding row, meta entry and WAL line of every group, read
+    through the storage protocol (FalkorDB returns scalars only, not whole nodes)."""
+    out: dict[str, list[str]] = {}
+    store = exclusive.store(engine)
+    with engine.reader() as r:
+        for g in r.group_ids():
+            out[f"{g} entities"] = sorted(repr(e) for page in r.entity_pages(g) for e in page)
+            out[f"{g} facts"] = sorted(repr(f) for page in r.fact_pages(g) for f in page)
+            out[f"{g} episodes"] = sorted(repr(e) for page in r.episode_pages(g) for e in page)
+            out[f"{g} mentions"] = sorted(repr(m) for page in r.mention_pages(g) for m in page)
+            hops = r.rows(
+                "MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity) "
+                "WHERE f.group_id = $g RETURN a.uuid, f.uuid, b.uuid",
+                {"g": g},
+            )
+            out[f"{g} hops"] = sorted(repr(h) for h in hops)
+            out[f"{g} embeddings"] = sorted(repr(x) for x in r.embedding_hashes(g).items())
+            out[f"{g} meta"] = sorted(repr(x) for x in r.meta_with_prefix("", g).items())
+            out[f"{g} position"] = [repr(r.position(g))]
+            out[f"{g} wal"] = [repr(x) for x in store.stream_records(g)]
+        out["global meta"] = sorted(repr(x) for x in r.meta_with_prefix("").items())
+    return out
 
 
 async def resolved_names(engine: Engine) -> dict[tuple[str, str], str | None]:
@@ -189,14 +279,16 @@ def bad(
     field: str | None = None,
     mentions: str | None = None,
     prepare: Callable[[Engine], None] | None = None,
+    kuzu_only: str | None = None,
 ) -> Any:
     """One case: InvalidRequestError cases name their `field`; the message must mention
-    `mentions` (default: the field)."""
+    `mentions` (default: the field). `kuzu_only`: why the case does not apply on FalkorDB."""
     if error is InvalidRequestError:
         assert field is not None, case_id
     text = mentions or field
     assert text is not None, case_id
-    return pytest.param(Case(method, params, error, field, text, prepare), id=case_id)
+    marks = [pytest.mark.kuzu_only(kuzu_only)] if kuzu_only else []
+    return pytest.param(Case(method, params, error, field, text, prepare), id=case_id, marks=marks)
 
 
 def refused_by_params_model(case: Case) -> bool:
@@ -322,6 +414,7 @@ CASES = [
         {"name": "X", "group_id": "LIMINIS"},
         ConflictError,
         mentions="LIMINIS",
+        kuzu_only="group WAL directories must not collide case-insensitively on disk; a server's group keys are case-sensitive and the workspace WAL stays empty",
     ),
     bad(
         "assert_entity/rename-onto-an-active-name",
@@ -656,6 +749,7 @@ CASES = [
         {"query": "CREATE (n:Nope {x: 1})"},
         StorageError,
         mentions="Nope",
+        kuzu_only="a raw Cypher mutation is refused on FalkorDB before the store is reached (InvalidRequestError naming query), not run and failed by Kuzu",
     ),
     bad(
         "query_cypher/set-unknown-property",
@@ -663,6 +757,7 @@ CASES = [
         {"query": "MATCH (e:Entity) SET e.nonexistent = 1"},
         StorageError,
         mentions="nonexistent",
+        kuzu_only="a raw Cypher mutation is refused on FalkorDB before the store is reached (InvalidRequestError naming query), not run and failed by Kuzu",
     ),
     bad(
         "query_cypher/fails-after-modifying-rows",
@@ -673,6 +768,7 @@ CASES = [
         },
         StorageError,
         mentions=COLLINS,
+        kuzu_only="a raw Cypher mutation is refused on FalkorDB before the store is reached (InvalidRequestError naming query), not run and failed by Kuzu",
     ),
     bad(
         "query_cypher/read-of-unknown-table",
@@ -680,6 +776,7 @@ CASES = [
         {"query": "MATCH (n:Nope) RETURN n"},
         StorageError,
         mentions="Nope",
+        kuzu_only="openCypher on FalkorDB has no schema: a read of an unknown label answers no rows, not an error",
     ),
     bad(
         "query_cypher/ddl-on-existing-table",
@@ -687,6 +784,7 @@ CASES = [
         {"query": "CREATE NODE TABLE Entity(uuid STRING PRIMARY KEY)"},
         StorageError,
         mentions="Entity",
+        kuzu_only="a raw Cypher mutation is refused on FalkorDB before the store is reached (InvalidRequestError naming query), not run and failed by Kuzu",
     ),
     bad(
         "query_cypher/two-statements",
@@ -749,6 +847,7 @@ CASES = [
         WalGenerationError,
         mentions=".wal-generation.json",
         prepare=remove_default_generation,
+        kuzu_only="the generation file belongs to the workspace's WAL files; a server's stream has no generation, and only whole-group rebuilds run there",
     ),
     # -- WAL administration ----------------------------------------------------------------------
     bad("mark_create/name-missing", MC, {}, field="name"),
@@ -768,6 +867,7 @@ CASES = [
         CheckpointExistsError,
         mentions="already exists",
         prepare=create_taken_mark,
+        kuzu_only="WAL marks name positions of the workspace's WAL files (a server group's position is never recorded there)",
     ),
     bad("mark_delete/not-found", MD, {"name": "nope"}, CheckpointNotFoundError, mentions="nope"),
     bad("mark_delete/name-invalid", MD, {"name": "../x"}, CheckpointNameError, field="name"),
@@ -970,6 +1070,7 @@ CASES = [
         {"path": "/nonexistent-lcg-dir"},
         field="path",
         mentions="not a directory",
+        kuzu_only="the code graph reads the store in Kuzu's Cypher dialect (list_contains) before it checks the path; FalkorDB refuses the read",
     ),
     bad("export/path-missing", "knowledge_export_graph", {}, field="path"),
     bad("import/path-missing", "knowledge_import_graph", {}, field="path"),
@@ -1092,7 +1193,12 @@ def test_every_write_method_has_bad_input_cases() -> None:
             id="delete_by_group/group-without-data",
         ),
         pytest.param(
-            RB, {"group_id": "mission-b", "from_seq": 1, "dry_run": True}, id="rebuild/dry-run-tail"
+            RB,
+            {"group_id": "mission-b", "from_seq": 1, "dry_run": True},
+            id="rebuild/dry-run-tail",
+            marks=pytest.mark.kuzu_only(
+                "a tail rebuild replays the workspace's WAL files; a server group is rebuilt whole"
+            ),
         ),
     ],
 )

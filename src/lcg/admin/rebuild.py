@@ -31,6 +31,7 @@ from lcg.storage.backend import GraphReader
 from lcg.wal.fold import fold
 from lcg.wal.layout import ordered_files
 from lcg.wal.reader import ReadStats, iter_records
+from lcg.wal.records import WalRecord
 
 __all__ = ["rebuild_from_wal", "rebuild_groups", "rebuild_status", "start_rebuild"]
 
@@ -125,16 +126,21 @@ def _start_rebuild(
     to_seq: int | None,
     force_clear: bool,
 ) -> dict[str, Any]:
-    directory = _rebuild_directory(engine, group_id)
-    with engine.reader() as conn:
-        _rebuild_plan(engine, conn, directory, group_id, from_seq, to_seq, False, force_clear)
+    if exclusive.store(engine).keeps_wal:
+        _stream_checks(engine, group_id, from_seq, to_seq, False, force_clear)
+        total = 1
+    else:
+        directory = _rebuild_directory(engine, group_id)
+        with engine.reader() as conn:
+            _rebuild_plan(engine, conn, directory, group_id, from_seq, to_seq, False, force_clear)
+        total = len(ordered_files(directory))
 
     def work(job: RebuildJob) -> dict[str, Any]:
         result = _rebuild(engine, group_id, from_seq, to_seq, False, force_clear, job.progress)
         result.pop("success", None)
         return result
 
-    job, _ = exclusive.jobs(engine).start(group_id, len(ordered_files(directory)), work)
+    job, _ = exclusive.jobs(engine).start(group_id, total, work)
     return {"success": True, "job_id": job.job_id, "status": "running"}
 
 
@@ -297,6 +303,52 @@ def _rebuild(
         return result
 
 
+def _stream_checks(
+    engine: Engine,
+    group_id: str,
+    from_seq: int,
+    to_seq: int | None,
+    dry_run: bool,
+    force_clear: bool,
+) -> list[WalRecord]:
+    """The checks of a rebuild from a server's stream (those of `_rebuild_plan` that apply):
+    the group's records.
+
+    Raises:
+        InvalidRequestError: a tail or bounded rebuild, or no stream; ConflictError: the group
+            holds data and the rebuild may not purge it.
+    """
+    db = exclusive.store(engine)
+    if from_seq != 0 or to_seq is not None:
+        raise InvalidRequestError(
+            f"on LCG_STORAGE={db.backend} a group is rebuilt whole from its stream: from_seq "
+            "must be 0 and to_seq absent (tail and bounded rebuilds replay the embedded "
+            "store's WAL files)",
+            field="from_seq" if from_seq != 0 else "to_seq",
+        )
+    records = db.stream_records(group_id)
+    if not records:
+        raise InvalidRequestError(
+            f"No WAL stream found for group '{group_id}' on the server", field="group_id"
+        )
+    with db.read_for_write() as r:
+        has_data = any(r.group_counts(group_id).values())
+    if has_data:
+        prefix = (
+            f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
+            "from_seq: 0 is a full rebuild."
+        )
+        if dry_run:
+            raise ConflictError(
+                f"{prefix} A dry run cannot preview this cleanly — purge the group first."
+            )
+        if not force_clear:
+            raise ConflictError(
+                f"{prefix} Pass force_clear: true to purge the group and replay it."
+            )
+    return records
+
+
 def _rebuild_from_stream(
     engine: Engine,
     group_id: str,
@@ -313,28 +365,9 @@ def _rebuild_from_stream(
             store does not offer, or no stream; ConflictError: as a full rebuild on Kuzu.
     """
     db = exclusive.store(engine)
-    if from_seq != 0 or to_seq is not None:
-        raise InvalidRequestError(
-            f"on LCG_STORAGE={db.backend} a group is rebuilt whole from its stream: from_seq "
-            "must be 0 and to_seq absent (tail and bounded rebuilds replay the embedded "
-            "store's WAL files)",
-            field="from_seq" if from_seq != 0 else "to_seq",
-        )
     with exclusive.write_lock(engine):
         cu = exclusive.catchup(engine)
-        records = db.stream_records(group_id)
-        if not records:
-            raise InvalidRequestError(
-                f"No WAL stream found for group '{group_id}' on the server", field="group_id"
-            )
-        with db.read_for_write() as r:
-            has_data = any(r.group_counts(group_id).values())
-        if has_data and (dry_run or not force_clear):
-            raise ConflictError(
-                f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
-                "from_seq: 0 is a full rebuild. Pass force_clear: true to purge the group and "
-                "replay it."
-            )
+        records = _stream_checks(engine, group_id, from_seq, to_seq, dry_run, force_clear)
         report = ReplayReport(group_id, 0, None, mode="dry_run" if dry_run else "bulk")
         if dry_run:
             report.mutations_replayed = len(records)
