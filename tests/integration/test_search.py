@@ -224,9 +224,6 @@ async def snapshot(engine: Engine) -> list[list[str]]:
     return out
 
 
-@pytest.mark.kuzu_only(
-    "knowledge_rebuild_from_wal replays the workspace's WAL files; on FalkorDB the WAL is the group's server stream, whose rebuild is not wired to the engine yet"
-)
 async def test_same_results_after_rebuild_and_reopen(settings: Settings) -> None:
     engine = open_engine(settings)
     try:
