@@ -901,7 +901,7 @@ class FalkorBackend:
     @classmethod
     def from_settings(cls, settings: Settings) -> FalkorBackend:
         """The backend `LCG_FALKORDB_URL`, `LCG_FALKORDB_PASSWORD` and `LCG_FALKORDB_REPLICAS`
-        name (not used by the engine yet)."""
+        name (what `open_engine` opens: lcg.storage.select)."""
         if not settings.falkordb_url:
             raise StorageError("LCG_FALKORDB_URL is not set")
         return cls(
