@@ -12,7 +12,6 @@ from ingest_support import ARMSTRONG_ENTITIES, ARMSTRONG_FACTS, ARMSTRONG_TEXT, 
 
 from lcg import Settings, open_engine
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
-from lcg.ingest import pipeline
 from lcg.service.registry import dispatch
 from lcg.storage.falkordb.backend import FalkorReader
 from lcg.storage.kuzu_backend import KuzuReader
