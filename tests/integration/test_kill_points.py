@@ -13,7 +13,11 @@ during a second write (`assert_entity` of "Victim"):
   serve the write;
 - `mid-line`: half of the batch's line reached the file. The reopen must cut the torn tail (a
   `wal_torn_tail` event), serve nothing of the write, and the next write must get the seq the
-  torn line would have had.
+  torn line would have had;
+- `between-groups`: a write that spans two groups (`knowledge_delete_by_group` of both) dies
+  after the first group's batch is durable and before the second's append. The reopen must cut
+  the first group's batch as a torn tail (reported like a single-group one, naming the commit's
+  groups), apply nothing of the write to either group, and reuse its seq.
 
 Fault injection sits at the process's edge only (a wrapper that calls the real append, or a file
 object that writes half a line): the WAL, the store and the startup catch-up are the real ones.
@@ -93,14 +97,27 @@ async def main():
     if point == "after-append":
         real = stream.append
 
-        def append_then_die(ops):
-            first, last = real(ops)
+        def append_then_die(ops, commit=None):
+            first, last = real(ops, commit)
             report(event="appended", first=first, last=last)
             die()
 
         stream.append = append_then_die
     elif point == "mid-line":
         stream._file = HalfLine(stream._file)
+    elif point == "between-groups":
+        other = group + "2"
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Other", "group_id": other})
+        report(event="ack", name="Other", group=other)
+
+        def die_before_append(ops, commit=None):
+            report(event="second-append", first=engine.parts.wal.stream(other).next_seq, marked=commit is not None)
+            die()
+
+        engine.parts.wal.stream(other).append = die_before_append
+        await dispatch(
+            engine, "knowledge_delete_by_group", {"group_ids": [group, other], "confirm": True}
+        )
     out = await dispatch(engine, "knowledge_assert_entity", {"name": "Victim", "group_id": group})
     if point == "after-commit":
         report(event="committed", uuid=out["entity_uuid"], journal=exclusive.kuzu_store(engine).journal_bytes())
@@ -128,6 +145,11 @@ def _run_child(tmp_path: Path, home: Path, point: str) -> list[dict[str, Any]]:
 async def _names(engine: Any) -> set[str]:
     found = await dispatch(engine, "knowledge_get_nodes_by_group", {"group_id": G})
     return {n["name"] for n in found["nodes"]}
+
+
+async def _names_in(engine: Any, group: str) -> set[str]:
+    found = await dispatch(engine, "knowledge_get_nodes_by_group", {"group_ids": [group]})
+    return {n["name"] for n in found["nodes"] if n["group_id"] == group}
 
 
 async def _wal_state(engine: Any) -> tuple[int, int]:
@@ -211,5 +233,44 @@ async def test_a_kill_mid_line_cuts_the_torn_tail_and_reuses_nothing(tmp_path: P
     engine = open_engine(Settings.for_home(home, **SETTINGS))
     try:
         assert await _names(engine) == {"Anchor", "After"}
+    finally:
+        engine.close()
+
+
+async def test_a_kill_between_two_groups_appends_applies_nothing_of_the_commit(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "ws"
+    records = _run_child(tmp_path, home, "between-groups")
+    armed = next(r for r in records if r["event"] == "armed")
+    second = next(r for r in records if r["event"] == "second-append")
+    assert second["marked"]  # the engine marked the commit's batches
+
+    sink = ListSink()
+    engine = open_engine(Settings.for_home(home, **SETTINGS), events=sink)
+    try:
+        torn = sink.of_type("wal_torn_tail")
+        assert [(e["group_id"], e["lines"]) for e in torn] == [(G, 1)], sink.events
+        # Nothing of the purge was replayed: both groups are as acknowledged.
+        assert [e for e in sink.of_type("wal_replay_complete") if e["group_id"] == G] == []
+        assert await _names_in(engine, G) == {"Anchor"}
+        assert await _names_in(engine, G + "2") == {"Other"}
+        status = await dispatch(engine, "knowledge_status", {})
+        problems = [p for p in status["wal_problems"] if p["group_id"] == G]
+        assert len(problems) == 1
+        assert problems[0]["kind"] == "torn_tail"
+        assert problems[0]["first_seq"] == armed["next_seq"]
+        assert problems[0]["commit_groups"] == [G, G + "2"]
+        last = armed["next_seq"] - 1
+        assert await _wal_state(engine) == (last, last)
+        # The next write takes the seq the cut batch had, and sticks.
+        await dispatch(engine, "knowledge_assert_entity", {"name": "After", "group_id": G})
+        assert await _wal_state(engine) == (armed["next_seq"], armed["next_seq"])
+    finally:
+        engine.close()
+    engine = open_engine(Settings.for_home(home, **SETTINGS))
+    try:
+        assert await _names_in(engine, G) == {"Anchor", "After"}
+        assert await _names_in(engine, G + "2") == {"Other"}
     finally:
         engine.close()

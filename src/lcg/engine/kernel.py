@@ -350,9 +350,12 @@ class Engine:
                     tx.put_embeddings(batch.vectors)
                     tx.delete_embeddings(batch.stale)
                     settle_stamp(tx, batch, stamps, self.parts.embedder.identity)
+                # Several batches: each head line names the seqs of all (a crash between two
+                # appends is cut at startup, never replayed by halves: lcg.wal.writer).
+                mark = self._wal.plan_commit([(b.group_id, len(b.ops)) for b in batches])
                 for batch in batches:
                     stream = self._wal.stream(batch.group_id)
-                    first, last = stream.append(batch.ops)
+                    first, last = stream.append(batch.ops, mark)
                     appended.append((batch.group_id, first, last))
                     write_position(tx, batch.group_id, last, stream.generation)
                 body_done = True

@@ -453,8 +453,15 @@ def put_embeddings(
             {"rows": new},
         )
     if len(existing) > conn.point_limit("Embedding", _ROW_WRITE_MS):
+        # Only the columns some row changes (all of them when the stored rows are unknown).
+        changed = [
+            c
+            for c in columns
+            if any(k not in current or current[k][c] != last[k][c] for k in existing)
+        ]
+        assignments = ", ".join(columns[c] for c in changed)
         conn.run(
-            f"UNWIND $rows AS r MATCH (v:Embedding {{key: r.key}}) SET {_from_row(_EMBEDDING_SET)}",
+            f"UNWIND $rows AS r MATCH (v:Embedding {{key: r.key}}) SET {_from_row(assignments)}",
             {"rows": [last[key] for key in existing]},
         )
         return

@@ -28,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from lcg.wal.layout import ordered_files
-from lcg.wal.records import OPS, WalRecord
+from lcg.wal.records import OPS, CommitMark, WalRecord
 
 __all__ = ["LostBatch", "ReadStats", "iter_records", "parse_line"]
 
@@ -91,7 +91,8 @@ def parse_line(line: bytes) -> WalRecord | None:
     if at is not None and (not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= seq):
         return None
     stamp = ts if isinstance(ts, str) else ""
-    return WalRecord(seq=seq, ts=stamp, op=op, data=data, more=more, at=at)
+    commit = CommitMark.from_json(value["commit"]) if "commit" in value else None
+    return WalRecord(seq=seq, ts=stamp, op=op, data=data, more=more, at=at, commit=commit)
 
 
 class _Stream:

@@ -4,7 +4,10 @@ A line is `{"seq": n, "ts": "...", "op": "<name>", "data": {...}, "at": i}`, plu
 the lines of a multi-line batch that k more lines of the same batch follow — so a batch whose write
 was cut short by a crash is recognised and dropped whole, never applied by halves. `at` is the
 line's place in its batch (0 for the first), so a batch whose head is unreadable is recognised too;
-lines written before it existed lack it (the reader then judges from seq continuity). Operations carry every uuid
+lines written before it existed lack it (the reader then judges from seq continuity). The first
+line of each batch of a commit that spans several groups' streams carries `"commit": {"id": ...,
+"groups": {group: [first_seq, last_seq], ...}}`, the seqs every group's batch of that commit
+takes, so a crash between two groups' appends is recognised at startup (`lcg.wal.writer`). Operations carry every uuid
 and timestamp, so replay is deterministic; they never carry vectors (embeddings are derived data)
 nor the group id (the stream a line sits in is its group). Absent keys mean null/empty, which
 keeps a fact near 400 bytes.
@@ -32,6 +35,7 @@ from lcg.timeutil import from_wal, to_wal
 
 __all__ = [
     "OPS",
+    "CommitMark",
     "Op",
     "WalRecord",
     "data_to_entity",
@@ -67,6 +71,38 @@ class Op:
 
 
 @dataclass(frozen=True)
+class CommitMark:
+    """What the head line of each batch of a multi-group commit says of the whole commit: its
+    id and, per group, the seqs (first, last) its batch there takes."""
+
+    id: str
+    groups: dict[str, tuple[int, int]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "groups": {g: list(r) for g, r in self.groups.items()}}
+
+    @staticmethod
+    def from_json(value: object) -> CommitMark | None:
+        """The mark a line carries, or None when the value is not one."""
+        if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+            return None
+        groups = value.get("groups")
+        if not isinstance(groups, dict) or not groups:
+            return None
+        ranges: dict[str, tuple[int, int]] = {}
+        for group, span in groups.items():
+            if not (
+                isinstance(span, list)
+                and len(span) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in span)
+                and span[0] <= span[1]
+            ):
+                return None
+            ranges[group] = (span[0], span[1])
+        return CommitMark(value["id"], ranges)
+
+
+@dataclass(frozen=True)
 class WalRecord:
     """One WAL line as read back."""
 
@@ -76,21 +112,32 @@ class WalRecord:
     data: dict[str, Any]
     more: int = 0  # lines of the same batch that follow this one
     at: int | None = None  # lines of the same batch before this one (None: an older line)
+    commit: CommitMark | None = None  # on a multi-group commit's batch heads
 
 
-def encode_line(seq: int, ts: str, op: Op, more: int = 0, at: int = 0) -> bytes:
+def encode_line(
+    seq: int, ts: str, op: Op, more: int = 0, at: int = 0, commit: CommitMark | None = None
+) -> bytes:
     """A WAL line, newline-terminated, compact UTF-8 JSON."""
     payload: dict[str, Any] = {"seq": seq, "ts": ts, "op": op.name, "data": op.data}
     if more:
         payload["more"] = more
     payload["at"] = at
+    if commit is not None:
+        payload["commit"] = commit.to_json()
     return orjson.dumps(payload) + b"\n"
 
 
-def encode_batch(first_seq: int, ts: str, ops: list[Op]) -> list[bytes]:
-    """The lines of one batch: consecutive seqs, one ts, `more` counting down to the last line."""
+def encode_batch(
+    first_seq: int, ts: str, ops: list[Op], commit: CommitMark | None = None
+) -> list[bytes]:
+    """The lines of one batch: consecutive seqs, one ts, `more` counting down to the last line;
+    the first carries the multi-group commit's mark, if any."""
     last = len(ops) - 1
-    return [encode_line(first_seq + i, ts, op, last - i, i) for i, op in enumerate(ops)]
+    return [
+        encode_line(first_seq + i, ts, op, last - i, i, commit if i == 0 else None)
+        for i, op in enumerate(ops)
+    ]
 
 
 def _put(data: dict[str, Any], key: str, value: Any) -> None:

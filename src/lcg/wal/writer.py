@@ -7,7 +7,11 @@ Guarantees, for one group's stream:
 - one `append(ops)` is one batch: its lines are written with one `write`, flushed and fsynced
   once (group commit) and never span two files; when `append` returns, the batch is durable;
 - a failed append leaves the file as it was (a partial write is truncated away) and raises;
-- a torn final line left by a crash is cut off when the stream is opened, and reported.
+- a torn final line left by a crash is cut off when the stream is opened, and reported;
+- a commit that spans several groups appends one batch per group, each marked with the seqs
+  of all of them (`Wal.plan_commit`); a crash between two of those appends leaves some groups
+  with their batch and others without: `Wal.open_all` cuts the batches of such a commit from
+  every stream that has one, and reports each cut as a torn tail (never applied by halves).
 
 Callers serialise appends (the engine's write lock); this module takes no locks of its own.
 """
@@ -37,9 +41,9 @@ from lcg.wal.layout import (
     read_generation,
 )
 from lcg.wal.reader import parse_line
-from lcg.wal.records import Op, encode_batch
+from lcg.wal.records import CommitMark, Op, WalRecord, encode_batch
 
-__all__ = ["GroupStream", "TornTail", "Wal"]
+__all__ = ["GroupStream", "TornTail", "Wal", "cut_torn_commits"]
 
 
 @dataclass(frozen=True)
@@ -54,16 +58,22 @@ class TornTail:
     bytes_dropped: int
     lines: int = 1
     first_seq: int | None = None
+    # Set when the lines cut were one group's batch of a multi-group commit that did not reach
+    # every group's stream: the groups of that commit.
+    commit_groups: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, object]:
         """Its entry in `knowledge_status.wal_problems` (besides the group and the kind)."""
-        return {
+        wire: dict[str, object] = {
             "file": self.path.name,
             "first_seq": self.first_seq,
             "last_seq": None,
             "bytes_dropped": self.bytes_dropped,
             "lines": self.lines,
         }
+        if self.commit_groups:
+            wire["commit_groups"] = list(self.commit_groups)
+        return wire
 
 
 def repair_torn_tail(group_id: str, directory: Path) -> TornTail | None:
@@ -108,6 +118,72 @@ def repair_torn_tail(group_id: str, directory: Path) -> TornTail | None:
     return TornTail(group_id, path, len(data) - keep, lines)
 
 
+def _tail_batch(directory: Path) -> tuple[Path, int, list[WalRecord]] | None:
+    """The stream's last batch, when whole and written with `at` places: (its file, the offset
+    of its first line, its records)."""
+    files = [p for p in ordered_files(directory) if p.stat().st_size > 0]
+    if not files:
+        return None
+    path = files[-1]
+    data = path.read_bytes()
+    end = len(data)
+    records: list[WalRecord] = []
+    while end > 0:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        record = parse_line(data[start : end - 1])
+        if record is None or record.at is None or record.more != len(records):
+            return None
+        records.insert(0, record)
+        if record.at == 0:
+            return path, start, records
+        end = start
+    return None
+
+
+def cut_torn_commits(root: Path, groups: list[str]) -> list[TornTail]:
+    """Cut every multi-group commit that did not reach all its groups' streams.
+
+    A commit's batches are appended group by group, each head line marked with the seqs of all
+    of them (`Wal.plan_commit`), and only then committed to the database: a crash between two
+    appends leaves the first groups with a durable batch that was never acknowledged, and the
+    others without. Such a batch can only be its stream's last (a crash ends the appends, and
+    the next process runs this before appending), so each group's last batch is checked: its
+    commit is whole when every group it names holds its seqs. The batches of a commit that is
+    not are cut from their streams (the database never committed them), each reported as a torn
+    tail naming the commit's groups. Run after each stream's own torn tail is cut.
+    """
+    cut: list[TornTail] = []
+    while True:  # a commit with two batches in one group leaves the earlier one as the new tail
+        tails = {g: tail for g in groups if (tail := _tail_batch(group_dir(root, g))) is not None}
+        max_seqs = {g: read_bounds(group_dir(root, g)).max_seq for g in groups}
+        found = False
+        for group_id, (path, start, records) in tails.items():
+            mark = records[0].commit
+            if mark is None or all(
+                (held := max_seqs.get(g)) is not None and held >= last
+                for g, (_, last) in mark.groups.items()
+            ):
+                continue
+            size = path.stat().st_size
+            with path.open("r+b") as fh:
+                fh.truncate(start)
+                fh.flush()
+                os.fsync(fh.fileno())
+            cut.append(
+                TornTail(
+                    group_id,
+                    path,
+                    size - start,
+                    len(records),
+                    records[0].seq,
+                    tuple(sorted(mark.groups)),
+                )
+            )
+            found = True
+        if not found:
+            return cut
+
+
 class GroupStream:
     """The append side of one group's stream."""
 
@@ -145,8 +221,9 @@ class GroupStream:
         self._bytes = 0
         fsync_dir(self.directory)
 
-    def append(self, ops: list[Op]) -> tuple[int, int]:
-        """Write `ops` as one durable batch; return the first and last seq assigned.
+    def append(self, ops: list[Op], commit: CommitMark | None = None) -> tuple[int, int]:
+        """Write `ops` as one durable batch; return the first and last seq assigned. `commit`
+        marks the batch as one group's part of a multi-group commit (`Wal.plan_commit`).
 
         Raises:
             WalError: the batch could not be written (nothing of it remains on disk).
@@ -155,7 +232,7 @@ class GroupStream:
             raise ValueError("empty batch")
         ts = to_wal(datetime.now(UTC)) or ""
         first = self.next_seq
-        blob = b"".join(encode_batch(first, ts, ops))
+        blob = b"".join(encode_batch(first, ts, ops, commit))
         if self._file is None or (
             self._events > 0
             and (
@@ -271,6 +348,21 @@ class Wal:
     def append(self, group_id: str, ops: list[Op]) -> tuple[int, int]:
         return self.stream(group_id).append(ops)
 
+    def plan_commit(self, parts: list[tuple[str, int]]) -> CommitMark | None:
+        """The mark for a commit that appends, in this order, batches of `parts` (group, number
+        of lines): the seqs each group's batches will take. None for a one-batch commit, which
+        needs none (its single append is all or nothing). The appends must follow with no other
+        append in between (the caller holds the write lock)."""
+        if len(parts) < 2:
+            return None
+        upcoming: dict[str, int] = {}
+        groups: dict[str, tuple[int, int]] = {}
+        for group_id, lines in parts:
+            first = upcoming.get(group_id, self.stream(group_id).next_seq)
+            upcoming[group_id] = first + lines
+            groups[group_id] = (groups.get(group_id, (first, first))[0], first + lines - 1)
+        return CommitMark(secrets.token_hex(8), groups)
+
     def drop_stream(self, group_id: str) -> None:
         """Forget a group's writer so the next append re-reads the directory (after a rebuild)."""
         stream = self._streams.pop(group_id, None)
@@ -280,10 +372,14 @@ class Wal:
     def open_all(self) -> list[TornTail]:
         """Open every existing group's stream (repairing torn tails); return the repairs."""
         torn = []
-        for group in list_groups(self.root):
+        groups = list_groups(self.root)
+        for group in groups:
             stream = self.stream(group)
             if stream.torn_tail is not None:
                 torn.append(stream.torn_tail)
+        for cut in cut_torn_commits(self.root, groups):
+            self.drop_stream(cut.group_id)  # its next seq is the first one cut
+            torn.append(cut)
         return torn
 
     def groups(self) -> list[str]:

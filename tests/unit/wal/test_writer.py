@@ -316,3 +316,79 @@ def test_a_group_colliding_by_case_with_an_existing_directory_is_refused(tmp_pat
     assert "team" in info.value.wire_message()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Team"]
     wal.close()
+
+
+# -- multi-group commits (issue 15): a crash between two groups' appends -------------------------
+
+
+def _commit(wal: Wal, parts: list[tuple[str, int]], *, stop_after: int | None = None) -> None:
+    """Append a multi-group commit's batches as the engine does; `stop_after` appends only the
+    first that many (a crash between two appends)."""
+    mark = wal.plan_commit(parts)
+    assert mark is not None
+    for i, (group, n) in enumerate(parts):
+        if stop_after is not None and i >= stop_after:
+            return
+        wal.stream(group).append(ops(n), mark)
+
+
+def test_a_commit_that_reached_every_group_is_kept(tmp_path: Path) -> None:
+    wal = Wal(tmp_path)
+    wal.append("a", ops(2))
+    _commit(wal, [("a", 1), ("b", 2)])
+    wal.close()
+    reopened = Wal(tmp_path)
+    assert reopened.open_all() == []
+    assert all_seqs(tmp_path / "a") == [0, 1, 2]
+    assert all_seqs(tmp_path / "b") == [0, 1]
+    reopened.close()
+
+
+def test_a_commit_cut_short_between_groups_is_cut_from_the_groups_it_reached(
+    tmp_path: Path,
+) -> None:
+    wal = Wal(tmp_path)
+    wal.append("a", ops(2))
+    wal.append("c", ops(1))
+    _commit(wal, [("a", 1), ("c", 2), ("b", 3)], stop_after=2)
+    wal.close()
+    reopened = Wal(tmp_path)
+    torn = sorted(reopened.open_all(), key=lambda t: t.group_id)
+    assert [(t.group_id, t.first_seq, t.lines, t.commit_groups) for t in torn] == [
+        ("a", 2, 1, ("a", "b", "c")),
+        ("c", 1, 2, ("a", "b", "c")),
+    ]
+    assert torn[0].to_wire()["commit_groups"] == ["a", "b", "c"]
+    assert all(t.bytes_dropped > 0 for t in torn)
+    assert all_seqs(tmp_path / "a") == [0, 1]
+    assert all_seqs(tmp_path / "c") == [0]
+    # Writing resumes at the seqs the cut batches had taken.
+    assert reopened.append("a", ops(1)) == (2, 2)
+    assert reopened.stream("c").next_seq == 1
+    reopened.close()
+
+
+def test_a_commit_with_two_batches_in_one_group_is_cut_whole(tmp_path: Path) -> None:
+    wal = Wal(tmp_path)
+    wal.append("a", ops(1))
+    _commit(wal, [("a", 1), ("a", 2), ("b", 1)], stop_after=2)
+    wal.close()
+    reopened = Wal(tmp_path)
+    torn = reopened.open_all()
+    assert [(t.group_id, t.first_seq, t.lines) for t in torn] == [("a", 2, 2), ("a", 1, 1)]
+    assert all_seqs(tmp_path / "a") == [0]
+    reopened.close()
+
+
+def test_a_torn_last_append_of_a_commit_cuts_the_whole_commit(tmp_path: Path) -> None:
+    wal = Wal(tmp_path)
+    _commit(wal, [("a", 1), ("b", 2)])
+    wal.close()
+    last = ordered_files(tmp_path / "b")[-1]
+    last.write_bytes(last.read_bytes()[:-20])  # b's batch torn by the crash
+    reopened = Wal(tmp_path)
+    torn = sorted(reopened.open_all(), key=lambda t: t.group_id)
+    assert [(t.group_id, t.commit_groups) for t in torn] == [("a", ("a", "b")), ("b", ())]
+    assert all_seqs(tmp_path / "a") == []
+    assert all_seqs(tmp_path / "b") == []
+    reopened.close()
