@@ -22,14 +22,16 @@ from lcg.embedding.select import embedder_for_stamp
 from lcg.engine.commits import Batch, store_commit
 from lcg.engine.names import NameIndex
 from lcg.engine.replay import ReplayReport, applied_position, loss_key, position_key
-from lcg.errors import StorageError
+from lcg.errors import LcgError, StorageError
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
 from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
 from lcg.telemetry import EventSink
+from lcg.wal import marks
+from lcg.wal.layout import GENERATION_FILE, generation_damaged, restore_generation
 from lcg.wal.writer import TornTail, Wal
 
-__all__ = ["AHEAD", "LOST", "TORN", "CatchUp", "Replay"]
+__all__ = ["AHEAD", "LOST", "MARK", "TORN", "CatchUp", "Replay"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ logger = logging.getLogger(__name__)
 LOST = "batch_not_applied"  # a batch with an unreadable line, passed over by a replay
 AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no longer holds
 TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut at startup
+MARK = "mark_file_corrupt"  # a WAL mark file (checkpoint record, generation) that did not parse
 
 
 class Replay(Protocol):
@@ -166,7 +169,7 @@ class CatchUp:
         with self._store().read_for_write() as conn:
             known = self.losses(conn, report.group_id)
         if full:  # a replay re-derives batches; what the WAL itself lost stays recorded
-            known = [x for x in known if x.get("kind") in (AHEAD, TORN)]
+            known = [x for x in known if x.get("kind") in (AHEAD, TORN, MARK)]
         fresh = [{"kind": LOST, **loss.to_wire()} for loss in report.lost]
         merged = known + [x for x in fresh if x not in known]
         with self._store().transaction() as tx:
@@ -179,6 +182,99 @@ class CatchUp:
             known = self.losses(conn, torn.group_id)
         with self._store().transaction() as tx:
             tx.set_meta(loss_key(torn.group_id), json.dumps([*known, entry]))
+
+    def check_mark_files(self) -> None:
+        """(Write lock held, at startup.) Find the group's WAL mark files that no longer parse,
+        rebuild them from what still names their content, and record each for
+        `knowledge_status` (`wal_problems`, kind `mark_file_corrupt`); never fail the startup.
+
+        - a checkpoint's create record: rebuilt from the WAL (`lcg.wal.marks.rebuild_mark`);
+        - `.wal-generation.json`: restored from the generation the database's applied position
+          records, else from the newest mark that names one; with neither it stays unknown
+          (the group is then not caught up until a rebuild, as for a missing file).
+        """
+        for group_id in self._wal.groups():
+            directory = self._wal.directory(group_id)
+            entries: list[dict[str, Any]] = []
+            try:
+                if generation_damaged(directory):
+                    entries.append(self._restore_generation(group_id, directory))
+                for damaged in marks.damaged_marks(directory):
+                    entries.append(self._rebuild_mark(group_id, directory, damaged))
+            except (OSError, LcgError) as exc:  # reported, never a failed startup
+                logger.error("group %r: WAL mark files could not be checked: %s", group_id, exc)
+                continue
+            if not entries:
+                continue
+            with self._store().read_for_write() as conn:
+                known = self.losses(conn, group_id)
+            fresh = [e for e in entries if e not in known]
+            with self._store().transaction() as tx:
+                tx.set_meta(loss_key(group_id), json.dumps([*known, *fresh]))
+
+    def _restore_generation(self, group_id: str, directory: Path) -> dict[str, Any]:
+        with self._store().read_for_write() as conn:
+            position = self.position(conn, group_id)
+        generation = position[1] if position is not None else None
+        source = "database_position"
+        if generation is None:
+            named = [m.mark for m in marks.list_marks(directory) if m.mark.wal_generation]
+            named.sort(key=lambda m: m.created_at_ms)
+            generation = named[-1].wal_generation if named else None
+            source = "mark"
+        if generation is not None:
+            restore_generation(directory, generation)
+            self._wal.drop_stream(group_id)  # re-read with its generation
+        logger.error(
+            "group %r: %s did not parse; %s",
+            group_id,
+            directory / GENERATION_FILE,
+            f"restored generation {generation} from the {source.replace('_', ' ')}"
+            if generation is not None
+            else "no record names its generation: run knowledge_rebuild_from_wal for the group",
+        )
+        self.events.emit(
+            "wal_mark_file_corrupt",
+            group_id=group_id,
+            file=GENERATION_FILE,
+            rebuilt=bool(generation),
+        )
+        return {
+            "kind": MARK,
+            "file": GENERATION_FILE,
+            "first_seq": None,
+            "last_seq": None,
+            "rebuilt": generation is not None,
+            "rebuilt_from": source if generation is not None else None,
+        }
+
+    def _rebuild_mark(
+        self, group_id: str, directory: Path, damaged: marks.DamagedMark
+    ) -> dict[str, Any]:
+        rebuilt = marks.rebuild_mark(directory, damaged)
+        relative = str(damaged.path.relative_to(directory))
+        logger.error(
+            "group %r: WAL mark %r (%s) did not parse; %s",
+            group_id,
+            damaged.name,
+            relative,
+            f"rebuilt from the WAL at seq {rebuilt.seq}"
+            if rebuilt is not None
+            else "the WAL no longer tells its seq: it stays unusable (delete and re-create it)",
+        )
+        self.events.emit(
+            "wal_mark_file_corrupt", group_id=group_id, file=relative, rebuilt=rebuilt is not None
+        )
+        return {
+            "kind": MARK,
+            "file": relative,
+            "first_seq": None,
+            "last_seq": None,
+            "mark": damaged.name,
+            "rebuilt": rebuilt is not None,
+            "rebuilt_from": "wal" if rebuilt is not None else None,
+            "seq": rebuilt.seq if rebuilt is not None else None,
+        }
 
     def wal_problems(self, conn: GraphReader) -> list[dict[str, Any]]:
         """The `wal_problems` of `knowledge_status` (an lcg extension): WAL lines lost, by group."""

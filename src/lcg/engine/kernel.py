@@ -217,6 +217,7 @@ class Engine:
                     lines=torn.lines,
                 )
                 self._catchup.record_torn(torn)
+            self._catchup.check_mark_files()
             self._catchup.check_database_ahead()
             self._catchup.catch_up_store()
             found = [(g, self._catchup.catch_up_plan(g)) for g in self._wal.groups()]

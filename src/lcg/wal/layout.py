@@ -31,12 +31,14 @@ __all__ = [
     "ensure_generation",
     "first_seq",
     "fsync_dir",
+    "generation_damaged",
     "group_dir",
     "last_seq",
     "list_groups",
     "ordered_files",
     "read_bounds",
     "read_generation",
+    "restore_generation",
 ]
 
 GENERATION_FILE = ".wal-generation.json"
@@ -119,6 +121,31 @@ def read_generation(directory: Path) -> str | None:
         return None
     generation = value.get("generation") if isinstance(value, dict) else None
     return generation if isinstance(generation, str) and generation.strip() else None
+
+
+def generation_damaged(directory: Path) -> bool:
+    """Whether the stream has a generation file that does not parse (its id is lost)."""
+    return (directory / GENERATION_FILE).exists() and read_generation(directory) is None
+
+
+def restore_generation(directory: Path, generation: str) -> None:
+    """Replace a damaged generation file with `generation` (known from a record that names it:
+    the database's applied position, a mark); the damaged file is kept as
+    `.wal-generation.json.corrupt-<UTC time>`."""
+    import datetime as dt
+
+    path = directory / GENERATION_FILE
+    minted = path.stat()  # the restored file keeps its time: marks compare theirs with it
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    os.replace(path, directory / f"{GENERATION_FILE}.corrupt-{stamp}")
+    tmp = directory / f"{GENERATION_FILE}.tmp-{uuid.uuid4()}"
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as fh:
+        json.dump({"generation": generation}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.utime(tmp, ns=(minted.st_atime_ns, minted.st_mtime_ns))
+    os.replace(tmp, path)
+    fsync_dir(directory)
 
 
 def ensure_generation(directory: Path) -> str | None:

@@ -9,6 +9,13 @@ whose create record parses and has no delete record. Records are written once wi
 create (O_EXCL), fsynced, and the directory is fsynced; nothing is ever rewritten or removed, so
 two racing creators (or deleters) cannot both succeed: the loser's O_EXCL fails.
 
+A create record that no longer parses (a damaged disk, a hand edit) is found at startup
+(`damaged_marks`) and rebuilt from the WAL (`rebuild_mark`): the record is written once and never
+touched again, so its file's modification time is its creation time, and the mark's seq is the
+last WAL line appended before it (marks are taken under the write lock, at the applied position,
+which is the end of the stream then). The damaged file is kept beside it as
+`gN.create.json.corrupt-<UTC time>`; the engine reports both in knowledge_status.
+
 Reachability (§2.40): a mark with seq null is reachable; seq n is reachable iff the stream still
 starts at seq 0 and reaches n; any mark is unreachable when its generation and the stream's
 current one are both known and differ (the stream was replaced since).
@@ -17,6 +24,7 @@ current one are both known and differ (the stream was replaced since).
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -28,19 +36,24 @@ from typing import Any, ClassVar
 
 from lcg.errors import ConflictError, InvalidRequestError, NotFoundError, WalError
 from lcg.fsmodes import open_private, private_dir
-from lcg.wal.layout import fsync_dir, read_bounds, read_generation
+from lcg.timeutil import from_wal
+from lcg.wal.layout import GENERATION_FILE, fsync_dir, read_bounds, read_generation
+from lcg.wal.reader import iter_records
 
 __all__ = [
     "CHECKPOINTS_DIR",
     "CheckpointExistsError",
     "CheckpointNameError",
     "CheckpointNotFoundError",
+    "DamagedMark",
     "Mark",
     "MarkStatus",
     "create_mark",
+    "damaged_marks",
     "delete_mark",
     "list_marks",
     "read_active",
+    "rebuild_mark",
     "validate_name",
 ]
 
@@ -319,3 +332,107 @@ def list_marks(group_dir: Path) -> list[MarkStatus]:
         )
         for mark in marks
     ]
+
+
+# -- damaged records -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DamagedMark:
+    """An active mark whose create record does not parse (its content is lost)."""
+
+    name: str
+    path: Path
+    generation_number: int
+
+
+def damaged_marks(group_dir: Path) -> list[DamagedMark]:
+    """The marks of the stream whose newest record is a create record that does not parse."""
+    store = group_dir / CHECKPOINTS_DIR
+    if not store.is_dir():
+        return []
+    found = []
+    for child in sorted(store.iterdir(), key=lambda p: p.name):
+        if not (child.is_dir() and _NAME.fullmatch(child.name)):
+            continue
+        top, creates, deletes = _scan(child)
+        path = child / f"g{top}.create.json"
+        if top in creates and top not in deletes and _read_create(path, child.name, top) is None:
+            found.append(DamagedMark(child.name, path, top))
+    return found
+
+
+def rebuild_mark(group_dir: Path, damaged: DamagedMark) -> Mark | None:
+    """Rewrite a damaged create record from the WAL; None when the WAL cannot tell its seq.
+
+    A `seq` (and `created_at_ms`) the damaged text still holds outright is kept. Otherwise the
+    record's modification time is when the mark was taken; its seq is the last line
+    appended before then (None when there was none: the group was empty), which the stream
+    can tell only if it still starts at seq 0, or its first line is older than the mark. The
+    generation is the stream's own if its generation file is older than the mark (else the
+    stream was replaced since, and the mark's generation is unknown). The damaged file is
+    renamed to `<name>.corrupt-<UTC time>`, and the rebuilt record carries `"rebuilt": true`.
+
+    Raises:
+        WalError: the record could not be replaced.
+    """
+    try:
+        made = damaged.path.stat().st_mtime_ns
+        text = damaged.path.read_bytes().decode("utf-8", "replace")
+    except OSError as exc:
+        raise WalError(f"{damaged.path}: {exc}") from exc
+    # What the damaged text still says outright wins over the file's time (a hand edit moves it).
+    if (found := _SALVAGE_MS.search(text)) is not None:
+        made = int(found.group(1)) * 1_000_000
+    taken = dt.datetime.fromtimestamp(made / 1e9, dt.UTC)
+    named = _SALVAGE_GEN.search(text)
+    generation = named.group(1) if named is not None else None
+    salvaged = _SALVAGE_SEQ.search(text)
+    if salvaged is not None:
+        seq = None if salvaged.group(1) == "null" else int(salvaged.group(1))
+        return _rewrite(group_dir, damaged, seq, made, generation)
+    seq = None
+    first = True
+    for record in iter_records(group_dir):
+        stamp = from_wal(record.ts) if record.ts else None
+        if first and record.seq != 0 and (stamp is None or stamp > taken):
+            return None  # lines before the mark may have been lost: its seq is unknown
+        first = False
+        if stamp is None:
+            return None
+        if stamp > taken:
+            break
+        seq = record.seq
+    return _rewrite(group_dir, damaged, seq, made, generation)
+
+
+_SALVAGE_SEQ = re.compile(r'"seq"\s*:\s*(null|[0-9]+)\s*[,}]')
+_SALVAGE_MS = re.compile(r'"created_at_ms"\s*:\s*([0-9]{1,15})\s*[,}]')
+_SALVAGE_GEN = re.compile(r'"wal_generation"\s*:\s*"([0-9a-f-]{36})"')
+
+
+def _rewrite(
+    group_dir: Path, damaged: DamagedMark, seq: int | None, made: int, generation: str | None
+) -> Mark:
+    """Keep the damaged record aside and write its rebuilt content in its place."""
+    if generation is None:
+        generation = read_generation(group_dir)
+        with contextlib.suppress(OSError):
+            if (group_dir / GENERATION_FILE).stat().st_mtime_ns > made:
+                generation = None
+    stamp_text = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    try:
+        os.replace(
+            damaged.path, damaged.path.with_name(f"{damaged.path.name}.corrupt-{stamp_text}")
+        )
+    except OSError as exc:
+        raise WalError(f"{damaged.path}: {exc}") from exc
+    record_out = {
+        "name": damaged.name,
+        "seq": seq,
+        "created_at_ms": made // 1_000_000,
+        "wal_generation": generation,
+        "rebuilt": True,
+    }
+    _write_exclusive(damaged.path, record_out)
+    return Mark(damaged.name, damaged.generation_number, seq, made // 1_000_000, generation)
