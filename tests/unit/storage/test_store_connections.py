@@ -153,6 +153,36 @@ def test_a_drain_that_times_out_gives_up_and_reopens_reads(store: Store) -> None
         assert store.checkpoint(drain=5) is False  # never drains while holding a reader
 
 
+def test_the_database_handle_is_reopened_after_enough_checkpoints(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kuzu keeps ~289 KB per CHECKPOINT until its Database is closed (issue 15 soak): every
+    few checkpoints that run with no reader checked out reopen the handle, and everything goes
+    on as before: committed rows, prepared statements, both reader connections."""
+    monkeypatch.setattr(store_module, "_RECYCLE_EVERY_CHECKPOINTS", 3)
+    put = "MERGE (m:Meta {key: $k}) SET m.value = $v"
+    for i in range(3):
+        with store.transaction() as tx:
+            tx.run(put, {"k": f"k{i}", "v": str(i)})
+        assert store.recycles == 0
+        assert store.checkpoint() is True
+    assert store.recycles == 1 and store.checkpoints_since_open == 0
+    with store.transaction() as tx:  # the writer's statements are prepared afresh
+        tx.run(put, {"k": "k3", "v": "3"})
+    with store.read() as first:
+        _hold_reader(store, 0.3)  # the other reader is checked out meanwhile
+        assert first.rows(
+            "MATCH (m:Meta) WHERE m.key STARTS WITH $p RETURN m.value ORDER BY m.value", {"p": "k"}
+        ) == [["0"], ["1"], ["2"], ["3"]]
+    # A forced checkpoint (close, rollback) never reopens the handle under its caller.
+    for _ in range(4):
+        store.checkpoint(force=True)
+    assert store.recycles == 1
+    assert store.wait_idle(10)  # the other reader's hold has ended
+    assert store.checkpoint() is True  # due, and no reader checked out: reopened
+    assert store.recycles == 2
+
+
 def test_commits_trigger_a_checkpoint_under_constant_reads(engine: Engine) -> None:
     """Kuzu holds updated rows' old versions in memory until a checkpoint; the journal-size
     trigger alone let a steady stream of small updates grow the server by ~300 KB each."""
