@@ -119,6 +119,16 @@ def _storage(text: str) -> str:
     return value
 
 
+REEMBED_MODES = ("off", "auto")
+
+
+def _reembed(text: str) -> str:
+    value = text.strip().lower()
+    if value not in REEMBED_MODES:
+        raise ValueError(f"must be one of: {', '.join(REEMBED_MODES)}")
+    return value
+
+
 def _redis_urls(text: str) -> str:
     """One `redis://host:port` (or `rediss://` for TLS) URL, or a comma list of cluster seeds.
     A password in a URL is refused (it would show in logs and status): `LCG_FALKORDB_PASSWORD`."""
@@ -319,6 +329,15 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         _http_url,
         "A mirror for `lcg models pull`: serves `<name>.tar.gz` and `<name>.tar.gz.sha256`.",
+    ),
+    Setting(
+        "reembed",
+        "LCG_REEMBED",
+        "off",
+        _reembed,
+        "`auto`: `lcg serve` re-embeds a workspace whose vectors another model made, in the "
+        "background (search answers from the old vectors until done); `off`: it only says to "
+        "run `lcg models reembed`.",
     ),
     Setting(
         "embedding_url",
@@ -598,6 +617,7 @@ class Settings:
     search_vector_floor: float | None = None
     models_dir: str | None = None
     models_url: str | None = None
+    reembed: str = "off"
     # -- extraction providers --
     replay_llm: str | None = None
     record_llm: str | None = None

@@ -395,15 +395,15 @@ class CatchUp:
         elif wanted is not None:
             logger.warning(
                 "this workspace was embedded with %s: search answers with it until "
-                "`lcg models reembed` (knowledge_backfill_summary_embeddings) re-embeds it "
-                "with %s",
+                "knowledge_backfill_summary_embeddings re-embeds it with %s",
                 found[0],
                 model,
             )
         else:
             logger.warning(
                 "this workspace was embedded with %s, which cannot be loaded here: search "
-                "embeds with %s as it loads; `lcg models reembed` makes it permanent",
+                "embeds with %s as it loads; knowledge_backfill_summary_embeddings makes it "
+                "permanent",
                 found[0],
                 model,
             )

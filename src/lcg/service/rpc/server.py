@@ -45,6 +45,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
+from lcg.admin.reembed import backfill_embeddings, foreign_models
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.engine import Engine
@@ -64,6 +65,10 @@ INITIALIZING = "initializing"
 _READ_CHUNK = 256 * 1024
 _LISTEN_BACKLOG = 512
 _TELEMETRY_TEXT_CAP = 200
+
+
+class _ReembedStopped(Exception):
+    """Raised from the background re-embed's progress callback when the service shuts down."""
 
 
 class _TooLong:
@@ -342,6 +347,62 @@ class RpcServer:
         if reason is not None and self._self_recover:
             await anyio.to_thread.run_sync(self._recover, reason)
         self.settled.set()
+        if reason is None:
+            await self._offer_reembed(engine)
+
+    async def _offer_reembed(self, engine: Engine) -> None:
+        """A workspace embedded by another model than the one in use (`mismatch`): say, in one
+        line, how to re-embed it; with `LCG_REEMBED=auto`, re-embed it here in the background
+        (search answers from the old vectors until every group is done, lcg.admin.reembed).
+        Shutdown stops it after the batch in flight; the next start resumes where it stopped
+        (rows written stay current)."""
+        try:
+            found = await anyio.to_thread.run_sync(foreign_models, engine)
+        except Exception:  # a status read: never fatal to the service
+            logger.exception("could not read the embedding stamps")
+            return
+        if not found:
+            return
+        model = engine.embedder.identity.model
+        old = ", ".join(sorted(set(found.values())))
+        if self.settings.reembed != "auto":
+            logger.warning(
+                "vectors of %d group(s) were made by %s, not %s: run `lcg models reembed` to "
+                "re-embed (or start with LCG_REEMBED=auto to do it in the background)",
+                len(found),
+                old,
+                model,
+            )
+            return
+        logger.info(
+            "LCG_REEMBED=auto: re-embedding %d group(s) from %s to %s in the background; "
+            "search answers from the old vectors until it completes",
+            len(found),
+            old,
+            model,
+        )
+        self.events.emit("reembed", state="started", groups=len(found), model=model)
+        logged = [0.0]
+
+        def progress(frame: dict[str, Any]) -> None:
+            if self._closing:
+                raise _ReembedStopped
+            done, total = frame.get("processed", 0), frame.get("total") or 0
+            if total and (done == total or done / total >= logged[0] + 0.1):
+                logged[0] = done / total
+                logger.info("re-embedding: %d of %d vectors", done, total)
+
+        try:
+            result = await backfill_embeddings(engine, sorted(found), progress=progress)
+        except _ReembedStopped:
+            logger.info("re-embedding stopped by shutdown; the next start resumes it")
+            self.events.emit("reembed", state="stopped")
+        except Exception as exc:
+            logger.exception("background re-embedding failed; `lcg models reembed` retries it")
+            self.events.emit("reembed", state="failed", error=str(exc)[:_TELEMETRY_TEXT_CAP])
+        else:
+            logger.info("re-embedded %d vectors: search answers with %s", result["embedded"], model)
+            self.events.emit("reembed", state="complete", embedded=result["embedded"])
 
     def _recover(self, reason: str) -> None:
         degraded = self.engine
