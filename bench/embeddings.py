@@ -10,12 +10,14 @@
    bench/relevance_extraction.json, sorted and batched as ingestion does), ms per text in wall
    and CPU time, median of 3 runs, with 1 worker and with the default (one per usable CPU).
    Wall time on a shared machine includes waiting for the CPU; CPU time does not.
+   `--onnx-reference DIR` adds the cosine of each text's vector to DIR's (min, p1, mean): how
+   far a quantised variant (all-MiniLM-L6-v2-int8) moved from the float32 model.
 3. The on-disk embedding cache with `--cache-rows` 384-d vectors already in its file: the time
    to open it, and to embed the first new text after opening (which appends to it) and a second.
 
 Prints one JSON object. Run:
     .venv/bin/python bench/embeddings.py [--texts 1000] [--entities 1000] [--cache-rows 300000]
-        [--onnx-model DIR] [--only onnx]
+        [--onnx-model DIR [--onnx-reference DIR]] [--only onnx]
 """
 
 from __future__ import annotations
@@ -117,9 +119,10 @@ def cache_open_and_append(rows: int, directory: Path) -> dict[str, Any]:
     }
 
 
-def onnx_cost(directory: Path, repeats: int = 3) -> dict[str, Any]:
+def onnx_cost(directory: Path, repeats: int = 3, reference: Path | None = None) -> dict[str, Any]:
     """ms per entity/fact text with the ONNX embedder, wall and CPU, per kind of text and
-    worker count."""
+    worker count; with `reference` (another model directory, e.g. the float32 model for its
+    int8 variant), the cosine of each text's vector to the reference's vector."""
     from lcg.embedding.onnx_provider import load_onnx
 
     fixture = json.loads((Path(__file__).parent / "relevance_extraction.json").read_text())
@@ -155,6 +158,16 @@ def onnx_cost(directory: Path, repeats: int = 3) -> dict[str, Any]:
     if workers != 1:
         out["all_1_worker"] = measure(kinds["all"], 1)
     out["loadavg_1m"] = round(os.getloadavg()[0], 2)
+    if reference is not None:
+        ours = embedder.embed(kinds["all"])
+        theirs = load_onnx(reference, None, batch_size=64).embed(kinds["all"])
+        cosine = (ours * theirs).sum(axis=1)
+        out["cosine_to_reference"] = {
+            "reference": str(reference),
+            "min": round(float(cosine.min()), 4),
+            "p1": round(float(np.percentile(cosine, 1)), 4),
+            "mean": round(float(cosine.mean()), 4),
+        }
     return out
 
 
@@ -164,13 +177,15 @@ def main() -> None:
     parser.add_argument("--entities", type=int, default=1000)
     parser.add_argument("--cache-rows", type=int, default=300_000)
     parser.add_argument("--onnx-model", default=os.environ.get("LCG_EMBEDDING_MODEL_PATH"))
+    parser.add_argument("--onnx-reference", help="a model directory to compare vectors with")
     parser.add_argument("--only", choices=("onnx",))
     args = parser.parse_args()
     if args.only == "onnx" and not args.onnx_model:
         parser.error("--only onnx needs --onnx-model DIR (or LCG_EMBEDDING_MODEL_PATH)")
     result: dict[str, Any] = {}
     if args.onnx_model:
-        result["onnx"] = onnx_cost(Path(args.onnx_model))
+        reference = Path(args.onnx_reference) if args.onnx_reference else None
+        result["onnx"] = onnx_cost(Path(args.onnx_model), reference=reference)
     if args.only == "onnx":
         print(json.dumps(result))
         return

@@ -1,7 +1,7 @@
 """Relevance of search on the Apollo corpus, per embedder; prints one JSON object.
 
     python bench/relevance.py [--embedders hash,onnx] [--articles 228] [--calibrate]
-        [--extraction scripted|heuristic] [--serve-rss]
+        [--extraction scripted|heuristic] [--serve-rss] [--floors 0.3,0.35,0.4]
 
 Each embedder runs in its own child process (so resident memory is its own): the articles of
 examples/apollo are ingested with `knowledge_process_chunk` through the real LLM extraction path
@@ -30,7 +30,9 @@ VmHWM its high-water mark).
 pull`. `--calibrate` adds, per embedder, the distribution of cosine similarities between each
 answerable query and its judged entities (relevant pairs) and every other entity (random
 pairs), and the best similarity of each no-answer query: the data the vector floor
-(lcg.search.floor) is chosen from.
+(lcg.search.floor) is chosen from. `--floors` reruns the judged queries under each vector
+floor, for all queries and for the queries at even and at odd positions separately (choose on
+one half, check on the other).
 """
 
 from __future__ import annotations
@@ -295,8 +297,44 @@ def _count(engine: Any, label: str) -> int:
         return int(conn.rows(f"MATCH (n:{label}) RETURN count(*)")[0][0])
 
 
+def _floor_sweep(engine: Any, floors: list[float]) -> dict[str, Any]:
+    """The judged queries again under each vector floor, for all queries and for two halves
+    (even and odd positions in bench/relevance_judgments.py): a floor chosen on one half is
+    checked on the other. Entities: recall@10 and no-answer mean results; passages likewise."""
+    index = engine.search_index
+    kept = index.vector_floor
+    out: dict[str, Any] = {}
+    try:
+        for floor in floors:
+            index.vector_floor = floor
+            results = anyio.run(_queries, engine)
+            row: dict[str, Any] = {}
+            for half, keep in (
+                ("all", lambda i: True),
+                ("even", lambda i: i % 2 == 0),
+                ("odd", lambda i: i % 2 == 1),
+            ):
+                for search, judged in (("entities", "entities"), ("passages", "passages")):
+                    picked = [r for i, r in enumerate(results[search]) if keep(i)]
+                    got = _summarise(picked, judged)
+                    row[f"{half}_{search}"] = [
+                        got["all"]["recall_at_10"],
+                        got["none"]["mean_results"],
+                    ]
+            out[f"{floor:g}"] = row
+    finally:
+        index.vector_floor = kept
+    out["columns"] = "[recall_at_10 of answerable queries, mean results of no-answer queries]"
+    return out
+
+
 def child(
-    embedder: str, articles: int, calibrate: bool, extraction: str, serve_rss: bool = False
+    embedder: str,
+    articles: int,
+    calibrate: bool,
+    extraction: str,
+    serve_rss: bool = False,
+    floors: list[float] | None = None,
 ) -> dict[str, Any]:
     os.environ["LCG_EXTRACTOR"] = "heuristic" if extraction == "heuristic" else "llm"
     os.environ["LCG_EMBEDDER"] = embedder
@@ -338,6 +376,8 @@ def child(
             }
             if calibrate:
                 out["calibration"] = _calibrate(engine)
+            if floors:
+                out["floor_sweep"] = _floor_sweep(engine, floors)
         finally:
             engine.close()
         if serve_rss:
@@ -352,12 +392,22 @@ def main() -> None:
     parser.add_argument("--calibrate", action="store_true")
     parser.add_argument("--extraction", choices=("scripted", "heuristic"), default="scripted")
     parser.add_argument("--serve-rss", action="store_true")
+    parser.add_argument(
+        "--floors", default="", help="comma list of vector floors to sweep (see _floor_sweep)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(
             json.dumps(
-                child(args.child, args.articles, args.calibrate, args.extraction, args.serve_rss)
+                child(
+                    args.child,
+                    args.articles,
+                    args.calibrate,
+                    args.extraction,
+                    args.serve_rss,
+                    [float(f) for f in args.floors.split(",") if f],
+                )
             )
         )
         return
@@ -367,6 +417,8 @@ def main() -> None:
         cmd += ["--extraction", args.extraction] + (["--serve-rss"] if args.serve_rss else [])
         if args.calibrate:
             cmd.append("--calibrate")
+        if args.floors:
+            cmd += ["--floors", args.floors]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             runs.append({"embedder": name, "error": done.stderr.strip().splitlines()[-3:]})

@@ -16,7 +16,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MISSING", "build_onnx_model", "sentence_transformer"]
+__all__ = [
+    "MISSING",
+    "MISSING_INT8",
+    "build_int8_model",
+    "build_onnx_model",
+    "sentence_transformer",
+]
 
 _NEEDED = {
     "torch": "torch",
@@ -27,6 +33,12 @@ _NEEDED = {
 }
 # Why the ONNX tests cannot run here, or "" when they can.
 MISSING = ", ".join(pkg for mod, pkg in _NEEDED.items() if importlib.util.find_spec(mod) is None)
+# Why the int8 variant cannot be made here (quantising needs onnx), or "".
+MISSING_INT8 = ", ".join(
+    pkg
+    for mod, pkg in [*_NEEDED.items(), ("onnx", "onnx")]
+    if importlib.util.find_spec(mod) is None
+)
 _FILES = ("tokenizer.json", "sentence_bert_config.json", "config.json")
 
 
@@ -84,6 +96,25 @@ def build_onnx_model() -> Path:
         )
     for name in _FILES:
         shutil.copy(_source() / name, building / name)
+    try:
+        building.rename(target)
+    except OSError:  # another process finished first
+        shutil.rmtree(building, ignore_errors=True)
+    return target
+
+
+def build_int8_model() -> Path:
+    """The directory `all-MiniLM-L6-v2-int8`: the ONNX model quantised by lcg.embedding.quantize,
+    as `lcg models pull all-MiniLM-L6-v2-int8` makes it (built once, cached like the other)."""
+    from lcg.embedding.quantize import quantize_int8
+
+    source = build_onnx_model()
+    target = source.parent / f"all-MiniLM-L6-v2-int8-onnx{importlib.metadata.version('onnx')}"
+    if (target / "model.onnx").is_file():
+        return target
+    building = Path(tempfile.mkdtemp(prefix=".building-", dir=source.parent))
+    shutil.copytree(source, building, dirs_exist_ok=True)
+    quantize_int8(building)
     try:
         building.rename(target)
     except OSError:  # another process finished first

@@ -18,11 +18,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from onnx_support import MISSING, build_onnx_model, sentence_transformer
+from onnx_support import (
+    MISSING,
+    MISSING_INT8,
+    build_int8_model,
+    build_onnx_model,
+    sentence_transformer,
+)
 
 from lcg import Settings
 from lcg.cli.main import cli
 from lcg.embedding.catalog import DEFAULT_MODEL, ModelFetchError, cached_models, pull
+from lcg.embedding.onnx_provider import load_onnx
 from lcg.embedding.select import select_embedder
 from lcg.errors import ConfigError
 
@@ -64,6 +71,27 @@ def test_onnx_vectors_match_sentence_transformers(model_dir: Path, tmp_path: Pat
     # Many texts: batches run on the worker pool, each row still lands in its place.
     many = onnx.embed(TEXTS * 25)
     assert float(np.abs(many - np.tile(theirs, (25, 1))).max()) < 1e-4
+
+
+INT8 = "all-MiniLM-L6-v2-int8"
+needs_int8 = pytest.mark.skipif(
+    bool(MISSING_INT8), reason=f"the int8 variant needs these packages: {MISSING_INT8}"
+)
+
+
+@needs_int8
+def test_the_int8_variant_stays_close_to_sentence_transformers(model_dir: Path) -> None:
+    int8 = load_onnx(build_int8_model(), INT8, batch_size=64)
+    assert int8.identity.model == INT8 and int8.identity.dim == 384
+    ours = int8.embed(TEXTS)
+    theirs = sentence_transformer().encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
+    cosine = (ours * theirs).sum(axis=1)
+    # Measured: 0.974 for "x" and "", 0.990-0.993 for the others (bench/embeddings.py
+    # --onnx-reference: min 0.98 over the Apollo entity and fact texts).
+    assert float(cosine.min()) > 0.97 and float(cosine.mean()) > 0.985, cosine
+    # Not the float32 model under another name: the vectors did move.
+    assert float(np.abs(ours - theirs).max()) > 1e-3
+    assert float(np.linalg.norm(ours, axis=1).min()) == pytest.approx(1.0, abs=1e-5)
 
 
 @needs_model
@@ -205,3 +233,34 @@ def test_pull_of_an_unknown_model_or_a_missing_file_fails_cleanly(
     with pytest.raises(ModelFetchError, match="HTTP 404"):
         pull(DEFAULT_MODEL, cache, mirror=mirror.url)
     assert not cache.exists() or list(cache.iterdir()) == []
+
+
+@needs_int8
+def test_pull_int8_quantises_the_base_archive_and_lists_its_cost(
+    model_dir: Path, mirror: _Mirror, tmp_path: Path
+) -> None:
+    archive = _archive(model_dir)
+    # A variant is made from its base model's archive: the mirror serves only that one.
+    mirror.files["/models/all-MiniLM-L6-v2.tar.gz"] = archive
+    mirror.files["/models/all-MiniLM-L6-v2.tar.gz.sha256"] = (
+        f"{hashlib.sha256(archive).hexdigest()}  all-MiniLM-L6-v2.tar.gz\n".encode()
+    )
+    cache = tmp_path / "models"
+    env = {"LCG_MODELS_DIR": str(cache), "LCG_MODELS_URL": mirror.url, "LCG_HOME": str(tmp_path)}
+    listed = CliRunner().invoke(cli, ["models", "list"], env=env)
+    assert f"{INT8}" in listed.output and "quantised to int8 here" in listed.output
+    result = CliRunner().invoke(cli, ["models", "pull", INT8], env=env)
+    assert result.exit_code == 0, result.output
+    assert "ms CPU per text" in result.output
+    [cached] = cached_models(cache)
+    assert cached.name == INT8
+    assert cached.manifest["derived_from"] == DEFAULT_MODEL
+    assert cached.manifest["quantization"].startswith("dynamic int8")
+    assert cached.manifest["cpu_ms_per_text"] > 0 and cached.manifest["texts_per_s"] > 0
+    fp32_size = (model_dir / "model.onnx").stat().st_size
+    assert (cached.path / "model.onnx").stat().st_size < 0.4 * fp32_size
+    listed = CliRunner().invoke(cli, ["models", "list"], env=env)
+    assert "ms CPU/text" in listed.output and f"{INT8}" in listed.output
+    # Its own identity: a workspace embedded with the float32 model shows `mismatch`.
+    settings = Settings.for_home(tmp_path / ".lcg", embedder="auto", models_dir=str(cache))
+    assert select_embedder(settings).identity.model == INT8

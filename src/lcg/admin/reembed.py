@@ -36,7 +36,7 @@ from lcg.engine import Engine, exclusive
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage.backend import GraphReader
 
-__all__ = ["backfill_embeddings", "foreign_models"]
+__all__ = ["backfill_embeddings"]
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -222,17 +222,3 @@ async def backfill_embeddings(
     return await anyio.to_thread.run_sync(
         functools.partial(_run, engine, group_ids, batch_size, dry_run, progress)
     )
-
-
-def foreign_models(engine: Engine) -> dict[str, str]:
-    """Group -> the model (`name`, or `name/dim` when only the dimension differs) that made
-    its vectors, for every group stamped by another embedder than the one in use: what a
-    re-embed would bring up to date (`knowledge_status` says `mismatch`)."""
-    identity = engine.embedder.identity
-    with engine.reader() as conn:
-        groups = stamp.model_status(conn, identity)["embedding_groups"]
-    return {
-        group_id: g["model"] if g["model"] != identity.model else f"{g['model']}/{g['dim']}"
-        for group_id, g in groups.items()
-        if g["status"] == "mismatch"
-    }

@@ -58,9 +58,16 @@ def pull_command(name: str) -> None:
     m = model.manifest
     click.echo(
         f"{model.name}: {model.size_bytes / 1e6:.1f} MB in {model.path}, {m['dim']}-d, "
-        f"+{m['memory_mb']} MB resident, {m['texts_per_s']} texts/s here"
+        f"+{m['memory_mb']} MB resident, {m['texts_per_s']} texts/s here "
+        f"({m['cpu_ms_per_text']} ms CPU per text)"
     )
-    click.echo("LCG_EMBEDDER=auto (the default) now uses it; re-embed existing workspaces with")
+    if model.name == DEFAULT_MODEL:
+        click.echo("LCG_EMBEDDER=auto (the default) now uses it; re-embed existing workspaces with")
+    else:
+        click.echo(
+            f"LCG_EMBEDDER=auto uses it unless {DEFAULT_MODEL} is cached too "
+            f"(LCG_EMBEDDING_MODEL={model.name} selects it); re-embed existing workspaces with"
+        )
     click.echo("`lcg models reembed` (knowledge_status shows `mismatch` until then).")
 
 
@@ -75,12 +82,14 @@ def list_command() -> None:
         man = m.manifest
         click.echo(
             f"  {m.name:24} cached  {m.size_bytes / 1e6:7.1f} MB  dim {man.get('dim', '?')}  "
-            f"memory +{man.get('memory_mb', '?')} MB  {man.get('texts_per_s', '?')} texts/s"
+            f"memory +{man.get('memory_mb', '?')} MB  {man.get('texts_per_s', '?')} texts/s  "
+            f"{man.get('cpu_ms_per_text', '?')} ms CPU/text"
         )
     for entry in CATALOG.values():
         if entry.name not in cached:
+            made = f" of {entry.base}, quantised to {entry.derive} here" if entry.base else ""
             click.echo(
-                f"  {entry.name:24} not cached ({entry.download_mb:.0f} MB download, "
+                f"  {entry.name:24} not cached ({entry.download_mb:.0f} MB download{made}, "
                 f"dim {entry.dim}): lcg models pull {entry.name}"
             )
 

@@ -106,7 +106,8 @@ def _onnx_dir(settings: Settings) -> Path | None:
     """The ONNX model directory the settings name, or None when none is available."""
     if settings.embedding_model_path:
         return Path(settings.embedding_model_path)
-    return cached_model_dir(models_dir(settings), settings.embedding_model or DEFAULT_MODEL)
+    # No name: the default model if cached, else the only (first) cached one, e.g. a variant.
+    return cached_model_dir(models_dir(settings), settings.embedding_model)
 
 
 def _onnx(settings: Settings) -> Embedder:

@@ -45,7 +45,6 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
-from lcg.admin.reembed import backfill_embeddings, foreign_models
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.engine import Engine
@@ -357,13 +356,18 @@ class RpcServer:
         Shutdown stops it after the batch in flight; the next start resumes where it stopped
         (rows written stay current)."""
         try:
-            found = await anyio.to_thread.run_sync(foreign_models, engine)
+            status = await dispatch(engine, "knowledge_status", {})
         except Exception:  # a status read: never fatal to the service
             logger.exception("could not read the embedding stamps")
             return
+        found = {
+            group_id: str(g["model"])
+            for group_id, g in status.get("embedding_groups", {}).items()
+            if g["status"] == "mismatch"
+        }
         if not found:
             return
-        model = engine.embedder.identity.model
+        model = str(status["embedding_model"])
         old = ", ".join(sorted(set(found.values())))
         if self.settings.reembed != "auto":
             logger.warning(
@@ -393,7 +397,12 @@ class RpcServer:
                 logger.info("re-embedding: %d of %d vectors", done, total)
 
         try:
-            result = await backfill_embeddings(engine, sorted(found), progress=progress)
+            result = await dispatch(
+                engine,
+                "knowledge_backfill_summary_embeddings",
+                {"group_ids": sorted(found)},
+                Context(progress=progress),
+            )
         except _ReembedStopped:
             logger.info("re-embedding stopped by shutdown; the next start resumes it")
             self.events.emit("reembed", state="stopped")
