@@ -89,6 +89,9 @@ def test_the_floor_is_chosen_by_the_embedder() -> None:
     for model, floor in MODEL_FLOORS.items():
         assert vector_floor(EmbedderIdentity(model, 384)) == floor
     assert vector_floor(EmbedderIdentity("some/other-model", 768)) == DEFAULT_FLOOR
+    # MiniLM (float32 and int8, bench/relevance.py --floors): above most unrelated pairs.
+    for model in ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8"):
+        assert vector_floor(EmbedderIdentity(model, 384)) == 0.45
     assert vector_floor(EmbedderIdentity("some/other-model", 768), 0.42) == 0.42
     # A lexical embedder's unrelated texts still share trigrams: its floor is far higher.
     assert max(DEFAULT_FLOOR, *MODEL_FLOORS.values()) < LEXICAL_FLOOR
