@@ -17,9 +17,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+except ImportError as exc:  # the optional `server` extra
+    raise ImportError(
+        "building a FalkorDB cluster needs the server extra: pip install 'lcg[server]'"
+    ) from exc
 
 __all__ = ["SLOTS", "NodeAdmin"]
 
