@@ -118,11 +118,15 @@ def _cosine(
     pool: int,
     floor: float,
 ) -> list[tuple[str, str, int, float]]:
-    """Exact cosine top `pool` over all views; a document scores its best vector of `kinds`,
-    and only documents scoring above `floor` (lcg.search.floor) are candidates."""
+    """Cosine top `pool` over all views; a document scores its best vector of `kinds`, and only
+    documents scoring above `floor` (lcg.search.floor) are candidates. Exact, except in the
+    kinds a large partition keeps in a graph (`View.ann`)."""
     hits: list[tuple[str, str, int, float]] = []
     for (group, view), mask in zip(views, masks, strict=True):
         if not view.n:
+            continue
+        if any(kind in view.ann for kind in kinds):
+            hits += _graph_cosine(group, view, mask, kinds, vector, pool, floor)
             continue
         sims = np.full(view.n, -np.inf)
         for kind in kinds:
@@ -132,6 +136,36 @@ def _cosine(
             hits.append((view.uuids[doc], group, int(doc), float(sims[doc])))
     hits.sort(key=lambda h: (-h[3], h[0]))
     return hits[:pool]
+
+
+def _graph_cosine(
+    group: str,
+    view: View,
+    mask: Mask,
+    kinds: Sequence[str],
+    vector: npt.NDArray[np.float32],
+    pool: int,
+    floor: float,
+) -> list[tuple[str, str, int, float]]:
+    """`_cosine` of one view with graph kinds: each kind's top `pool` (their union holds the
+    top `pool` of the per-document best), merged by best cosine."""
+    best: dict[int, float] = {}
+    for kind in kinds:
+        eligible = mask & view.has_vector[kind]
+        graph = view.ann.get(kind)
+        if graph is not None:
+            docs, sims = graph.top(vector, pool, eligible)
+        else:
+            all_sims = cosines(view.vectors[kind], vector)
+            docs = top_k(all_sims, pool, eligible)
+            sims = all_sims[docs]
+        for doc, sim in zip(docs.tolist(), sims.tolist(), strict=True):
+            if sim > best.get(doc, -np.inf):
+                best[doc] = sim
+    ranked = sorted(
+        ((doc, sim) for doc, sim in best.items() if sim > floor), key=lambda d: (-d[1], d[0])
+    )
+    return [(view.uuids[doc], group, doc, sim) for doc, sim in ranked[:pool]]
 
 
 def _rank(
@@ -170,8 +204,11 @@ def _rank(
         if query.vector is None:
             return 0.0
         view = by_group[group]
+        at = np.array([doc], dtype=np.int64)
         sims = [
-            float(view.vectors[k][doc] @ query.vector) for k in kinds if view.has_vector[k][doc]
+            float(view.vectors_of(k, at)[0] @ query.vector)
+            for k in kinds
+            if view.has_vector[k][doc]
         ]
         return max(sims, default=0.0)
 
@@ -182,7 +219,9 @@ def _rank(
 def _mmr(hits: list[Hit], views: dict[str, View], kind: str, lam: float) -> list[Hit]:
     if len(hits) < 2:
         return hits
-    vecs = np.stack([views[h.group_id].vectors[kind][h.doc] for h in hits])
+    vecs = np.stack(
+        [views[h.group_id].vectors_of(kind, np.array([h.doc], dtype=np.int64))[0] for h in hits]
+    )
     order = mmr(np.array([h.score for h in hits]), vecs, len(hits), lam)
     return [Hit(hits[i].uuid, hits[i].group_id, hits[i].doc, s, hits[i].cosine) for i, s in order]
 

@@ -4,6 +4,10 @@ Documents are numbered in arrival order. Each has a uuid, a token count, its pos
 vector per embedding kind (aligned by document number: row i of every matrix is document i),
 a few int64 columns (times, codes) and an optional tuple of tags (entity labels).
 
+A partition of at least `ANN_MIN_ROWS` documents keeps its vectors in one approximate
+nearest-neighbour graph per kind (lcg.search.ann: int8, HNSW) instead of float32 matrices; the
+first compaction at that size builds them, and documents added later go into them directly.
+
 Postings are a compressed-sparse-row `base` (built in one go at load and at compaction) plus an
 append-only `delta` of (term, doc, tf) triplets for documents added since, scanned linearly. A
 replaced or removed document is only marked dead; `compact` renumbers the live ones and folds the
@@ -25,6 +29,8 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from lcg.search import ann as ann_mod
+from lcg.search.ann import Ann
 from lcg.search.text import Vocabulary
 
 __all__ = ["Partition", "View"]
@@ -63,10 +69,11 @@ class View:
     delta_term: Ints
     delta_doc: Ints
     delta_tf: Ints
-    vectors: Mapping[str, Vecs]
+    vectors: Mapping[str, Vecs]  # kinds searched exactly (float32 rows)
     has_vector: Mapping[str, Mask]
     columns: Mapping[str, Ints]
     tags: list[tuple[str, ...]]
+    ann: Mapping[str, Ann]  # kinds searched in a graph (their `vectors` entry is absent)
 
     def postings(self, term: int) -> tuple[Ints, Ints]:
         """(doc ids, term frequencies) of one term."""
@@ -84,6 +91,13 @@ class View:
 
     def live(self) -> Mask:
         return self.alive[: self.n]
+
+    def vectors_of(self, kind: str, docs: Ints) -> Vecs:
+        """The `kind` vectors of documents `docs` (each must have one)."""
+        graph = self.ann.get(kind)
+        if graph is not None:
+            return graph.get(docs)
+        return self.vectors[kind][docs]
 
 
 class Partition:
@@ -119,6 +133,7 @@ class Partition:
         }
         self._has: dict[str, Mask] = {k: np.zeros(0, dtype=bool) for k in self._kinds}
         self._columns: dict[str, Ints] = {name: np.zeros(0, dtype=np.int64) for name in columns}
+        self._ann: dict[str, Ann] = {}
 
     def __len__(self) -> int:
         return self._live_docs
@@ -140,10 +155,11 @@ class Partition:
                 delta_term=self._delta[: self._delta_len, 0],
                 delta_doc=self._delta[: self._delta_len, 1],
                 delta_tf=self._delta[: self._delta_len, 2],
-                vectors={k: m[:n] for k, m in self._vectors.items()},
+                vectors={k: m[:n] for k, m in self._vectors.items() if k not in self._ann},
                 has_vector={k: m[:n] for k, m in self._has.items()},
                 columns={k: c[:n] for k, c in self._columns.items()},
                 tags=self._tags,
+                ann=dict(self._ann),
             )
 
     def nbytes(self) -> int:
@@ -152,7 +168,7 @@ class Partition:
             arrays: list[np.ndarray[Any, Any]] = [self._alive, self._doc_len, self._indptr]
             arrays += [self._post_docs, self._post_tf, self._delta]
             arrays += [*self._vectors.values(), *self._has.values(), *self._columns.values()]
-            return sum(a.nbytes for a in arrays)
+            return sum(a.nbytes for a in arrays) + sum(g.nbytes() for g in self._ann.values())
 
     def contains(self, uuid: str) -> bool:
         return uuid in self._pos
@@ -199,6 +215,16 @@ class Partition:
             self._alive[start:need] = True
             self._doc_len[start:need] = lengths
             for kind in self._kinds:
+                graph = self._ann.get(kind)
+                if graph is not None:
+                    flags = _fit(self._has[kind], need)
+                    flags[start:need] = False
+                    if vectors is not None and kind in vectors:
+                        flags[start:need] = vectors[kind][1][:m]
+                        rows = np.flatnonzero(vectors[kind][1][:m])
+                        graph.add(rows + start, vectors[kind][0][rows])
+                    self._has[kind] = flags
+                    continue
                 if bulk and start == 0 and vectors is not None and kind in vectors:
                     # A bulk load into an empty partition adopts the caller's (fresh) arrays,
                     # spare rows after the m documents included.
@@ -289,11 +315,34 @@ class Partition:
         self._pos = {u: i for i, u in enumerate(self._uuids)}
         self._alive = np.ones(len(keep), dtype=bool)
         self._doc_len = self._doc_len[keep]
-        if len(keep) == n:  # nothing dead: no copy, and the vectors keep their spare rows
+        renumbered = len(keep) != n
+        for kind, graph in list(self._ann.items()):
+            if renumbered:  # keys are document numbers: a new graph under the new ones
+                kept = keep[self._has[kind][keep]]
+                fresh = Ann(self._dim)
+                fresh.add(remap[kept], graph.get(kept))
+                self._ann[kind] = fresh
+        if not renumbered:  # nothing dead: no copy, and the vectors keep their spare rows
             self._has = {k: m[:n] for k, m in self._has.items()}
             self._columns = {k: c[:n] for k, c in self._columns.items()}
         else:
-            self._vectors = {k: m[keep] for k, m in self._vectors.items()}
+            self._vectors = {
+                k: m[keep] if k not in self._ann else m for k, m in self._vectors.items()
+            }
             self._has = {k: m[keep] for k, m in self._has.items()}
             self._columns = {k: c[keep] for k, c in self._columns.items()}
         self._n = len(keep)
+        if self._n >= ann_mod.ANN_MIN_ROWS:
+            for kind in self._kinds:
+                if kind not in self._ann:
+                    self._to_graph(kind)
+
+    def _to_graph(self, kind: str) -> None:
+        """Move a kind's float32 rows into a graph (lock held)."""
+        docs = np.flatnonzero(self._has[kind][: self._n])
+        graph = Ann(self._dim)
+        for lo in range(0, len(docs), 65_536):  # no second full copy of the rows
+            chunk = docs[lo : lo + 65_536]
+            graph.add(chunk, self._vectors[kind][chunk])
+        self._ann[kind] = graph
+        self._vectors[kind] = np.zeros((0, self._dim), dtype=np.float32)
