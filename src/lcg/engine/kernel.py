@@ -46,7 +46,7 @@ from lcg.engine.commits import (
 from lcg.engine.jobs import JobTable
 from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
-from lcg.engine.replay import ReplayReport, replay_group, write_position
+from lcg.engine.replay import ReplayReport, applied_position, replay_group, write_position
 from lcg.errors import (
     StorageError,
     UnavailableError,
@@ -60,6 +60,7 @@ from lcg.models import (
 )
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
+from lcg.search.snapshot import Snapshots
 from lcg.storage.backend import GraphBackend, GraphReader
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.select import open_backend
@@ -143,7 +144,15 @@ class Engine:
         self._names = NameIndex()
         self.names = Names(self._names, lambda: self._catchup.reload_names())
         self._search = SearchIndex(
-            self._read, embedder, vector_floor(embedder.identity, settings.search_vector_floor)
+            self._read,
+            embedder,
+            vector_floor(embedder.identity, settings.search_vector_floor),
+            Snapshots(
+                settings.db_path.parent / "search-index",
+                lambda group: self._read(lambda conn: applied_position(conn, group)),
+            )
+            if store is not None
+            else None,
         )
         # The language model is built from the settings on first use unless given.
         self.parts = Parts(wal, embedder, events, self._search, LlmSlot(settings, events, llm))
@@ -239,6 +248,11 @@ class Engine:
         # for it to end rather than closing the store under it (jobs are not resumed later).
         self._jobs.join()
         with self._write_lock:
+            if self._store is not None:
+                try:  # derived data: a failed save only means rebuilding it at the next open
+                    self._search.save()
+                except Exception:
+                    logger.exception("search index: could not save it for the next open")
             self._wal.close()
             self._wal.unlock()
             if self._store is not None:

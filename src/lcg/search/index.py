@@ -40,6 +40,7 @@ from lcg.embedding.base import Embedder, Vectors
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow
 from lcg.search.partition import Partition, View
+from lcg.search.snapshot import Snapshots
 from lcg.search.text import Vocabulary
 from lcg.storage.backend import GraphReader
 from lcg.timeutil import from_wal
@@ -89,7 +90,13 @@ def micros(value: datetime | None, missing: int) -> int:
 class SearchIndex:
     """Lexical + vector partitions per (kind, group). See the module docstring."""
 
-    def __init__(self, read: Reader, embedder: Embedder, vector_floor: float = 0.0) -> None:
+    def __init__(
+        self,
+        read: Reader,
+        embedder: Embedder,
+        vector_floor: float = 0.0,
+        snapshots: Snapshots | None = None,
+    ) -> None:
         self._read = read
         self._embedder = embedder
         # The minimum cosine similarity of a vector match (lcg.search.floor).
@@ -104,6 +111,28 @@ class SearchIndex:
         self._pending: dict[str, set[str]] = {f: set() for f in FAMILIES}
         self._loading: dict[tuple[str, str], threading.Lock] = {}
         self.generation = 0  # swaps of the embedder so far
+        # Saved partitions (lcg.search.snapshot) are usable only with the vocabulary and codes
+        # saved with them, restored here before any text is analysed.
+        self._snapshots: Snapshots | None = None
+        self._load_saved = False
+        saved = snapshots.read_index() if snapshots is not None else None
+        if saved is not None:
+            try:
+                self.vocab.restore(saved["vocab"])
+                codes = [str(c) for c in saved["codes"]]
+                if codes[:1] != [""] or len(set(codes)) != len(codes):
+                    raise ValueError("malformed codes")
+            except (KeyError, TypeError, ValueError) as exc:
+                logger.warning(
+                    "search index snapshot unusable (%s): rebuilt from the database", exc
+                )
+                self.vocab = Vocabulary()
+            else:
+                self._codes = {c: i for i, c in enumerate(codes)}
+                self._snapshots = snapshots
+                self._load_saved = True
+        if snapshots is not None:
+            self._snapshots = snapshots  # saved on close even when nothing could be loaded
 
     # -- codes ----------------------------------------------------------------------------------
 
@@ -219,7 +248,9 @@ class SearchIndex:
 
     def _new(self, family: str, dim: int) -> Partition:
         columns = _FACT_COLUMNS if family == "fact" else ()
-        return Partition(self.vocab, FAMILIES[family], dim, columns)
+        part = Partition(self.vocab, FAMILIES[family], dim, columns)
+        part.dirty = True  # only a partition loaded from its snapshot is not
+        return part
 
     @staticmethod
     def _vectors(embedder: Embedder, texts: list[str]) -> tuple[Vectors, npt.NDArray[np.bool_]]:
@@ -236,6 +267,11 @@ class SearchIndex:
         return out, present
 
     def _build(self, family: str, group: str, embedder: Embedder | None = None) -> Partition:
+        if embedder is None and self._snapshots is not None and self._load_saved:
+            identity = self._embedder.identity
+            part = self._new(family, identity.dim)
+            if self._snapshots.load(family, group, part, identity.model, identity.dim):
+                return part
         embedder = embedder or self._embedder
         part = self._new(family, embedder.identity.dim)
         if family == "entity":
@@ -275,6 +311,19 @@ class SearchIndex:
             )
         part.compact()
         return part
+
+    def save(self) -> int:
+        """Write the loaded partitions to the snapshot directory (lcg.search.snapshot), changed
+        ones in full; how many. The caller holds the engine's write lock (no commit runs)."""
+        if self._snapshots is None:
+            return 0
+        with self._lock:
+            parts = [(f, g, p) for (f, g), p in self._parts.items()]
+            identity = self._embedder.identity
+        with self._lock:
+            codes = sorted(self._codes, key=self._codes.__getitem__)
+        index = {"vocab": self.vocab.export(), "codes": codes}
+        return self._snapshots.save(index, parts, identity.model, identity.dim)
 
     def nbytes(self) -> int:
         """Bytes of the loaded partitions' numpy arrays (see `Partition.nbytes`)."""

@@ -21,9 +21,11 @@ any lock. Writes only ever fill slots beyond the views' `n`, replace whole array
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -134,6 +136,7 @@ class Partition:
         self._has: dict[str, Mask] = {k: np.zeros(0, dtype=bool) for k in self._kinds}
         self._columns: dict[str, Ints] = {name: np.zeros(0, dtype=np.int64) for name in columns}
         self._ann: dict[str, Ann] = {}
+        self.dirty = False  # changed since loaded or saved (lcg.search.snapshot)
 
     def __len__(self) -> int:
         return self._live_docs
@@ -204,6 +207,7 @@ class Partition:
         lengths, terms = self._vocab.analyze(texts)
         owner = np.repeat(np.arange(m, dtype=np.int64), lengths)
         with self._lock:
+            self.dirty = True
             start = self._n
             for uuid in uuids:
                 old = self._pos.get(uuid)
@@ -269,6 +273,7 @@ class Partition:
 
     def remove(self, uuids: Sequence[str]) -> None:
         with self._lock:
+            self.dirty = True
             for uuid in uuids:
                 doc = self._pos.pop(uuid, None)
                 if doc is not None:
@@ -280,6 +285,7 @@ class Partition:
             doc = self._pos.get(uuid)
             if doc is None:
                 return False
+            self.dirty = True
             for name, value in values.items():
                 self._columns[name][doc] = value
             return True
@@ -336,6 +342,82 @@ class Partition:
             for kind in self._kinds:
                 if kind not in self._ann:
                     self._to_graph(kind)
+
+    # -- persistence (lcg.search.snapshot) -------------------------------------------------
+
+    def save(self, directory: Path) -> None:
+        """Write the partition, compacted first, as arrays and graphs under `directory`."""
+        with self._lock:
+            if self._delta_len or self._live_docs != self._n:
+                self._compact()
+            n = self._n
+            arrays: dict[str, np.ndarray[Any, Any]] = {
+                "doc_len": self._doc_len[:n],
+                "indptr": self._indptr,
+                "post_docs": self._post_docs,
+                "post_tf": self._post_tf,
+            }
+            for kind in self._kinds:
+                arrays[f"has.{kind}"] = self._has[kind][:n]
+                if kind not in self._ann:
+                    arrays[f"vec.{kind}"] = self._vectors[kind][:n]
+            for name, col in self._columns.items():
+                arrays[f"col.{name}"] = col[:n]
+            for name, arr in arrays.items():
+                np.save(directory / f"{name}.npy", np.ascontiguousarray(arr))
+            for kind, graph in self._ann.items():
+                graph.save(directory / f"ann.{kind}.usearch")
+            (directory / "uuids.json").write_text(json.dumps(self._uuids[:n]))
+            (directory / "tags.json").write_text(json.dumps(self._tags[:n]))
+            meta = {"n": n, "live_len": self._live_len, "base_terms": self._base_terms}
+            (directory / "partition.json").write_text(json.dumps(meta))
+            self.dirty = False
+
+    def load(self, directory: Path) -> None:
+        """Replace this (empty) partition's content with one `save` wrote. Arrays are mapped
+        copy-on-write: pages are read when searched, and only pages written become private.
+
+        Raises:
+            OSError, ValueError, KeyError: a missing or malformed file.
+        """
+        meta = json.loads((directory / "partition.json").read_text())
+        n = int(meta["n"])
+
+        def arr(name: str) -> np.ndarray[Any, Any]:
+            out = np.load(directory / f"{name}.npy", mmap_mode="c")
+            if name not in ("indptr", "post_docs", "post_tf") and len(out) != n:
+                raise ValueError(f"{directory}: {name} has {len(out)} rows, not {n}")
+            return cast("np.ndarray[Any, Any]", out)
+
+        uuids = json.loads((directory / "uuids.json").read_text())
+        tags = [tuple(t) for t in json.loads((directory / "tags.json").read_text())]
+        if len(uuids) != n or len(tags) != n:
+            raise ValueError(f"{directory}: {len(uuids)} uuids for {n} documents")
+        has = {k: arr(f"has.{k}") for k in self._kinds}
+        graphs, vectors = {}, {}
+        for kind in self._kinds:
+            path = directory / f"ann.{kind}.usearch"
+            if path.exists():
+                graphs[kind] = Ann.load(path, self._dim)
+                vectors[kind] = np.zeros((0, self._dim), dtype=np.float32)
+            else:
+                vectors[kind] = arr(f"vec.{kind}")
+        columns = {name: arr(f"col.{name}") for name in self._columns}
+        with self._lock:
+            self._uuids, self._tags = uuids, tags
+            self._pos = {u: i for i, u in enumerate(uuids)}
+            self._n = self._live_docs = n
+            self._alive = np.ones(n, dtype=bool)
+            self._doc_len = arr("doc_len")
+            self._live_len = int(meta["live_len"])
+            self._base_terms = int(meta["base_terms"])
+            self._indptr, self._post_docs, self._post_tf = (
+                arr("indptr"),
+                arr("post_docs"),
+                arr("post_tf"),
+            )
+            self._vectors, self._has, self._columns, self._ann = vectors, has, columns, graphs
+            self.dirty = False
 
     def _to_graph(self, kind: str) -> None:
         """Move a kind's float32 rows into a graph (lock held)."""

@@ -70,6 +70,26 @@ class Vocabulary:
     def __len__(self) -> int:
         return len(self._term_ids)
 
+    def export(self) -> dict[str, dict[str, int]]:
+        """Every word and stem with its id (lcg.search.snapshot)."""
+        with self._lock:
+            return {"words": dict(self._word_ids), "terms": dict(self._term_ids)}
+
+    def restore(self, saved: dict[str, dict[str, int]]) -> None:
+        """Take the ids `export` gave (before any text was analysed: ids must not collide).
+
+        Raises:
+            ValueError: texts were analysed already, or `saved` is malformed.
+        """
+        with self._lock:
+            if self._term_ids:
+                raise ValueError("the vocabulary is in use")
+            words, terms = dict(saved["words"]), dict(saved["terms"])
+            if sorted(terms.values()) != list(range(len(terms))):
+                raise ValueError("term ids are not 0..n-1")
+            self._word_ids.update(words)
+            self._term_ids.update(terms)
+
     def _register(self, words: set[str]) -> None:
         with self._lock:
             todo = [w for w in words if w not in self._word_ids]

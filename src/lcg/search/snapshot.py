@@ -1,0 +1,128 @@
+"""The search index on disk, next to the database: opening a large workspace loads it instead of
+rebuilding it from the database (at 1M facts the rebuild read 1.6M rows, tokenised ~30M words,
+looked up 2.1M cached vectors and built the vector graphs: minutes).
+
+Layout under `<db dir>/search-index/`:
+- `index.json`: the vocabulary (word and stem ids) and the column codes the partitions use;
+- `<family>/<group digest>/`: one partition (`Partition.save`) and its `stamp.json`: the group,
+  the WAL position the database had applied when it was written (`applied_seq`, generation),
+  the embedder identity and the format version.
+
+A partition is loaded only when its stamp matches the database's current position for the
+group and the index's embedder; anything else (no stamp, a stale one, a missing or malformed
+file) builds it from the database as before. It is derived data: deleting the directory costs
+only the rebuild. Written when the engine closes (write lock held, so positions and partitions
+agree), for partitions changed since they were loaded; the vocabulary first (a superset of
+every term the partitions written after it use), each partition into a fresh directory renamed
+over the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lcg.fsmodes import private_dir
+from lcg.search.partition import Partition
+
+__all__ = ["FORMAT", "Snapshots"]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = 1
+# The group's applied WAL position, as the database records it (None: never recorded).
+Position = Callable[[str], Any]
+
+
+class Snapshots:
+    """Where the search index is saved and what it must match to be loaded."""
+
+    def __init__(self, directory: Path, position: Position) -> None:
+        self.directory = directory
+        self._position = position
+
+    def _dir(self, family: str, group: str) -> Path:
+        digest = hashlib.blake2b(group.encode(), digest_size=10).hexdigest()
+        return self.directory / family / digest
+
+    def _stamp(self, group: str, model: str, dim: int) -> dict[str, Any] | None:
+        position = self._position(group)
+        if position is None:
+            return None
+        return {
+            "format": FORMAT,
+            "group": group,
+            "position": list(position),
+            "model": model,
+            "dim": dim,
+        }
+
+    def read_index(self) -> dict[str, Any] | None:
+        """The saved vocabulary and codes, None when absent or unreadable."""
+        path = self.directory / "index.json"
+        try:
+            saved = json.loads(path.read_text())
+            if saved.get("format") != FORMAT:
+                return None
+            return dict(saved)
+        except (OSError, ValueError):
+            return None
+
+    def load(self, family: str, group: str, part: Partition, model: str, dim: int) -> bool:
+        """Fill the empty `part` from its snapshot if that matches the database; whether it did."""
+        where = self._dir(family, group)
+        try:
+            stamp = json.loads((where / "stamp.json").read_text())
+        except (OSError, ValueError):
+            return False
+        wanted = self._stamp(group, model, dim)
+        if wanted is None or stamp != wanted:
+            return False
+        try:
+            part.load(where)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError):
+            logger.warning("search index snapshot %s unreadable: rebuilt from the database", where)
+            return False
+        return True
+
+    def save(
+        self,
+        index: dict[str, Any],
+        parts: list[tuple[str, str, Partition]],
+        model: str,
+        dim: int,
+    ) -> int:
+        """Write `index` (vocabulary, codes) then each changed partition (an unchanged one, only
+        its stamp: an installed partition is current, whatever other families' commits moved
+        the position); how many partitions were written. The caller holds the write lock."""
+        private_dir(self.directory)
+        tmp = self.directory / "index.json.tmp"
+        tmp.write_text(json.dumps({"format": FORMAT, **index}))
+        tmp.replace(self.directory / "index.json")
+        written = 0
+        for family, group, part in parts:
+            stamp = self._stamp(group, model, dim)
+            if stamp is None:
+                continue
+            where = self._dir(family, group)
+            if not part.dirty and (where / "partition.json").exists():
+                (where / "stamp.json").write_text(json.dumps(stamp))
+                continue
+            fresh = where.with_name(where.name + ".tmp")
+            shutil.rmtree(fresh, ignore_errors=True)
+            private_dir(fresh)
+            part.save(fresh)
+            (fresh / "stamp.json").write_text(json.dumps(stamp))
+            old = where.with_name(where.name + ".old")
+            shutil.rmtree(old, ignore_errors=True)
+            if where.exists():
+                where.rename(old)
+            fresh.rename(where)
+            shutil.rmtree(old, ignore_errors=True)
+            written += 1
+        return written
