@@ -77,8 +77,10 @@ async def test_a_failed_build_leaves_indices_built_false(settings: Settings) -> 
         await dispatch(engine, "knowledge_assert_entity", {"name": "Wombat", "group_id": "g"})
     finally:
         engine.close()
-    # Without its embedding cache, loading the index must embed the stored texts again.
+    # Without its embedding cache and its saved copy (lcg.search.snapshot), loading the index
+    # must embed the stored texts again.
     shutil.rmtree(Path(settings.home) / "embeddings")
+    shutil.rmtree(settings.db_path.parent / "search-index")
     embedder.failing = True
     engine = open_engine(settings, embedder=embedder)  # the load at open fails: not fatal
     try:

@@ -15,7 +15,8 @@ __all__ = ["build_indices", "build_search_index"]
 
 
 def build_search_index(engine: Engine) -> None:
-    """Drop the search index and load it again for every group (in a worker thread).
+    """Drop the search index and build it again from the database for every group (in a
+    worker thread).
 
     Runs without the write lock, as the load at open does: texts the embedding cache lacks
     may need the model, and loads that race with commits are settled by the index's
@@ -27,6 +28,7 @@ def build_search_index(engine: Engine) -> None:
     """
     index = engine.parts.search
     exclusive.set_indices_built(engine, False)
+    index.forget_saved()  # a rebuild reads the database, not the copy saved at the last close
     index.reset()
     try:
         index.warm()

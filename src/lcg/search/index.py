@@ -338,6 +338,11 @@ class SearchIndex:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    def forget_saved(self) -> None:
+        """Build partitions from the database from now on, never from their saved copy
+        (`knowledge_build_indices`); they are saved again at close."""
+        self._load_saved = False
+
     def reset(self) -> None:
         """Forget everything: partitions reload from the database on the next search."""
         with self._lock:

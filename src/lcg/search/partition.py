@@ -400,8 +400,10 @@ class Partition:
             if path.exists():
                 graphs[kind] = Ann.load(path, self._dim)
                 vectors[kind] = np.zeros((0, self._dim), dtype=np.float32)
-            else:
-                vectors[kind] = arr(f"vec.{kind}")
+            else:  # small (no graph): read in, with spare rows for the commits after the load
+                rows = arr(f"vec.{kind}")
+                vectors[kind] = np.zeros((n + n // 4 + 1024, self._dim), dtype=np.float32)
+                vectors[kind][:n] = rows
         columns = {name: arr(f"col.{name}") for name in self._columns}
         with self._lock:
             self._uuids, self._tags = uuids, tags
