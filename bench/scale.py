@@ -283,6 +283,32 @@ async def _reads(engine: Engine, n_facts: int, queries: int) -> dict[str, Any]:
     return out
 
 
+def vector_recall(engine: Engine, queries: int, k: int = 30) -> dict[str, Any]:
+    """Recall@k of the graph search (lcg.search.ann) against an exact scan of the same int8
+    vectors, per vector kind of the `scale` group's partitions that have a graph: the share of
+    the graph's hits scoring at least the exact k-th cosine (ties count as found)."""
+    index = engine.search_index
+    text = Text(random.Random(11))
+    texts = [" ".join(text.words_(text.rng.randint(1, 3))) for _ in range(queries)]
+    out: dict[str, Any] = {}
+    for family, kind in (("entity", "entity_name"), ("fact", "fact")):
+        [(_, view)] = index.views(family, [GROUP])
+        graph = view.ann.get(kind)
+        if graph is None:
+            continue
+        eligible = view.live() & view.has_vector[kind]
+        docs = np.flatnonzero(eligible)
+        shares = []
+        for query in texts:
+            vector = index.embed_query(query)
+            _, got = graph.top(vector, k, eligible)
+            _, truth = graph.exact(vector, k, docs)
+            if len(truth):
+                shares.append(float(np.mean(got >= truth[-1] - 1e-6)) if len(got) else 0.0)
+        out[kind] = round(statistics.mean(shares), 3) if shares else None
+    return out
+
+
 def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: int) -> None:
     """One size, in this (fresh) process: prints its JSON."""
     settings = settings_for(root / "home")
@@ -304,6 +330,7 @@ def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: i
                 "episodes": status["episode_count"],
             }
             out["rss_mb_end"] = rss_mb()
+            out["vector_recall_at_30"] = vector_recall(engine, max(5, queries // 5))
             out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         finally:
             engine.close()

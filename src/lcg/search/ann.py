@@ -95,7 +95,7 @@ class Ann:
         if k <= 0 or total == 0 or allowed == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         if allowed <= _EXACT_BELOW:
-            return self._exact(vector, k, np.flatnonzero(eligible))
+            return self.exact(vector, k, np.flatnonzero(eligible))
         want = min(allowed, k)
         ask = min(total, max(4 * k, int(k * total / allowed * 1.5)))
         query = np.ascontiguousarray(vector, dtype=np.float32)
@@ -110,9 +110,9 @@ class Ann:
             if int(keep.sum()) >= want or ask >= total:
                 return docs[keep][:k], sims[keep][:k]
             ask *= 4
-        return self._exact(vector, k, np.flatnonzero(eligible))
+        return self.exact(vector, k, np.flatnonzero(eligible))
 
-    def _exact(self, vector: Vecs, k: int, docs: Ints) -> tuple[Ints, Floats]:
+    def exact(self, vector: Vecs, k: int, docs: Ints) -> tuple[Ints, Floats]:
         """Exact top `k` of `docs` by the quantised vectors' cosine."""
         unit = (vector / max(float(np.linalg.norm(vector)), 1e-12)).astype(np.float32)
         best: list[tuple[Ints, Floats]] = []
