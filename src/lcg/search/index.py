@@ -6,9 +6,11 @@ predicate, relation type and endpoints as columns), `episode` (BM25 and vector o
 Choosing groups is choosing partitions, never filtering hits afterwards.
 
 Lifecycle (driven by lcg.engine):
-- a partition is loaded lazily from the database (texts) and the embedding cache (vectors;
-  texts the cache lacks are embedded then, by whichever thread loads, never under the write lock)
-  on the first search that needs it, or by `warm`;
+- a partition is loaded lazily from its saved copy when that matches the database's applied
+  WAL position (lcg.search.snapshot; written by `save` when the engine closes), else from the
+  database (texts) and the embedding cache (vectors; texts the cache lacks are embedded then, by
+  whichever thread loads, never under the write lock) on the first search that needs it, or by
+  `warm`;
 - `apply(group, ops, vectors)` runs after each successful commit, under the write lock: upserts,
   invalidations and episode deletes are applied in place (vectors come precomputed with the
   batch), so the next search sees them; anything else marks the group's partitions stale;
