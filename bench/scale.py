@@ -287,7 +287,7 @@ def vector_recall(engine: Engine, queries: int, k: int = 30) -> dict[str, Any]:
     """Recall@k of the graph search (lcg.search.ann) against an exact scan of the same int8
     vectors, per vector kind of the `scale` group's partitions that have a graph: the share of
     the graph's hits scoring at least the exact k-th cosine (ties count as found)."""
-    index = engine.search_index
+    index = engine.parts.search
     text = Text(random.Random(11))
     texts = [" ".join(text.words_(text.rng.randint(1, 3))) for _ in range(queries)]
     out: dict[str, Any] = {}

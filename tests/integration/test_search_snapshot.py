@@ -73,7 +73,7 @@ async def test_a_reopen_loads_the_saved_index_and_a_stale_one_is_rebuilt(
         forbid_row_reads(patch)
         engine = open_engine(settings)
         try:
-            assert engine.indices_built
+            assert engine.state.indices_built
             assert (await names(engine, "rocket stage 3"), await facts(engine, "lifts orbit")) == (
                 before
             )
