@@ -4,9 +4,10 @@ Documents are numbered in arrival order. Each has a uuid, a token count, its pos
 vector per embedding kind (aligned by document number: row i of every matrix is document i),
 a few int64 columns (times, codes) and an optional tuple of tags (entity labels).
 
-A partition of at least `ANN_MIN_ROWS` documents keeps its vectors in one approximate
-nearest-neighbour graph per kind (lcg.search.ann: int8, HNSW) instead of float32 matrices; the
-first compaction at that size builds them, and documents added later go into them directly.
+A partition of at least `ANN_MIN_ROWS` documents (when that is set: off by default, see
+lcg.search.ann) keeps its vectors in one approximate nearest-neighbour graph per kind (int8,
+HNSW) instead of float32 matrices; the first compaction at that size builds them, and
+documents added later go into them directly.
 
 Postings are a compressed-sparse-row `base` (built in one go at load and at compaction) plus an
 append-only `delta` of (term, doc, tf) triplets for documents added since, scanned linearly. A
@@ -338,7 +339,7 @@ class Partition:
             self._has = {k: m[keep] for k, m in self._has.items()}
             self._columns = {k: c[keep] for k, c in self._columns.items()}
         self._n = len(keep)
-        if self._n >= ann_mod.ANN_MIN_ROWS:
+        if ann_mod.ANN_MIN_ROWS and self._n >= ann_mod.ANN_MIN_ROWS:
             for kind in self._kinds:
                 if kind not in self._ann:
                     self._to_graph(kind)
