@@ -13,16 +13,23 @@ wanted, and for up to the whole partition when a filter keeps few documents
 (`Ann.top`). Cosines are the quantised ones (within ~0.01 of the float32 cosine).
 
 usearch's index is not safe to grow (reallocate) while searched: every call holds the lock.
+usearch comes with the `ann` extra (`pip install 'lcg[ann]'`) and is imported only when a graph
+is built or loaded, so lcg imports without it while the graphs are off.
 """
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from usearch.index import Index
+
+from lcg.errors import ConfigError
+
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 __all__ = ["ANN_MIN_ROWS", "Ann"]
 
@@ -53,7 +60,7 @@ class Ann:
     def __init__(self, dim: int, index: Index | None = None) -> None:
         self.dim = dim
         self._lock = threading.Lock()
-        self._index = index or Index(
+        self._index = index or _index_class()(
             ndim=dim,
             metric="cos",
             dtype="i8",
@@ -143,7 +150,16 @@ class Ann:
     @classmethod
     def load(cls, path: Path, dim: int) -> Ann:
         """A graph saved by `save`, read into memory."""
-        index = Index.restore(str(path), view=False)
+        index = _index_class().restore(str(path), view=False)
         if index is None or index.ndim != dim:
             raise ValueError(f"{path}: not a {dim}-dimension vector index")
         return cls(dim, index)
+
+
+def _index_class() -> type[Index]:
+    """usearch's Index, or a clear error naming the extra that provides it."""
+    try:
+        from usearch.index import Index
+    except ImportError as exc:  # pragma: no cover - the dev and CI environments install it
+        raise ConfigError("vector graphs need usearch: pip install 'lcg[ann]'") from exc
+    return Index
