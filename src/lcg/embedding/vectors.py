@@ -15,7 +15,18 @@ from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
 
-__all__ = ["EmbeddingPlan", "embed_plan", "plan_for_ops", "plan_for_rows", "text_hash"]
+__all__ = [
+    "EmbeddingPlan",
+    "embed_for_bulk",
+    "embed_plan",
+    "plan_for_ops",
+    "plan_for_rows",
+    "text_hash",
+]
+
+# Texts embedded per call by `embed_for_bulk`: bounds the vectors held at once (a 1M-fact
+# replay embedded 1.6M texts in one call: ~2.4 GB per copy of the matrix, several copies).
+BULK_CHUNK = 16384
 
 
 @dataclass
@@ -120,3 +131,20 @@ def embed_plan(
         EmbeddingRow(kind=k, owner=o, group_id=g, text_hash=h, vec=vectors[i])
         for i, (k, o, g, h, _) in enumerate(todo)
     ]
+
+
+def embed_for_bulk(
+    plan: EmbeddingPlan, embedder: Embedder, chunk: int = BULK_CHUNK
+) -> list[EmbeddingRow]:
+    """The vector rows of a bulk load: every planned text embedded, `chunk` texts a call.
+
+    The rows carry no vector (`vec` is None): the graph stores only the text hash, and the
+    vectors stay in the embedding cache (a `CachedEmbedder`) for the search index to load, so
+    no more than one chunk's vectors are held at a time.
+    """
+    model = embedder.identity.model
+    wanted = plan.wanted
+    rows = [EmbeddingRow(k, o, g, text_hash(model, t), None) for k, o, g, t in wanted]
+    for start in range(0, len(wanted), chunk):
+        embedder.embed([item[3] for item in wanted[start : start + chunk]])
+    return rows

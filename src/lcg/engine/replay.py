@@ -18,16 +18,18 @@ The caller holds the engine's write lock for the whole replay.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lcg.embedding.base import Embedder
-from lcg.embedding.vectors import embed_plan, plan_for_ops, plan_for_rows
+from lcg.embedding.vectors import embed_for_bulk, embed_plan, plan_for_ops, plan_for_rows
 from lcg.errors import StorageError
 from lcg.storage.backend import GraphBackend, GraphReader
 from lcg.wal.fold import fold
@@ -228,14 +230,25 @@ def replay_group(
             )
 
     if bulk_load:
-        records = list(iter_records(directory, from_seq, to_seq, stats))
-        folded = fold(group_id, records)
-        frame(f"read {len(records)} lines from {stats.files_processed} files of {directory}")
-        if folded.needs_statement_replay:
-            _incremental(store, group_id, embedder, records, report, generation, batch_size, frame)
-        else:
-            report.mode = "bulk"
-            _bulk(store, group_id, embedder, folded, report, generation)
+        with _collector_paused():
+            read = [0]
+
+            def counted(records: Iterable[WalRecord]) -> Iterator[WalRecord]:
+                for rec in records:
+                    read[0] += 1
+                    yield rec
+
+            folded = fold(group_id, counted(iter_records(directory, from_seq, to_seq, stats)))
+            frame(f"read {read[0]} lines from {stats.files_processed} files of {directory}")
+            if folded.needs_statement_replay:  # rare: read the stream again, one op at a time
+                stats = ReadStats()
+                records = iter_records(directory, from_seq, to_seq, stats)
+                _incremental(
+                    store, group_id, embedder, records, report, generation, batch_size, frame
+                )
+            else:
+                report.mode = "bulk"
+                _bulk(store, group_id, embedder, folded, report, generation)
     else:
         _incremental(
             store,
@@ -260,6 +273,24 @@ def replay_group(
     return report
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk replay.
+
+    A bulk replay allocates millions of long-lived objects (records, rows) and no cycles;
+    every collection walks them all for nothing (fold at 100k facts: 2.7 s CPU with the
+    collector, 2.0 s without). Objects freed meanwhile by reference counting are freed as
+    usual; cycles made by other threads wait for the next collection after the replay.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _bulk(
     store: GraphBackend,
     group_id: str,
@@ -274,7 +305,7 @@ def _bulk(
     for failure in folded.failures:
         report.failures[(failure.op, failure.error)] += 1
     plan = plan_for_rows(folded.entities.values(), folded.facts.values(), folded.episodes.values())
-    vectors = embed_plan(plan, embedder)
+    vectors = embed_for_bulk(plan, embedder)
     try:
         with store.transaction() as tx:
             tx.load_folded(folded, vectors)

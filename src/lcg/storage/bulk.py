@@ -7,19 +7,26 @@ starts from an empty or purged group) and runs this inside one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 import pyarrow as pa
 
 from lcg.models import EmbeddingRow, Fact
 from lcg.storage.store import Conn
-from lcg.timeutil import to_db
 from lcg.wal.fold import FoldedGroup
 
 __all__ = ["load_folded"]
 
 _TS = pa.timestamp("us")
 _STRS = pa.list_(pa.string())
+
+
+def _times(values: Iterable[datetime | None]) -> pa.Array:
+    """A timestamp column in Kuzu's naive-UTC form (`lcg.timeutil.to_db`): pyarrow converts
+    aware datetimes to UTC itself, 4x faster than converting each value in Python first (the
+    rows' datetimes are always aware: `lcg.timeutil` parses every stored time to UTC)."""
+    return pa.array(list(values), type=_TS)
 
 
 def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingRow]) -> None:
@@ -38,8 +45,8 @@ def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingR
                     "source_description": [e.source_description for e in episodes],
                     "source_file": [e.source_file for e in episodes],
                     "chunk_id": [e.chunk_id for e in episodes],
-                    "created_at": pa.array([to_db(e.created_at) for e in episodes], type=_TS),
-                    "valid_at": pa.array([to_db(e.valid_at) for e in episodes], type=_TS),
+                    "created_at": _times(e.created_at for e in episodes),
+                    "valid_at": _times(e.valid_at for e in episodes),
                 }
             ),
         )
@@ -55,7 +62,7 @@ def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingR
                     "labels": pa.array([list(e.labels) for e in entities], type=_STRS),
                     "summary": [e.summary for e in entities],
                     "attributes": [e.attributes for e in entities],
-                    "created_at": pa.array([to_db(e.created_at) for e in entities], type=_TS),
+                    "created_at": _times(e.created_at for e in entities),
                     "merged_into": pa.array([e.merged_into for e in entities], type=pa.string()),
                 }
             ),
@@ -109,9 +116,9 @@ def fact_table(facts: Sequence[Fact]) -> pa.Table:
             "relation_type": pa.array([f.relation_type for f in facts], type=pa.string()),
             "attributes": [f.attributes for f in facts],
             "episodes": pa.array([list(f.episodes) for f in facts], type=_STRS),
-            "valid_at": pa.array([to_db(f.valid_at) for f in facts], type=_TS),
-            "invalid_at": pa.array([to_db(f.invalid_at) for f in facts], type=_TS),
-            "created_at": pa.array([to_db(f.created_at) for f in facts], type=_TS),
-            "expired_at": pa.array([to_db(f.expired_at) for f in facts], type=_TS),
+            "valid_at": _times(f.valid_at for f in facts),
+            "invalid_at": _times(f.invalid_at for f in facts),
+            "created_at": _times(f.created_at for f in facts),
+            "expired_at": _times(f.expired_at for f in facts),
         }
     )

@@ -1,0 +1,74 @@
+"""Bulk replay: the cyclic collector is paused while it folds and loads, then restored."""
+
+from __future__ import annotations
+
+import gc
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lcg.embedding import HashEmbedder
+from lcg.embedding.base import EmbedderIdentity, Vectors
+from lcg.engine.replay import replay_group
+from lcg.models import Entity, Fact
+from lcg.storage import graph
+from lcg.storage.store import Store
+from lcg.wal.records import entity_op, fact_op
+from lcg.wal.writer import Wal
+
+
+class GcWatcher:
+    """An embedder that notes whether the collector ran while it was called."""
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(16)
+        self.enabled_during: list[bool] = []
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return self.inner.identity
+
+    def embed(self, texts: list[str]) -> Vectors:
+        self.enabled_during.append(gc.isenabled())
+        return self.inner.embed(texts)
+
+
+def _wal(tmp_path: Path) -> Path:
+    wal = Wal(tmp_path / "wal", 1 << 20, 1000)
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    wal.append(
+        "g",
+        [
+            entity_op(Entity("a", "g", "Ada", created_at=at)),
+            entity_op(Entity("b", "g", "Bo", created_at=at)),
+            fact_op(Fact("f", "g", "a", "b", "KNOWS", "Ada knows Bo", valid_at=at, created_at=at)),
+        ],
+    )
+    wal.close()
+    return tmp_path / "wal" / "g"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_bulk_replay_pauses_the_collector_and_restores_its_state(
+    tmp_path: Path, enabled: bool
+) -> None:
+    directory = _wal(tmp_path)
+    store = Store(tmp_path / "db" / "g.db")
+    watcher = GcWatcher()
+    was = gc.isenabled()
+    if not enabled:
+        gc.disable()
+    try:
+        report = replay_group(store, directory, "g", watcher, generation=None, bulk_load=True)
+        assert gc.isenabled() is enabled
+    finally:
+        if was:
+            gc.enable()
+    try:
+        assert report.mode == "bulk" and report.mutations_replayed == 3
+        assert watcher.enabled_during and not any(watcher.enabled_during)
+        with store.read() as conn:
+            assert graph.group_counts(conn, "g")["edges"] == 1
+    finally:
+        store.close()
