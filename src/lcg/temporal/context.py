@@ -47,6 +47,12 @@ __all__ = [
 MAX_FRONTIER = 64
 MAX_CANDIDATE_FACTS = 600
 _SUMMARY_CHARS = 280
+# The fewest bytes a line can take besides its uuid (its uuid's characters are at least as many
+# bytes): "[F1] E1 --> E1:  [valid] (fact )\n" and "[E1]  (entity )\n". A line whose lower
+# bound already exceeds the room left is skipped without being formatted: past the first few
+# dozen facts the budget is full and most candidates are (pack was ~15% of a context read's CPU).
+_FACT_LINE_MIN = 33
+_ENTITY_LINE_MIN = 16
 _QUERY_CHARS = 200
 
 
@@ -149,6 +155,10 @@ def pack(
             out.omitted_facts += 1
             continue
         fresh = [u for u in dict.fromkeys(ends) if u not in labels]
+        floor = _FACT_LINE_MIN + len(f.uuid) + sum(_ENTITY_LINE_MIN + len(u) for u in fresh)
+        if used + floor > limit:  # cannot fit, whatever its text: skip formatting it
+            out.omitted_facts += 1
+            continue
         names = [labels.get(u) or f"E{len(labels) + fresh.index(u) + 1}" for u in ends]
         line = _fact_line(
             f"F{len(fact_lines) + 1}", f, (names[0], names[1]), is_current.get(f.uuid, False), at
@@ -161,7 +171,7 @@ def pack(
         else:
             out.omitted_facts += 1
     for uuid in node_order:
-        if uuid in entities and uuid not in labels:
+        if uuid in entities and uuid not in labels and used + _ENTITY_LINE_MIN + len(uuid) <= limit:
             add_nodes([uuid], 0)
     out.omitted_nodes = sum(1 for u in node_order if u in entities and u not in labels)
     out.omitted_facts += omitted_facts

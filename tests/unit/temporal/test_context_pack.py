@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from lcg.models import Entity, Fact
+from lcg.temporal import context
 from lcg.temporal.context import estimate_tokens, pack
 
 AT = datetime(2026, 6, 1, tzinfo=UTC)
@@ -85,3 +86,21 @@ def test_the_estimate_counts_utf8_bytes() -> None:
     assert estimate_tokens("abcde") == 2
     assert estimate_tokens("漢") == 1  # three bytes
     assert estimate_tokens("漢字") == 2  # six bytes
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_skipping_lines_that_cannot_fit_changes_nothing(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines whose lower bound exceeds the room left are skipped unformatted; every line
+    formatted instead (the bounds disabled) gives the same block and counts."""
+    entities, order, facts, current = _graph(seed)
+    rng = random.Random(seed)
+    for budget in (256, rng.randint(258, 700), rng.randint(700, 4000)):
+        lead = order[: rng.randint(0, 5)]
+        fast = pack("q", entities, order, facts, current, budget, AT, lead=lead)
+        with monkeypatch.context() as m:
+            m.setattr(context, "_FACT_LINE_MIN", -(10**9))
+            m.setattr(context, "_ENTITY_LINE_MIN", -(10**9))
+            slow = pack("q", entities, order, facts, current, budget, AT, lead=lead)
+        assert fast == slow
