@@ -14,7 +14,7 @@ from lcg.engine.replay import replay_group
 from lcg.models import Entity, Fact
 from lcg.storage import graph
 from lcg.storage.store import Store
-from lcg.wal.records import entity_op, fact_op
+from lcg.wal.records import Op, entity_op, fact_op
 from lcg.wal.writer import Wal
 
 
@@ -69,6 +69,29 @@ def test_bulk_replay_pauses_the_collector_and_restores_its_state(
         assert report.mode == "bulk" and report.mutations_replayed == 3
         assert watcher.enabled_during and not any(watcher.enabled_during)
         with store.read() as conn:
+            assert graph.group_counts(conn, "g")["edges"] == 1
+    finally:
+        store.close()
+
+
+def test_a_stream_with_a_raw_statement_is_read_again_and_replayed_op_by_op(
+    tmp_path: Path,
+) -> None:
+    directory = _wal(tmp_path)
+    wal = Wal(tmp_path / "wal", 1 << 20, 1000)
+    query = "MATCH (e:Entity {uuid: 'a'}) SET e.summary = 'set by Cypher'"
+    wal.append("g", [Op("cypher.exec", {"query": query})])
+    wal.close()
+    store = Store(tmp_path / "db" / "g.db")
+    try:
+        report = replay_group(
+            store, directory, "g", HashEmbedder(16), generation=None, bulk_load=True
+        )
+        assert report.mode == "incremental"  # a fold cannot know a statement's effect
+        assert report.mutations_replayed == 4 and report.failed_lines == 0
+        assert report.wal_files_processed == report.wal_files_total == 2  # each file once
+        with store.read() as conn:
+            assert graph.entities_by_uuids(conn, ["a"])["a"].summary == "set by Cypher"
             assert graph.group_counts(conn, "g")["edges"] == 1
     finally:
         store.close()
