@@ -13,6 +13,7 @@ from lcg.embedding.base import EmbedderIdentity, Vectors
 from lcg.engine.replay import replay_group
 from lcg.models import Entity, Fact
 from lcg.storage import graph
+from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
 from lcg.wal.records import Op, entity_op, fact_op
 from lcg.wal.writer import Wal
@@ -60,7 +61,9 @@ def test_bulk_replay_pauses_the_collector_and_restores_its_state(
     if not enabled:
         gc.disable()
     try:
-        report = replay_group(store, directory, "g", watcher, generation=None, bulk_load=True)
+        report = replay_group(
+            KuzuBackend(store), directory, "g", watcher, generation=None, bulk_load=True
+        )
         assert gc.isenabled() is enabled
     finally:
         if was:
@@ -85,7 +88,7 @@ def test_a_stream_with_a_raw_statement_is_read_again_and_replayed_op_by_op(
     store = Store(tmp_path / "db" / "g.db")
     try:
         report = replay_group(
-            store, directory, "g", HashEmbedder(16), generation=None, bulk_load=True
+            KuzuBackend(store), directory, "g", HashEmbedder(16), generation=None, bulk_load=True
         )
         assert report.mode == "incremental"  # a fold cannot know a statement's effect
         assert report.mutations_replayed == 4 and report.failed_lines == 0
