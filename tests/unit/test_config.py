@@ -222,6 +222,7 @@ BAD_VALUES = {
     ],
     "falkordb_password": [],
     "falkordb_replicas": ["-1", "17", "one"],
+    "reembed": ["on", "yes", "background"],
 }
 
 
