@@ -13,6 +13,9 @@ from lcg.search.hybrid import _cosine
 from lcg.search.partition import Partition
 from lcg.search.text import Vocabulary
 
+# The graphs need the `ann` extra (the dev extra, and so CI, installs it).
+pytest.importorskip("usearch")
+
 DIM = 32
 N = 3000
 
