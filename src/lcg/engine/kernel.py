@@ -151,7 +151,9 @@ class Engine:
                 settings.db_path.parent / "search-index",
                 lambda group: self._read(lambda conn: applied_position(conn, group)),
             )
-            if store is not None
+            # Embedded only: in server mode the workspace keeps no local database files, and
+            # the index is built from the server at open.
+            if store is not None and store.backend == "kuzu"
             else None,
         )
         # The language model is built from the settings on first use unless given.
