@@ -5,8 +5,6 @@ builds. No source body is ever stored."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +12,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("tree_sitter_language_pack")
+
+from code_support import git
 
 from lcg.code.history import ingest_history
 from lcg.code.ingest import ingest_tree
@@ -51,20 +51,6 @@ def use():
 """
 
 
-def _git(repo: Path, *args: str, when: int = 0) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-        "GIT_AUTHOR_DATE": f"{when} +0000",
-        "GIT_COMMITTER_DATE": f"{when} +0000",
-    }
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True, env=env)
-    return done.stdout.decode()
-
-
 T0 = 1_700_000_000
 
 
@@ -74,8 +60,8 @@ def _db(when: datetime) -> str:
 
 def _commit(repo: Path, message: str, n: int) -> datetime:
     when = T0 + n * 3600
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message, when=when)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message, when=when)
     return datetime.fromtimestamp(when, UTC)
 
 
@@ -83,7 +69,7 @@ def _commit(repo: Path, message: str, n: int) -> datetime:
 def repo(tmp_path: Path) -> tuple[Path, list[datetime]]:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     times = []
     (repo / "a.py").write_text(A_V1)
     (repo / "b.py").write_text(B_V1)
@@ -91,7 +77,7 @@ def repo(tmp_path: Path) -> tuple[Path, list[datetime]]:
     times.append(_commit(repo, "add a and b", 1))
     (repo / "a.py").write_text(A_V2)
     times.append(_commit(repo, "foo takes y", 2))
-    _git(repo, "mv", "a.py", "c.py")
+    git(repo, "mv", "a.py", "c.py")
     (repo / "b.py").write_text(B_V1.replace("from a import", "from c import"))
     times.append(_commit(repo, "rename a to c", 3))
     (repo / "c.py").write_text(
@@ -293,7 +279,7 @@ async def test_methods_answer_through_dispatch(
 
 
 async def test_a_repository_without_commits_is_refused(engine: Engine, tmp_path: Path) -> None:
-    _git(tmp_path, "init", "-q")
+    git(tmp_path, "init", "-q")
     with pytest.raises(InvalidRequestError, match="no commits"):
         await ingest_history(engine, tmp_path, GROUP)
 

@@ -8,8 +8,6 @@ real Kuzu database and a git repository the test builds."""
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,8 @@ import pytest
 
 pytest.importorskip("tree_sitter_language_pack")
 
+from code_support import git
+
 from lcg.code.history import ingest_history
 from lcg.code.queries import symbols_at
 from lcg.engine import Engine
@@ -25,20 +25,6 @@ from lcg.engine import Engine
 pytestmark = pytest.mark.anyio
 
 T0 = 1_700_000_000
-
-
-def _git(repo: Path, *args: str, when: int = 0) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-        "GIT_AUTHOR_DATE": f"{when} +0000",
-        "GIT_COMMITTER_DATE": f"{when} +0000",
-    }
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True, env=env)
-    return done.stdout.decode()
 
 
 def _function(name: str, args: str, n: int, indent: str = "") -> str:
@@ -93,14 +79,14 @@ STEPS: list[tuple[dict[str, dict[str, Any] | None], list[tuple[str, str]]]] = [
 def _build(repo: Path) -> list[str]:
     """The repository of STEPS; returns the commit shas, oldest first."""
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     # A user's configuration must not change what the walk reads.
     for key, value in (("log.showRoot", "false"), ("color.ui", "always"), ("diff.renames", "0")):
-        _git(repo, "config", key, value)
+        git(repo, "config", key, value)
     shas: list[str] = []
     for n, (files, renames) in enumerate(STEPS):
         for old, new in renames:
-            _git(repo, "mv", old, new)
+            git(repo, "mv", old, new)
         for path, spec in files.items():
             target = repo / path
             if path.endswith(".md"):
@@ -109,21 +95,21 @@ def _build(repo: Path) -> list[str]:
                 target.unlink()
             else:
                 target.write_text(_module(spec, n))
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"step {n}", when=T0 + n * 3600)
-        shas.append(_git(repo, "rev-parse", "HEAD").strip())
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"step {n}", when=T0 + n * 3600)
+        shas.append(git(repo, "rev-parse", "HEAD").strip())
     return shas
 
 
-def _symbols_in_git(repo: Path, sha: str) -> set[str]:
+def _symbols_ingit(repo: Path, sha: str) -> set[str]:
     """Qualified names of the classes, functions and methods of every Python file of the
     commit's tree, read from git and listed with `ast`."""
     names: set[str] = set()
-    for path in _git(repo, "ls-tree", "-r", "--name-only", sha).split():
+    for path in git(repo, "ls-tree", "-r", "--name-only", sha).split():
         if not path.endswith(".py"):
             continue
         module = path.removesuffix(".py").replace("/", ".")
-        tree = ast.parse(_git(repo, "show", f"{sha}:{path}"))
+        tree = ast.parse(git(repo, "show", f"{sha}:{path}"))
         for node in tree.body:
             if isinstance(node, ast.FunctionDef | ast.ClassDef):
                 names.add(f"{module}.{node.name}")
@@ -136,7 +122,7 @@ def _symbols_in_git(repo: Path, sha: str) -> set[str]:
     return names
 
 
-async def test_symbols_added_and_removed_per_commit_match_git(
+async def test_symbols_added_and_removed_per_commit_matchgit(
     engine: Engine, tmp_path: Path
 ) -> None:
     repo = tmp_path / "repo"
@@ -146,7 +132,7 @@ async def test_symbols_added_and_removed_per_commit_match_git(
     reported = {c["sha"]: c for c in report.per_commit}
     before: set[str] = set()
     for n, sha in enumerate(shas):
-        now = _symbols_in_git(repo, sha)
+        now = _symbols_ingit(repo, sha)
         added, removed = now - before, before - now
         got = reported.get(sha, {"added": [], "removed": []})
         assert (sorted(got["added"]), sorted(got["removed"])) == (

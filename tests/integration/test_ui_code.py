@@ -9,8 +9,6 @@ appears, its signature changes, `Loader.load` is removed).
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import pytest
 
 pytest.importorskip("tree_sitter_language_pack")
 
+from code_support import git
 from playwright.sync_api import Page, expect, sync_playwright
 from ui_support import CHROMIUM, in_thread, keep_screenshot, launch_chromium, running_http
 
@@ -45,31 +44,17 @@ V2 = V1.replace("def parse_config(path):", "def parse_config(path, strict):")
 V3 = V2.split("class Loader")[0] + "class Loader:\n    def reload(self):\n        return 1\n"
 
 
-def _git(repo: Path, *args: str, when: int = 0) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-        "GIT_AUTHOR_DATE": f"{when} +0000",
-        "GIT_COMMITTER_DATE": f"{when} +0000",
-    }
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True, env=env)
-    return done.stdout.decode()
-
-
 def _repo(root: Path) -> list[str]:
     root.mkdir()
-    _git(root, "init", "-q", "-b", "main")
+    git(root, "init", "-q", "-b", "main")
     shas = []
     for n, (text, subject) in enumerate(
         [(V1, "add the config parser"), (V2, "parse_config takes strict"), (V3, "drop load")]
     ):
         (root / "cfg.py").write_text(text)
-        _git(root, "add", "-A")
-        _git(root, "commit", "-q", "-m", subject, when=T0 + n * 86400)
-        shas.append(_git(root, "rev-parse", "HEAD").strip())
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", subject, when=T0 + n * 86400)
+        shas.append(git(root, "rev-parse", "HEAD").strip())
     return shas
 
 
