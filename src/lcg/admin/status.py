@@ -37,6 +37,8 @@ async def status(engine: Engine) -> dict[str, Any]:
     await anyio.to_thread.run_sync(backfill_positions, engine)
 
     storage = await anyio.to_thread.run_sync(exclusive.store(engine).status)
+    if exclusive.store(engine).keeps_wal:  # other processes' commits, followed (issue 19)
+        storage["follower"] = await anyio.to_thread.run_sync(exclusive.follower(engine).status)
 
     def read(conn: GraphReader) -> dict[str, Any]:
         c = conn.counts()

@@ -443,26 +443,29 @@ class CatchUp:
                 applied += n
         return applied
 
-    def commit_to_store(self, batch: Batch, logged: Sequence[bytes] | None) -> tuple[int, int]:
-        """(Write lock held.) `commits.store_commit`, after applying what the group's stream
-        holds beyond its graph: a stream ahead of its graph (a commit whose graph change
-        failed after its append) would otherwise take this batch in at seqs the stream
-        already gave away, since the graph-side guard sees only the graph's position.
+    def commit_to_store(
+        self, batch: Batch, logged: Sequence[bytes] | None, at: int | None = None
+    ) -> tuple[int, int]:
+        """(Write lock held.) `commits.store_commit` at position `at` (the one the batch was
+        planned against; None: the store's), after applying what the group's stream holds
+        beyond its graph: a stream ahead of its graph (a commit whose graph change failed
+        after its append) would otherwise take this batch in at seqs the stream already gave
+        away, since the graph-side guard sees only the graph's position.
 
         Raises:
             GroupMovedError: the group moved (lines were caught up, or another writer got
-                there first): nothing of the batch applied; plan again and retry.
+                there first): nothing of the batch applied; catch up, plan again and retry
+                (`lcg.engine.follow`).
         """
         moved = self.catch_up_store([batch.group_id])
+        if moved:
+            with self._store().read() as r:
+                now_at = r.position(batch.group_id)
+            raise GroupMovedError(batch.group_id, (now_at or 0) - moved, now_at)
         try:
-            if moved:
-                with self._store().read() as r:
-                    now_at = r.position(batch.group_id)
-                raise GroupMovedError(batch.group_id, (now_at or 0) - moved, now_at)
-            return store_commit(self._store(), batch, self.embedder.identity, logged)
-        except GroupMovedError:  # take the other writer's lines in before the retry
-            if moved or self.catch_up_store([batch.group_id]):
-                self.reload_names()
+            return store_commit(self._store(), batch, self.embedder.identity, logged, at)
+        except GroupMovedError:  # a stream ahead of its graph is repaired before the retry
+            self.catch_up_store([batch.group_id])
             raise
 
     def reload_names(self) -> None:

@@ -259,11 +259,13 @@ def store_commit(
     batch: Batch,
     identity: EmbedderIdentity,
     logged: Sequence[bytes] | None = None,
+    at: int | None = None,
 ) -> tuple[int, int]:
     """Commit one batch to a store that keeps the WAL itself (server mode, DESIGN §11): its
-    lines go to the store with the graph change in one `GraphBackend.commit`, at the group's
-    position (write lock held). `logged`: the batch's WAL lines, verbatim (`lcg wal import`),
-    whose first seq must be that position. Returns the batch's (first, last) seq.
+    lines go to the store with the graph change in one `GraphBackend.commit`, at position `at`
+    (the one the batch was planned against: `lcg.engine.follow`), else at the group's position
+    as the store has it now (write lock held). `logged`: the batch's WAL lines, verbatim (`lcg
+    wal import`), whose first seq must be that position. Returns the batch's (first, last) seq.
 
     Raises:
         InvalidRequestError: the batch applies itself (a raw Cypher mutation), or `logged`
@@ -278,7 +280,7 @@ def store_commit(
             field="query",
         )
     with db.read_for_write() as r:
-        first = r.position(batch.group_id) or 0
+        first = (r.position(batch.group_id) or 0) if at is None else at
         meta = stamp_meta(r, batch, identity)
     last = first + len(batch.ops) - 1
     lines = encode_batch(first, to_wal(now()) or "", batch.ops)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from lcg.engine.catchup import CatchUp
 from lcg.engine.commits import Batch
+from lcg.engine.follow import Follower
 from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
 from lcg.errors import UnavailableError
@@ -26,6 +27,7 @@ from lcg.wal.records import Op
 __all__ = [
     "catchup",
     "commit_logged",
+    "follower",
     "is_open",
     "jobs",
     "kuzu_store",
@@ -82,6 +84,11 @@ def catchup(engine: Engine) -> CatchUp:
     """The engine's catch-up machinery (positions, replay, what a replay leaves behind), for a
     rebuild run under the write lock (lcg.admin.rebuild)."""
     return engine._catchup
+
+
+def follower(engine: Engine) -> Follower:
+    """The engine's follower of other processes' commits (server mode: `lcg.engine.follow`)."""
+    return engine._follow
 
 
 def jobs(engine: Engine) -> JobTable:

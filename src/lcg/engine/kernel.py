@@ -43,6 +43,7 @@ from lcg.engine.commits import (
     group_position,
     settle_stamp,
 )
+from lcg.engine.follow import Follower, index_names, retrying
 from lcg.engine.jobs import JobTable
 from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
@@ -61,12 +62,11 @@ from lcg.models import (
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
 from lcg.search.snapshot import Snapshots
-from lcg.storage.backend import GraphBackend, GraphReader
+from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.select import open_backend
 from lcg.storage.store import Store
 from lcg.telemetry import EventSink, NullSink
-from lcg.timeutil import from_wal
 from lcg.wal.records import Op
 from lcg.wal.writer import Wal
 
@@ -105,7 +105,10 @@ class Writer:
             return fn(conn)
 
     def position(self, group_id: str) -> tuple[str | None, int]:
-        """(generation, next seq) of the group's WAL, wherever it is kept (`group_position`)."""
+        """(generation, next seq) of the group's WAL, wherever it is kept (`group_position`);
+        on a server, the position this process's indexes reflect (`lcg.engine.follow`)."""
+        if self._engine._db.keeps_wal:
+            return (None, self._engine._follow.at(group_id))
         return group_position(self._engine._db, self._engine._wal, group_id)
 
     def commit(self, batches: Sequence[Batch | tuple[str, list[Op]]]) -> list[tuple[int, int]]:
@@ -164,6 +167,15 @@ class Engine:
         self._catchup = CatchUp(
             lambda: self._db, wal, settings, embedder, events, self._names, self._search, replay
         )
+        # Server mode: other processes' commits, followed into the indexes (lcg.engine.follow).
+        self._follow = Follower(
+            lambda: self._db,
+            self._write_lock,
+            self._names,
+            self._search,
+            embedder,
+            self._catchup.reload_names,
+        )
         self._indices_built = False
         self._jobs = jobs if jobs is not None else JobTable()
         # Set when no database is open (store None): the service then runs degraded.
@@ -204,9 +216,15 @@ class Engine:
         """Hold the write lock for a pass of several reads and commits (in a worker thread).
 
         The pass reads on the writer connection and commits through the commit primitive; it
-        never calls a model (embed before entering)."""
-        with self._write_lock:
-            yield Writer(self)
+        never calls a model (embed before entering). A commit that lost the race to another
+        process raises `GroupMovedError` once the lock is released and this engine caught up
+        with the group: plan again and retry (`lcg.engine.follow.retrying`)."""
+        try:
+            with self._write_lock:
+                yield Writer(self)
+        except GroupMovedError as exc:
+            self._follow.sync(exc.group_id)
+            raise
 
     def _startup(self) -> list[ReplayReport]:
         """Repair torn WAL tails, catch every group up to its WAL, load the name and search indexes.
@@ -231,6 +249,7 @@ class Engine:
             self._catchup.check_mark_files()
             self._catchup.check_database_ahead()
             self._catchup.catch_up_store()
+            self._follow.reset()  # before the indexes load: they hold at least that much
             found = [(g, self._catchup.catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
             reports: list[ReplayReport] = []
@@ -249,6 +268,7 @@ class Engine:
         # A background rebuild commits per batch and holds the write lock while it runs: wait
         # for it to end rather than closing the store under it (jobs are not resumed later).
         self._jobs.join()
+        self._follow.stop()
         with self._write_lock:
             if self._store is not None:
                 try:  # derived data: a failed save only means rebuilding it at the next open
@@ -402,7 +422,9 @@ class Engine:
         another (write lock held); `logged`: one batch's lines, verbatim (`lcg wal import`)."""
         done: list[tuple[int, int]] = []
         for batch in batches:
-            done.append(self._catchup.commit_to_store(batch, logged))
+            at = None if logged is not None else self._follow.at(batch.group_id)
+            done.append(self._catchup.commit_to_store(batch, logged, at))
+            self._follow.committed(batch.group_id, *done[-1])
             self._index_names(batch)
             self._search.apply(batch.group_id, batch.ops, batch.vectors)
         return done
@@ -432,20 +454,7 @@ class Engine:
         return False
 
     def _index_names(self, batch: Batch) -> None:
-        for op in batch.ops:
-            if op.name == "entity.upsert":
-                d = op.data
-                self._names.put(
-                    batch.group_id,
-                    d["name"],
-                    d["uuid"],
-                    from_wal(d.get("created_at")),
-                    "Merged" in d.get("labels", ()),
-                )
-            elif op.name == "group.purge":
-                self._names.drop_group(batch.group_id)
-            elif op.name == "cypher.exec":
-                self._catchup.reload_names()
+        index_names(self._names, batch.group_id, batch.ops, self._catchup.reload_names)
 
     def _commit_planned(
         self, batches: Sequence[Batch | tuple[str, list[Op]]]
@@ -476,20 +485,27 @@ class Engine:
                 w.commit(batches)
                 return result
 
-        return await self._run(run)
+        return await self._run(retrying, run)  # a lost race to another process: plan again
 
     async def commit_episode(
-        self, commit: EpisodeCommit | Sequence[EpisodeCommit]
+        self, commit: EpisodeCommit | Sequence[EpisodeCommit], *, at: int | None = None
     ) -> list[tuple[int, int]]:
         """Write one episode with its entities, facts, supersessions and mentions atomically;
         or several consecutive episodes of one group (each with its own reference time), in
-        order, as one transaction and one WAL batch (lcg.engine.commits.episode_ops)."""
+        order, as one transaction and one WAL batch (lcg.engine.commits.episode_ops).
+
+        `at`: the group's position (`Writer.position`) the episodes were resolved against; on
+        a server, `GroupMovedError` (nothing written, this engine caught up) when the group is
+        elsewhere now: resolve again and retry."""
         commits = [commit] if isinstance(commit, EpisodeCommit) else list(commit)
         ops = episode_ops(commits)
-        batch = await self._run(self._prepare, commits[0].group_id, ops)
+        group = commits[0].group_id
+        batch = await self._run(self._prepare, group, ops)
 
         def write() -> list[tuple[int, int]]:
-            with self._write_lock:
+            with self.writer():
+                if at is not None and self._db.keeps_wal and at != self._follow.at(group):
+                    raise GroupMovedError(group, at, self._follow.at(group))
                 with self._db.read_for_write() as conn:
                     check_commit_references(conn, commits)
                 return self._commit([batch])
@@ -571,6 +587,7 @@ def open_engine(
         engine.ingest = ingest(engine)
     try:
         engine._startup()
+        engine._follow.start()  # server mode: other processes' commits (lcg.engine.follow)
     except BaseException:
         with contextlib.suppress(Exception):
             engine.close()

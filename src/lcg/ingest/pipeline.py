@@ -19,6 +19,7 @@ their extractions finish in; episodes of different groups do not wait for each o
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid as uuidlib
 from collections.abc import Awaitable, Callable, Sequence
@@ -33,6 +34,7 @@ import numpy as np
 
 from lcg.embedding.base import Vectors
 from lcg.engine import Engine, EpisodeCommit
+from lcg.engine.follow import lost_race
 from lcg.errors import InvalidRequestError
 from lcg.extraction.extractor import Cost, Extractor, HeuristicExtractor, LlmExtractor
 from lcg.extraction.prompts import EpisodeContext, ExistingFact, KnownEntity, calls_for
@@ -52,6 +54,7 @@ from lcg.ingest.supersede import FactPlan, plan_facts, superseded_report
 from lcg.models import Entity, Episode, Fact
 from lcg.ontology import Ontology, load_ontology, record_ingested_ontology, write_wal_ontology
 from lcg.ontology.supersession import Reason
+from lcg.storage.backend import GroupMovedError
 from lcg.timeutil import now
 
 __all__ = ["EpisodeInput", "IngestOutcome", "IngestPipeline", "extractor_for", "pipeline_for"]
@@ -454,7 +457,8 @@ class IngestPipeline:
         report: SalvageReport,
     ) -> IngestOutcome:
         kind = str(extractor.describe().get("kind", ""))
-        for attempt in (1, 2):
+        retried_invalid = False
+        for attempt in itertools.count(1):
             index = await self._index(item.group_id, fresh=True)
             matches = match_entities(
                 index,
@@ -521,13 +525,21 @@ class IngestPipeline:
                         facts.rows,
                         list(facts.invalidations.values()),
                         mentions,
-                    )
+                    ),
+                    at=expected[1] if expected is not None else None,
                 )
+            except GroupMovedError as exc:
+                # Server mode: another process committed to the group since the index was
+                # read. Nothing was written and the engine caught up: resolve again (the
+                # extraction and its vectors are kept; no model call), after a backoff.
+                await anyio.sleep(lost_race(exc, attempt))
+                continue
             except InvalidRequestError as exc:
                 # A writer outside the pipeline removed something the index still held.
                 index.position = None
-                if attempt == 2 or exc.field not in ("facts", "invalidations"):
+                if retried_invalid or exc.field not in ("facts", "invalidations"):
                     raise
+                retried_invalid = True
                 continue
             self._apply(index, expected, seqs, extracted, plan.rows, facts)
             return IngestOutcome(
@@ -547,7 +559,7 @@ class IngestPipeline:
                 cost=cost,
                 fact_uuids=facts.outcomes,
             )
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        raise AssertionError("unreachable: the loop returns or raises")
 
     async def _confirm_ambiguous(
         self,
