@@ -20,7 +20,6 @@ from lcg.cli.main import cli
 from lcg.errors import InvalidRequestError, StorageError
 from lcg.service.registry import dispatch
 from lcg.service.rpc.client import RpcClient
-from lcg.storage.backend import GroupMovedError
 from lcg.wal.layout import group_dir
 from lcg.wal.records import encode_batch, entity_op
 
