@@ -27,6 +27,12 @@ Each size is then measured in a fresh process (so its memory is its own):
 With `--serve`, `lcg serve` is also started on each workspace (hash embedder only) and on one of
 the 228 Apollo articles (ingested once, cached): its RSS once healthy and after a few reads.
 
+With `--rebuild keep|none`, no measurement runs: each workspace's WAL is copied into a fresh home
+with no database (`keep`: with the workspace's embedding cache too, the common "rebuild the
+database" case, where every vector is reused; `none`: no cache, every text embedded), and the open
+to `healthy` is timed in a fresh process: WAL operations/s, CPU s, peak RSS, and how much of it
+the replay took (the rest is the name and search indexes).
+
 The machine's load average is printed: the figures assume an otherwise idle machine.
 """
 
@@ -60,6 +66,7 @@ from lcg.embedding.hashing import HashEmbedder
 from lcg.engine.kernel import Engine
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
+from lcg.telemetry import ListSink
 from lcg.wal.records import Op, entity_op, episode_op, fact_op
 from lcg.wal.writer import Wal
 from search import Text, pct, rss_mb
@@ -337,6 +344,50 @@ def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: i
     print(json.dumps(out))
 
 
+def wal_lines(wal_dir: Path) -> int:
+    """The WAL's operations: its lines, over every group."""
+    count = 0
+    for path in wal_dir.rglob("*.jsonl"):
+        with path.open("rb") as fh:
+            count += sum(1 for line in fh if line.strip())
+    return count
+
+
+def rebuild(root: Path, embedder: str, keep_cache: bool) -> None:
+    """`--rebuild`, in this (fresh) process: copy the workspace's WAL (and, with `keep_cache`,
+    its embedding cache) into a new home with no database, time the open to healthy; prints JSON."""
+    home = Path(tempfile.mkdtemp(prefix="rebuild-", dir=root))
+    try:
+        shutil.copytree(root / "home" / "wal", home / "wal")
+        if keep_cache:
+            shutil.copytree(root / "home" / "embeddings", home / "embeddings")
+        ops = wal_lines(home / "wal")
+        events = ListSink()
+        started, cpu = time.perf_counter(), time.process_time()
+        engine = open_engine(settings_for(home), embedder=embedder_for(embedder), events=events)
+        try:
+            health = anyio.run(admin_status.health, engine)
+            wall = time.perf_counter() - started
+            out: dict[str, Any] = {
+                "embedding_cache": "kept" if keep_cache else "none",
+                "wal_operations": ops,
+                "rebuild_s": round(wall, 2),
+                "rebuild_ops_per_s": round(ops / wall),
+                "rebuild_cpu_s": round(time.process_time() - cpu, 2),
+                "replay_s": round(
+                    sum(e["duration_seconds"] for e in events.of_type("wal_replay_complete")), 2
+                ),
+                "healthy": health["healthy"],
+                "rss_mb_after": rss_mb(),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            }
+        finally:
+            engine.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    print(json.dumps(out))
+
+
 def apollo_home(cache: Path, count: int = 228) -> Path:
     """A cached workspace with the first `count` Apollo articles ingested (hash embedder)."""
     root = cache / f"apollo-{count}"
@@ -409,8 +460,18 @@ def main() -> None:
         action="store_true",
         help="also RSS of `lcg serve` on each workspace (hash embedder) and on 228 Apollo articles",
     )
+    parser.add_argument(
+        "--rebuild",
+        choices=["keep", "none"],
+        help="time a rebuild from each workspace's WAL with no database (keep: its embedding "
+        "cache too; none: no cache), instead of the measurements",
+    )
     parser.add_argument("--measure", type=int, help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
+    if args.measure and args.rebuild:
+        root = args.cache / f"{args.embedder}-{args.measure}"
+        rebuild(root, args.embedder, args.rebuild == "keep")
+        return
     if args.measure:
         root = args.cache / f"{args.embedder}-{args.measure}"
         measure(root, args.measure, args.embedder, args.articles, args.queries)
@@ -420,7 +481,12 @@ def main() -> None:
     for n in (int(s) for s in args.sizes.split(",")):
         root = args.cache / f"{args.embedder}-{n}"
         row: dict[str, Any] = {"build": build(root, n, args.embedder)}
-        if not args.build_only:
+        if args.rebuild:
+            command = [sys.executable, __file__, "--measure", str(n), "--embedder", args.embedder]
+            command += ["--cache", str(args.cache), "--rebuild", args.rebuild]
+            child = subprocess.run(command, check=True, capture_output=True, text=True)
+            row["rebuild"] = json.loads(child.stdout.strip().splitlines()[-1])
+        elif not args.build_only:
             command = [sys.executable, __file__, "--measure", str(n), "--embedder", args.embedder]
             command += ["--cache", str(args.cache), "--articles", str(args.articles)]
             child = subprocess.run(
@@ -430,7 +496,7 @@ def main() -> None:
                 text=True,
             )
             row.update(json.loads(child.stdout.strip().splitlines()[-1]))
-        if args.serve and args.embedder == "hash":
+        if args.serve and args.embedder == "hash" and not args.rebuild:
             row["lcg_serve"] = serve_rss(root / "home")
         sizes[label(n)] = row
     if args.serve:

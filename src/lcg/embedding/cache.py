@@ -155,6 +155,13 @@ class CachedEmbedder:
     def __len__(self) -> int:
         return self._count
 
+    def holds(self, hashes: list[str]) -> npt.NDArray[np.bool_]:
+        """Whether each `text_hash` (of this identity's model) has a cached vector, reading no
+        vector: a bulk replay asks this of every text before embedding only the others."""
+        with self._lock:
+            at = self._find([h.encode() for h in hashes])
+        return np.fromiter((i is not None for i in at), dtype=bool, count=len(at))
+
     def cached(self, texts: list[str]) -> list[Vectors | None]:
         """Each text's cached vector, or None where this identity never embedded it. Never
         calls the model: safe while the engine's write lock is held."""

@@ -77,22 +77,27 @@ def parse_line(line: bytes) -> WalRecord | None:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         return None
-    seq, ts, op, data = value.get("seq"), value.get("ts"), value.get("op"), value.get("data")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+    # Exact type checks: orjson makes only exact ints (and bools, which must not pass).
+    get = value.get
+    seq, ts, op, data, more, at = (
+        get("seq"),
+        get("ts"),
+        get("op"),
+        get("data"),
+        get("more", 0),
+        get("at"),
+    )
+    if type(seq) is not int or seq < 0 or type(op) is not str or type(data) is not dict:
         return None
-    if not isinstance(op, str) or not isinstance(data, dict):
+    if type(more) is not int or more < 0:
         return None
-    more = value.get("more", 0)
-    if not isinstance(more, int) or isinstance(more, bool) or more < 0:
+    if at is not None and (type(at) is not int or not 0 <= at <= seq):
         return None
-    at = value.get("at")
-    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= seq):
-        return None
-    stamp = ts if isinstance(ts, str) else ""
+    stamp = ts if type(ts) is str else ""
     commit = CommitMark.from_json(value["commit"]) if "commit" in value else None
-    return WalRecord(seq=seq, ts=stamp, op=op, data=data, more=more, at=at, commit=commit)
+    return WalRecord(seq, stamp, op, data, more, at, commit)
 
 
 class _Stream:
@@ -128,6 +133,22 @@ class _Stream:
     def readable(self, path: Path, record: WalRecord) -> list[WalRecord]:
         """The whole batch `record` completes, if any."""
         end = record.seq + record.more
+        if not (self.bad_run or self.poisoned or self.open_loss):  # an undamaged stream so far
+            batch = self.batch
+            if batch:
+                tail = batch[-1]
+                continues = record.seq == tail.seq + 1 and record.more == tail.more - 1
+                fast = continues and (record.at is None or record.at == len(batch))
+            else:
+                fast = record.at == 0  # a batch head that says it is one
+            if fast:  # what the general path below does for these two cases
+                self.next_seq = end + 1
+                if record.more:
+                    batch.append(record)
+                    return []
+                self.batch = []
+                batch.append(record)
+                return batch
         if self.batch and not (
             record.seq == self.batch[-1].seq + 1
             and record.more == self.batch[-1].more - 1

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lcg.embedding import HashEmbedder
 from lcg.embedding.base import EmbedderIdentity, Vectors
-from lcg.embedding.cache import CachedEmbedder
+from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.embedding.vectors import embed_for_bulk, embed_plan, plan_for_rows
 from lcg.models import Entity, Episode, Fact
 
@@ -44,3 +44,32 @@ def test_bulk_rows_match_embed_plan_and_every_text_is_cached_in_bounded_calls(
     assert all(r.vec is None for r in rows)  # the vectors stay in the cache only
     texts = [item[3] for item in plan.wanted]
     assert all(v is not None for v in cache.cached(texts))
+
+
+def test_bulk_embeds_only_texts_the_cache_lacks_and_the_rows_are_the_same(tmp_path: Path) -> None:
+    plan = plan_for_rows(
+        entities=[Entity("e1", "g", "Ada", summary="A mathematician."), Entity("e2", "g", "Bo")],
+        facts=[Fact("f1", "g", "e1", "e2", "KNOWS", "Ada knows Bo")],
+        episodes=[Episode("ep1", "g", "n", "Ada met Bo.")],
+    )
+    CachedEmbedder(HashEmbedder(32), tmp_path).embed(["Ada", "Ada knows Bo"])  # a kept cache
+    recorder = CallRecorder()
+    cache = CachedEmbedder(recorder, tmp_path)
+    rows = embed_for_bulk(plan, cache)
+    assert recorder.calls == [["A mathematician.", "Bo", "Ada met Bo."]]  # the others reused
+    assert cache.hits == 0  # ... without reading their vectors back (they are not needed)
+    fresh = embed_for_bulk(plan, CachedEmbedder(HashEmbedder(32), tmp_path / "empty"))
+    assert rows == fresh  # same rows whether vectors were reused or embedded
+    again = CallRecorder()
+    assert embed_for_bulk(plan, CachedEmbedder(again, tmp_path)) == rows
+    assert again.calls == []  # everything cached now: nothing embedded, nothing read
+
+
+def test_holds_answers_by_text_hash_for_the_file_and_for_new_vectors(tmp_path: Path) -> None:
+    CachedEmbedder(HashEmbedder(32), tmp_path).embed(["old"])
+    cache = CachedEmbedder(HashEmbedder(32), tmp_path)  # "old" is in the mapped file
+    cache.embed(["new"])  # "new" only in this process's tail
+    model = cache.identity.model
+    hashes = [text_hash(model, t) for t in ("old", "new", "never")]
+    assert cache.holds(hashes).tolist() == [True, True, False]
+    assert cache.holds([]).tolist() == []
