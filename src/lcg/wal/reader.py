@@ -132,23 +132,35 @@ class _Stream:
 
     def readable(self, path: Path, record: WalRecord) -> list[WalRecord]:
         """The whole batch `record` completes, if any."""
+        fast = self._undamaged(record)
+        return fast if fast is not None else self._general(path, record)
+
+    def _undamaged(self, record: WalRecord) -> list[WalRecord] | None:
+        """What `_general` returns for a line that continues its batch, or heads one and says so,
+        in a stream with no damage seen (the lines of a replay, nearly always); None otherwise.
+        A bulk replay reads millions of lines, nearly all of them this way."""
+        if self.bad_run or self.poisoned or self.open_loss:
+            return None
+        batch = self.batch
+        if batch:
+            tail = batch[-1]
+            if not (
+                record.seq == tail.seq + 1
+                and record.more == tail.more - 1
+                and (record.at is None or record.at == len(batch))
+            ):
+                return None
+        elif record.at != 0:
+            return None
+        self.next_seq = record.seq + record.more + 1
+        batch.append(record)
+        if record.more:
+            return []
+        self.batch = []
+        return batch
+
+    def _general(self, path: Path, record: WalRecord) -> list[WalRecord]:
         end = record.seq + record.more
-        if not (self.bad_run or self.poisoned or self.open_loss):  # an undamaged stream so far
-            batch = self.batch
-            if batch:
-                tail = batch[-1]
-                continues = record.seq == tail.seq + 1 and record.more == tail.more - 1
-                fast = continues and (record.at is None or record.at == len(batch))
-            else:
-                fast = record.at == 0  # a batch head that says it is one
-            if fast:  # what the general path below does for these two cases
-                self.next_seq = end + 1
-                if record.more:
-                    batch.append(record)
-                    return []
-                self.batch = []
-                batch.append(record)
-                return batch
         if self.batch and not (
             record.seq == self.batch[-1].seq + 1
             and record.more == self.batch[-1].more - 1
