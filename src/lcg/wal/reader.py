@@ -77,27 +77,22 @@ def parse_line(line: bytes) -> WalRecord | None:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if type(value) is not dict:
+    if not isinstance(value, dict):
         return None
-    # Exact type checks: orjson makes only exact ints (and bools, which must not pass).
-    get = value.get
-    seq, ts, op, data, more, at = (
-        get("seq"),
-        get("ts"),
-        get("op"),
-        get("data"),
-        get("more", 0),
-        get("at"),
-    )
-    if type(seq) is not int or seq < 0 or type(op) is not str or type(data) is not dict:
+    seq, ts, op, data = value.get("seq"), value.get("ts"), value.get("op"), value.get("data")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
         return None
-    if type(more) is not int or more < 0:
+    if not isinstance(op, str) or not isinstance(data, dict):
         return None
-    if at is not None and (type(at) is not int or not 0 <= at <= seq):
+    more = value.get("more", 0)
+    if not isinstance(more, int) or isinstance(more, bool) or more < 0:
         return None
-    stamp = ts if type(ts) is str else ""
+    at = value.get("at")
+    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= seq):
+        return None
+    stamp = ts if isinstance(ts, str) else ""
     commit = CommitMark.from_json(value["commit"]) if "commit" in value else None
-    return WalRecord(seq, stamp, op, data, more, at, commit)
+    return WalRecord(seq=seq, ts=stamp, op=op, data=data, more=more, at=at, commit=commit)
 
 
 class _Stream:
@@ -132,34 +127,6 @@ class _Stream:
 
     def readable(self, path: Path, record: WalRecord) -> list[WalRecord]:
         """The whole batch `record` completes, if any."""
-        fast = self._undamaged(record)
-        return fast if fast is not None else self._general(path, record)
-
-    def _undamaged(self, record: WalRecord) -> list[WalRecord] | None:
-        """What `_general` returns for a line that continues its batch, or heads one and says so,
-        in a stream with no damage seen (the lines of a replay, nearly always); None otherwise.
-        A bulk replay reads millions of lines, nearly all of them this way."""
-        if self.bad_run or self.poisoned or self.open_loss:
-            return None
-        batch = self.batch
-        if batch:
-            tail = batch[-1]
-            if not (
-                record.seq == tail.seq + 1
-                and record.more == tail.more - 1
-                and (record.at is None or record.at == len(batch))
-            ):
-                return None
-        elif record.at != 0:
-            return None
-        self.next_seq = record.seq + record.more + 1
-        batch.append(record)
-        if record.more:
-            return []
-        self.batch = []
-        return batch
-
-    def _general(self, path: Path, record: WalRecord) -> list[WalRecord]:
         end = record.seq + record.more
         if self.batch and not (
             record.seq == self.batch[-1].seq + 1

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from lcg.wal.reader import ReadStats, _Stream, iter_records, parse_line
+from lcg.wal.reader import ReadStats, iter_records, parse_line
 from lcg.wal.records import Op, WalRecord, encode_batch, encode_line
 
 TS = "2024-01-01T00:00:00.000000+00:00"
@@ -309,57 +306,3 @@ def test_a_batch_straddling_to_seq_is_left_out_whole(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_bytes(line(0) + b"".join(_episode_batch(1, 3)) + line(4))
     assert read(tmp_path, to_seq=2)[0] == [0]
     assert read(tmp_path, to_seq=3)[0] == [0, 1, 2, 3]
-
-
-class _GeneralOnly(_Stream):
-    """The reader's state machine without its fast path for undamaged lines."""
-
-    def _undamaged(self, record: WalRecord) -> list[WalRecord] | None:
-        return None
-
-
-@st.composite
-def _damaged_stream(draw: st.DrawFn) -> list[WalRecord | None]:
-    """Batches of 1-4 lines (some without `at`, as older lines), then damage: lines dropped,
-    made unreadable (None), or their `more` changed."""
-    out: list[WalRecord | None] = []
-    seq = 0
-    for size in draw(st.lists(st.integers(1, 4), max_size=12)):
-        old = draw(st.booleans())
-        for i in range(size):
-            at = None if old else i
-            out.append(WalRecord(seq, TS, "episode.delete", {"uuid": "u"}, size - 1 - i, at))
-            seq += 1
-    for _ in range(draw(st.integers(0, 4))):
-        if not out:
-            break
-        i = draw(st.integers(0, len(out) - 1))
-        kind = draw(st.sampled_from(["drop", "unreadable", "more"]))
-        rec = out[i]
-        if kind == "drop":
-            del out[i]
-        elif kind == "unreadable" or rec is None:
-            out[i] = None
-        else:
-            out[i] = dataclasses.replace(rec, more=draw(st.integers(0, 4)))
-    return out
-
-
-@settings(max_examples=300, deadline=None)
-@given(_damaged_stream())
-def test_the_fast_path_for_undamaged_lines_reads_as_the_general_path(
-    lines: list[WalRecord | None],
-) -> None:
-    fast, general = _Stream(ReadStats()), _GeneralOnly(ReadStats())
-    path = Path("0000.jsonl")
-    for rec in lines:
-        if rec is None:
-            fast.unreadable(path)
-            general.unreadable(path)
-        else:
-            assert fast.readable(path, rec) == general.readable(path, rec)
-        assert fast.next_seq == general.next_seq
-        assert fast.batch == general.batch
-    fast.end_file()
-    general.end_file()
-    assert dataclasses.asdict(fast.stats) == dataclasses.asdict(general.stats)  # losses too

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 
 import pytest
 
@@ -226,23 +224,3 @@ def test_malformed_records_raise_value_error(convert: object, data: dict[str, ob
     assert callable(convert)
     with pytest.raises(ValueError):
         convert(data, "g")
-
-
-@pytest.mark.parametrize(
-    ("convert", "keys"),
-    [
-        (data_to_fact, ["uuid", "source", "target", "name", "fact"]),
-        (data_to_entity, ["uuid", "name", "summary"]),
-    ],
-)
-def test_a_non_string_field_is_named_and_the_first_bad_one_wins(
-    convert: Callable[[dict[str, Any], str], Any], keys: list[str]
-) -> None:
-    good = dict.fromkeys(keys, "x")
-    assert convert(good, "g").uuid == "x"
-    assert convert({"uuid": "u"}, "g").name == ""  # an absent string reads as ""
-    for i, key in enumerate(keys):
-        with pytest.raises(ValueError, match=f"^{key} must be a string$"):
-            convert({**good, key: 1}, "g")
-        with pytest.raises(ValueError, match=f"^{key} must be a string$"):
-            convert({**good, **dict.fromkeys(keys[i:])}, "g")  # every field from `key` on bad
