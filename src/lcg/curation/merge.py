@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from lcg.engine.follow import retrying
 from lcg.models import DEFAULT_GROUP_ID, Entity, Fact
 from lcg.storage.backend import GraphReader
 from lcg.timeutil import now, to_wal
@@ -96,7 +97,7 @@ async def merge_entities(engine: Engine, request: MergeRequest) -> dict[str, Any
         with engine.writer() as w:
             return merge_locked(engine, w, request)
 
-    return await anyio.to_thread.run_sync(run)
+    return await anyio.to_thread.run_sync(retrying, run)  # server mode: a lost race plans again
 
 
 def merge_locked(engine: Engine, w: Writer, request: MergeRequest) -> dict[str, Any]:

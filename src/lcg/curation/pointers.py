@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from lcg.engine.follow import retrying
 from lcg.engine.replay import applied_seq
 from lcg.errors import InvalidRequestError, NotFoundError
 from lcg.models import Fact
@@ -244,7 +245,7 @@ async def add_cross_group_edge(
                 },
             }
 
-    return await anyio.to_thread.run_sync(write)
+    return await anyio.to_thread.run_sync(retrying, write)  # server mode: a lost race plans again
 
 
 async def rebind(engine: Engine, source_group_id: str) -> dict[str, int]:
@@ -254,7 +255,7 @@ async def rebind(engine: Engine, source_group_id: str) -> dict[str, int]:
         with engine.writer() as w:
             return rebind_locked(engine, w, source_group_id)
 
-    return await anyio.to_thread.run_sync(run)
+    return await anyio.to_thread.run_sync(retrying, run)  # server mode: a lost race plans again
 
 
 def rebind_locked(

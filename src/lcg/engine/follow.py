@@ -155,9 +155,11 @@ class Follower:
         self._embedder = embedder
         self._reload_names = reload_names
         self._positions: dict[str, int] = {}
+        self._epoch = 0  # bumped by `reset`: records read before it are not applied after it
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._stats: dict[str, Any] = {
+            "lost_races": 0,
             "applied_commits": 0,
             "applied_lines": 0,
             "last_applied_at": None,
@@ -177,6 +179,7 @@ class Follower:
         """(Write lock held, before the name index loads.) Take every group's position from
         the store: the indexes loaded after it hold at least that much."""
         self._positions.clear()
+        self._epoch += 1
         if not self._active():
             return
         store = self._store()
@@ -195,6 +198,12 @@ class Follower:
 
     # -- catching up ------------------------------------------------------------------------
 
+    def moved(self, group: str) -> int:
+        """A commit of this process lost the race for `group` (`GroupMovedError`): count it
+        and catch up (`sync`)."""
+        self._stats["lost_races"] += 1
+        return self.sync(group)
+
     def sync(self, group: str, records: Sequence[WalRecord] | None = None) -> int:
         """Apply what the group's stream holds beyond `at(group)` (or `records`, read from
         there) to the name and search indexes; how many lines were applied. Vectors are
@@ -202,7 +211,7 @@ class Follower:
         uses cached vectors only, and a partition missing one reloads instead."""
         if not self._active():
             return 0
-        start = self.at(group)
+        epoch, start = self._epoch, self.at(group)
         if records is None:
             records = self._store().stream_records(group, start)
         records = [r for r in records if r.seq >= start]
@@ -217,7 +226,7 @@ class Follower:
         applied = 0
         with self._lock:
             for (batch, ops), rows in zip(batches, vectors, strict=True):
-                if batch[0].seq != self.at(group):
+                if epoch != self._epoch or batch[0].seq != self.at(group):
                     continue  # this process committed it (or it was applied meanwhile)
                 index_names(self._names, group, ops, self._reload_names)
                 self._search.apply(group, ops, rows)
@@ -294,7 +303,8 @@ class Follower:
 
     def status(self) -> dict[str, Any]:
         """`knowledge_status` → `storage.follower`: running or not, each group's position and
-        lag (lines in its stream this process has not applied yet), what was applied."""
+        lag (lines in its stream this process has not applied yet), the commits of this
+        process that lost a race (and were planned again), what was applied."""
         groups: dict[str, dict[str, int]] = {}
         if self._active():
             with self._store().read() as r:

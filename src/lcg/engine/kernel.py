@@ -223,7 +223,7 @@ class Engine:
             with self._write_lock:
                 yield Writer(self)
         except GroupMovedError as exc:
-            self._follow.sync(exc.group_id)
+            self._follow.moved(exc.group_id)
             raise
 
     def _startup(self) -> list[ReplayReport]:
