@@ -3,7 +3,8 @@ the same FalkorDB (issue 19 item 4: each process follows the group streams into 
 index, `lcg.engine.follow`).
 
 `follow_delay` writes entities through one service and polls `knowledge_find_entities` on the
-other until each is found; tests and `bench/server_mode.py` call it with two RPC clients.
+other until each is found; tests and `bench/server_mode.py` call it with two clients (an
+`RpcClient` of each service's socket).
 """
 
 from __future__ import annotations
@@ -11,11 +12,16 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
-from lcg.service.rpc.client import RpcClient
+__all__ = ["Caller", "follow_delay"]
 
-__all__ = ["follow_delay"]
+
+class Caller(Protocol):
+    """A client of one service (`lcg.service.rpc.client.RpcClient`, say): method, params ->
+    result."""
+
+    def call(self, method: str, params: Any = None) -> Any: ...
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -24,8 +30,8 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def follow_delay(
-    writer: RpcClient,
-    reader: RpcClient,
+    writer: Caller,
+    reader: Caller,
     *,
     group: str = "follow-delay",
     writes: int = 50,
