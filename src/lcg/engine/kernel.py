@@ -48,17 +48,11 @@ from lcg.engine.jobs import JobTable
 from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
 from lcg.engine.replay import ReplayReport, applied_position, replay_group, write_position
-from lcg.errors import (
-    StorageError,
-    UnavailableError,
-    WalError,
-)
+from lcg.errors import StorageError, UnavailableError, WalError
 from lcg.extraction.llm import LlmClient
 from lcg.extraction.select import LlmSlot
 from lcg.fsmodes import private_dir
-from lcg.models import (
-    Entity,
-)
+from lcg.models import Entity
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
 from lcg.search.snapshot import Snapshots
@@ -67,7 +61,7 @@ from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.select import open_backend
 from lcg.storage.store import Store
 from lcg.telemetry import EventSink, NullSink
-from lcg.wal.records import Op
+from lcg.wal.records import Op, WalRecord
 from lcg.wal.writer import Wal
 
 __all__ = ["Engine", "Writer", "open_engine"]
@@ -110,6 +104,12 @@ class Writer:
         if self._engine._db.keeps_wal:
             return (None, self._engine._follow.at(group_id))
         return group_position(self._engine._db, self._engine._wal, group_id)
+
+    def stream(self, group_id: str, since: int) -> list[WalRecord] | None:
+        """On a server, the group's WAL lines from seq `since` on (what other processes
+        committed, for an area's own caches); None on the embedded store."""
+        db = self._engine._db
+        return db.stream_records(group_id, since) if db.keeps_wal else None
 
     def commit(self, batches: Sequence[Batch | tuple[str, list[Op]]]) -> list[tuple[int, int]]:
         """Apply, log and commit batches of several groups atomically: per group one WAL batch,

@@ -41,6 +41,7 @@ from lcg.extraction.prompts import EpisodeContext, ExistingFact, KnownEntity, ca
 from lcg.extraction.salvage import CleanEntity, CleanFact, SalvageReport
 from lcg.extraction.select import llm_client
 from lcg.ingest.caller import CallerExtractor, GivenEntity, GivenFact, prepare
+from lcg.ingest.catchup import catch_up_index
 from lcg.ingest.index import GroupIndex
 from lcg.ingest.resolve import (
     Match,
@@ -243,6 +244,9 @@ class IngestPipeline:
         if index is not None:
             position = await anyio.to_thread.run_sync(self._position, group_id)
             if position == index.position:
+                return index
+            # Server mode: other processes' commits, applied in place when they can be.
+            if await anyio.to_thread.run_sync(catch_up_index, self.engine, index):
                 return index
         index = await anyio.to_thread.run_sync(self._load, group_id)
         self._indexes[group_id] = index
