@@ -215,3 +215,56 @@ def test_a_write_through_one_process_is_found_through_the_other(services: _Servi
     print(json.dumps({"follow_delay": delay, "follow_delay_back": back}))
     assert delay["missed"] == 0 and back["missed"] == 0
     assert delay["found"] == 50
+
+
+@pytest.mark.anyio
+async def test_an_ingest_index_takes_in_another_process_commits_in_place(
+    tmp_path: Path, falkordb_url: str
+) -> None:
+    """Two engines on one server (as two processes): B's resolution index of a group applies
+    A's later entity and fact operations from the stream instead of reloading the group, and
+    B then resolves A's new name to A's entity (never a second one)."""
+    from lcg import Settings, open_engine
+    from lcg.ingest.catchup import catch_up_index
+    from lcg.ingest.pipeline import pipeline_for
+    from lcg.service.registry import dispatch
+    from lcg.storage.falkordb.backend import FalkorBackend
+
+    admin = FalkorBackend(falkordb_url)
+    admin.client.flushall()
+    admin.close()
+
+    def settings(name: str) -> Settings:
+        return Settings.for_home(
+            tmp_path / name,
+            embedder="hash",
+            extractor="heuristic",
+            storage="falkordb",
+            falkordb_url=falkordb_url,
+        )
+
+    a, b = open_engine(settings("a")), open_engine(settings("b"))
+    try:
+        add = {"name": "e", "group_id": "g"}
+        await dispatch(a, "knowledge_add_episode", {**add, "episode_body": "Ada Quill met Bo."})
+        await dispatch(b, "knowledge_add_episode", {**add, "episode_body": "Bo met Cy Marsh."})
+        index = pipeline_for(b)._indexes["g"]
+        before = index.position
+        body = "Dag Lindqvist works with Ada Quill."
+        await dispatch(a, "knowledge_add_episode", {**add, "episode_body": body})
+        b._follow.sync("g")  # what B's follower thread does within a moment
+        assert catch_up_index(b, index) is True
+        assert index.position is not None and before is not None
+        assert index.position[1] > before[1]
+        dag = index.lookup_norm("Dag Lindqvist")
+        assert dag is not None and any(
+            dag in (f.source_uuid, f.target_uuid) for f in index.facts.values()
+        )
+        await dispatch(b, "knowledge_add_episode", {**add, "episode_body": "Dag Lindqvist left."})
+        nodes = await dispatch(b, "knowledge_get_nodes_by_group", {"group_ids": ["g"]})
+        names = sorted(n["name"] for n in nodes["nodes"])
+        assert names.count("Dag Lindqvist") == 1
+        assert pipeline_for(b)._indexes["g"] is index  # taken in place, not reloaded
+    finally:
+        a.close()
+        b.close()
