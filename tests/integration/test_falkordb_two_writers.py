@@ -124,3 +124,39 @@ def test_a_follower_sees_another_processs_commit_through_the_stream(falkordb_url
     finally:
         writer.close()
         follower.close()
+
+
+def test_follow_many_waits_on_several_groups_at_once(falkordb_url: str) -> None:
+    """`follow_many` returns the new lines of whichever groups had any, by group, blocking on
+    all their streams in one wait; {} when none came."""
+    import threading
+    import time
+
+    from lcg.storage.falkordb.backend import FalkorBackend
+
+    writer, follower = FalkorBackend(falkordb_url), FalkorBackend(falkordb_url)
+    writer.client.flushall()
+    try:
+        for g in ("m1", "m2"):
+            writer.commit([Commit(g, [Op("entity.upsert", {"uuid": g, "name": g})], 0, 0)])
+        got = follower.follow_many({"m1": 0, "m2": 1}, block_ms=10)
+        assert {g: [r.seq for r in rs] for g, rs in got.items()} == {"m1": [0]}
+        assert follower.follow_many({"m1": 1, "m2": 1}, block_ms=50) == {}
+        seen: dict[str, list[int]] = {}
+        waiting = threading.Thread(
+            target=lambda: seen.update(
+                {
+                    g: [r.seq for r in rs]
+                    for g, rs in follower.follow_many({"m1": 1, "m2": 1}, 10_000).items()
+                }
+            )
+        )
+        t0 = time.monotonic()
+        waiting.start()
+        writer.commit([Commit("m2", [Op("entity.upsert", {"uuid": "x", "name": "x"})], 1, 1)])
+        waiting.join(15)
+        assert seen == {"m2": [1]}
+        assert time.monotonic() - t0 < 5  # woken by the commit, not by the timeout
+    finally:
+        writer.close()
+        follower.close()

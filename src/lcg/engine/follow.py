@@ -30,7 +30,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from lcg.embedding.base import Embedder
@@ -123,9 +123,12 @@ def index_names(
 
 @runtime_checkable
 class _Waits(Protocol):
-    """A store that can wait for a group's next commit (FalkorBackend.follow)."""
+    """A store that can wait for the next commit of any of several groups
+    (FalkorBackend.follow_many)."""
 
-    def follow(self, group_id: str, position: int, block_ms: int = ...) -> list[WalRecord]: ...
+    def follow_many(
+        self, positions: Mapping[str, int], block_ms: int = ...
+    ) -> dict[str, list[WalRecord]]: ...
 
 
 def _batches(records: Sequence[WalRecord]) -> list[list[WalRecord]]:
@@ -271,14 +274,13 @@ class Follower:
                     self._positions.setdefault(group, 0)
 
     def round(self) -> int:
-        """One round: every known group brought up to its stream (waiting up to `WAIT_S` on
-        the stream when there is one group and nothing new); how many lines were applied."""
+        """One round: every known group brought up to its stream, waiting up to `WAIT_S` on
+        the streams when nothing is new; how many lines were applied."""
         groups = list(self._positions)
         store = self._store()
-        if len(groups) == 1 and isinstance(store, _Waits):
-            group = groups[0]
-            records = store.follow(group, self.at(group), int(WAIT_S * 1000))
-            return self.sync(group, records) if records else 0
+        if isinstance(store, _Waits):
+            found = store.follow_many({g: self.at(g) for g in groups}, int(WAIT_S * 1000))
+            return sum(self.sync(g, records) for g, records in found.items())
         applied = sum(self.sync(g) for g in groups)
         if not applied:
             self._stop.wait(WAIT_S)

@@ -1141,6 +1141,41 @@ class FalkorBackend:
             entries = [e for _, batch in reply or [] for e in batch]
         return self._records(group_id, entries)
 
+    def follow_many(
+        self, positions: Mapping[str, int], block_ms: int = 1000
+    ) -> dict[str, list[WalRecord]]:
+        """`follow` over several groups at once: one blocking `XREAD` of all their streams,
+        by group (only the groups that had lines). On a cluster one `XREAD` cannot span hash
+        slots: each group is read without blocking, and `block_ms` is waited out in polls of
+        at most 20 ms."""
+        if not positions:
+            return {}
+        group_of = {stream_key(g): g for g in positions}
+        streams: dict[Any, Any] = {stream_key(g): f"{p}-0" for g, p in positions.items()}
+        deadline = time.monotonic() + block_ms / 1000
+        try:
+            while True:
+                if isinstance(self.client, RedisCluster):
+                    replies = [self.client.xread({k: v}, count=None) for k, v in streams.items()]
+                else:
+                    replies = [self.client.xread(streams, block=block_ms, count=None)]
+                out: dict[str, list[Any]] = defaultdict(list)
+                for reply in replies:
+                    if isinstance(reply, dict):  # RESP3 shape
+                        pairs = [(k, batches[0]) for k, batches in reply.items()]
+                    else:
+                        pairs = [(k, batch) for k, batch in reply or []]
+                    for key, batch in pairs:
+                        out[group_of[key if isinstance(key, str) else key.decode()]] += batch
+                left = deadline - time.monotonic()
+                if out or not isinstance(self.client, RedisCluster) or left <= 0:
+                    return {g: self._records(g, entries) for g, entries in out.items()}
+                time.sleep(min(0.02, left))
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise StorageError(
+                f"cannot follow the WAL streams of {sorted(positions)}: {exc}"
+            ) from exc
+
     @staticmethod
     def _records(group_id: str, entries: Iterable[Any]) -> list[WalRecord]:
         out: list[WalRecord] = []
