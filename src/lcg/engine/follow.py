@@ -66,7 +66,7 @@ BACKOFF_MAX_S = 0.05
 # The follower thread: how long one round waits for a new commit, how often it asks the store
 # for groups it does not know yet, and its backoff after an error.
 WAIT_S = 0.05
-GROUPS_EVERY_S = 1.0
+GROUPS_EVERY_S = 0.25
 ERROR_BACKOFF_MAX_S = 5.0
 
 
