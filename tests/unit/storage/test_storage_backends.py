@@ -949,6 +949,33 @@ def test_falkordb_rebuild_from_the_stream_reads_as_the_commits_built(
             backend.close()
 
 
+def test_falkordb_rebuild_keeps_the_group_meta_its_commits_set(falkordb_url: str) -> None:
+    """Meta entries set with a commit (`Commit.meta`: the embedding stamp) or a transaction are
+    not in the stream; rebuild from the stream used to drop them with the graph."""
+    from lcg.storage.falkordb.backend import FalkorBackend
+
+    backend = FalkorBackend(falkordb_url)
+    try:
+        backend.client.flushall()
+        backend.commit(
+            [Commit("g", [ent("a", "A")], 0, 0, meta={"embedding_identity:g": '{"dim": 8}'})]
+        )
+        with backend.transaction() as tx:
+            tx.set_meta("note", "kept", "g")
+        backend.commit([Commit("g", [ent("b", "B")], 1, 1, meta={"gone": None})])
+        backend.rebuild("g", [EmbeddingRow("entity", "a", "g", "h", None)])
+        with backend.read() as r:
+            assert r.get_meta("embedding_identity:g", "g") == '{"dim": 8}'
+            assert r.meta_with_prefix("", "g") == {
+                "embedding_identity:g": '{"dim": 8}',
+                "note": "kept",
+            }
+            assert sorted(e.uuid for e in r.entities_in_groups(["g"])) == ["a", "b"]
+            assert r.position("g") == 2
+    finally:
+        backend.close()
+
+
 def test_falkordb_acknowledges_only_after_the_replicas_confirmed(falkordb_url: str) -> None:
     """`replicas=1`: a commit returns once a replica has it (WAIT on the writing connection);
     asking for more replicas than exist applies the commit but refuses to acknowledge it."""

@@ -1125,6 +1125,24 @@ class FalkorBackend:
             raise StorageError(f"cannot read the WAL stream of {group_id!r}: {exc}") from exc
         return self._records(group_id, entries or [])
 
+    def stream_bounds(self, group_id: str) -> dict[str, Any] | None:
+        """The group's stream: its key, entries, bytes (`MEMORY USAGE`) and last seq (from its
+        last entry's last line; None when it has none)."""
+        key = stream_key(group_id)
+        try:
+            entries = int(self.client.xlen(key))
+            last = self.client.xrevrange(key, "+", "-", count=1) if entries else []
+            size = self.client.memory_usage(key) if entries else 0
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise StorageError(f"cannot read the WAL stream of {group_id!r}: {exc}") from exc
+        records = self._records(group_id, last or [])
+        return {
+            "stream": key,
+            "entries": entries,
+            "byte_size": int(size or 0),
+            "max_seq": records[-1].seq if records else None,
+        }
+
     def follow(self, group_id: str, position: int, block_ms: int = 1000) -> list[WalRecord]:
         """The group's WAL lines from seq `position` on, waiting up to `block_ms` for the
         first commit after it when there is none yet (a blocking `XREAD` on the stream: how
@@ -1221,6 +1239,10 @@ class FalkorBackend:
         set the position after the last line. Readers see the group empty while it loads (no
         atomic swap yet). Returns the fold, whose counts say what was applied.
 
+        The group's meta entries (`Commit.meta`, `GraphWriter.set_meta`: the embedding stamp)
+        are no operations of the stream, so the fold cannot restore them: they are read before
+        the drop and written back with the load, unchanged.
+
         Raises:
             StorageError: the stream cannot be read, or holds an operation this backend cannot
                 run (`cypher.exec`); the graph is then left as it was.
@@ -1228,6 +1250,7 @@ class FalkorBackend:
         folded = fold(group_id, self.stream_records(group_id))
         if folded.needs_statement_replay:
             raise StorageError(f"group {group_id!r}: its stream holds raw Cypher operations")
+        meta = FalkorReader(self).meta_with_prefix("", group_id)  # not in the stream: keep it
         try:
             _command(self.client, "GRAPH.DELETE", graph_key(group_id))
         except redis.ResponseError as exc:
@@ -1244,6 +1267,8 @@ class FalkorBackend:
         writer.pending[group_id].append(
             (f"MATCH (p:{cy.POSITION_NODE}) SET p.pos = $pos", {"pos": position})
         )
+        for key, value in sorted(meta.items()):
+            writer.set_meta(key, value, group_id)
         writer.flush()
         return folded
 
