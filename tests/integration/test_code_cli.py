@@ -20,9 +20,18 @@ from lcg.code import extract
 from lcg.config import Settings
 from lcg.service.rpc.client import RpcClient
 
+BOTH_STORAGES = True  # `lcg code ingest` runs in server mode too (issue 19)
 
-def run(home: Path, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["--home", str(home), "code", "ingest", *args])
+
+def run(home: Path, *args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(cli, ["--home", str(home), "code", "ingest", *args], env=env)
+
+
+def _env(storage: dict[str, object]) -> dict[str, str]:
+    """The environment that selects the test's store (`storage` fixture) for the CLI."""
+    if not storage:
+        return {}
+    return {"LCG_STORAGE": "falkordb", "LCG_FALKORDB_URL": str(storage["falkordb_url"])}
 
 
 @pytest.fixture
@@ -40,20 +49,31 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def test_ingest_then_rerun_then_history(tmp_path: Path, repo: Path) -> None:
+def test_ingest_then_rerun_then_history(
+    tmp_path: Path, repo: Path, storage: dict[str, object]
+) -> None:
     home = tmp_path / ".lcg"
-    first = run(home, str(repo), "--group", "c", "--json")
+    env = _env(storage)
+    first = run(home, str(repo), "--group", "c", "--json", env=env)
     assert first.exit_code == 0, first.output
     report = json.loads(first.stdout[first.stdout.index("{") :])
     assert report["files_parsed"] == 1 and report["symbols_added"] == 2
     assert report["skipped"] == [{"path": "bad.py", "reason": "syntax error near line 1"}]
-    again = run(home, str(repo), "--group", "c")
+    again = run(home, str(repo), "--group", "c", env=env)
     assert again.exit_code == 0, again.output
     assert "0 parsed, 1 unchanged" in again.stdout
-    history = run(home, str(repo), "--group", "h", "--history")
+    history = run(home, str(repo), "--group", "h", "--history", env=env)
     assert history.exit_code == 0, history.output
     assert "1 commits walked, 1 episodes written" in history.stdout
     assert "symbols added 2, removed 0" in history.stdout
+    if storage:  # the groups are on the server, not in a local database
+        from lcg.storage.falkordb.backend import FalkorBackend
+
+        server = FalkorBackend(str(storage["falkordb_url"]))
+        try:
+            assert {"c", "h"} <= set(server.groups())
+        finally:
+            server.close()
 
 
 def test_without_the_extra_the_command_says_how_to_install_it(

@@ -5,6 +5,7 @@ builds. No source body is ever stored."""
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ pytest.importorskip("tree_sitter_language_pack")
 
 from code_support import git
 
+from lcg.admin.walmove import export_wal
 from lcg.code.history import ingest_history
 from lcg.code.ingest import ingest_tree
 from lcg.code.queries import callers_and_callees, code_changes, symbols_at, where_defined
@@ -22,6 +24,15 @@ from lcg.engine import Engine, EpisodeCommit
 from lcg.errors import InvalidRequestError
 from lcg.models import Episode
 from lcg.service.registry import dispatch
+
+BOTH_STORAGES = True  # the code graph runs in server mode too (issue 19)
+
+
+def _wal(engine: Engine) -> bytes:
+    """Every WAL line the engine logged, wherever it keeps them (files, or a server's streams)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        export_wal(engine, Path(tmp) / "wal")
+        return b"".join(p.read_bytes() for p in sorted((Path(tmp) / "wal").rglob("*.jsonl")))
 
 pytestmark = pytest.mark.anyio
 
@@ -151,7 +162,7 @@ async def test_history_follows_git_commit_by_commit(
     assert again.commits_walked == 1 and again.per_commit[0]["added"] == ["d.d"]
 
     # No body line anywhere: not in the WAL, not in the database.
-    wal = b"".join(p.read_bytes() for p in engine.settings.wal_dir.rglob("*.jsonl"))
+    wal = _wal(engine)
     assert b"secret_body_line" not in wal and b"foo(x)" in wal
     rows = await engine.read(
         lambda conn: (
@@ -220,10 +231,10 @@ async def test_tree_ingest_is_idempotent_and_incremental(engine: Engine, tmp_pat
     assert foo["symbols"][0]["doc"] == "Return x doubled."
     assert foo["symbols"][0]["signature"] == "def foo(x)"
 
-    wal_before = sum(p.stat().st_size for p in engine.settings.wal_dir.rglob("*.jsonl"))
+    wal_before = _wal(engine)
     second = await ingest_tree(engine, root, GROUP)
     assert second.batch is None and second.files_unchanged == 7
-    assert sum(p.stat().st_size for p in engine.settings.wal_dir.rglob("*.jsonl")) == wal_before
+    assert _wal(engine) == wal_before
 
     (root / "pkg" / "core.py").write_text(A_V2)
     third = await ingest_tree(engine, root, GROUP)

@@ -189,7 +189,7 @@ class _Blobs:
 
 def last_ingested_commit(conn: GraphReader, group_id: str) -> str | None:
     rows = conn.rows(
-        "MATCH (ep:Episode) WHERE ep.group_id = $g AND starts_with(ep.source_description, 'git:') "
+        "MATCH (ep:Episode) WHERE ep.group_id = $g AND ep.source_description STARTS WITH 'git:' "
         "RETURN ep.source_description ORDER BY ep.valid_at DESC, ep.created_at DESC LIMIT 1",
         {"g": group_id},
     )

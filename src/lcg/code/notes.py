@@ -58,7 +58,7 @@ def _plan(conn: GraphReader, group_id: str) -> tuple[dict[str, Any], list[tuple[
     names: dict[str, str] = {}
     by_short: dict[str, set[str]] = {}
     for uuid, name, labels, attributes in conn.rows(
-        "MATCH (e:Entity) WHERE e.group_id = $g AND list_contains(e.labels, 'Code') "
+        "MATCH (e:Entity) WHERE e.group_id = $g AND 'Code' IN e.labels "
         "RETURN e.uuid, e.name, e.labels, e.attributes",
         {"g": group_id},
     ):
@@ -72,8 +72,8 @@ def _plan(conn: GraphReader, group_id: str) -> tuple[dict[str, Any], list[tuple[
     linked = 0
     ops: list[Op] = []
     for episode, content in conn.rows(
-        "MATCH (ep:Episode) WHERE ep.group_id = $g AND NOT starts_with(ep.source_description, "
-        "'git:') AND NOT starts_with(ep.source_description, 'code:') RETURN ep.uuid, ep.content",
+        "MATCH (ep:Episode) WHERE ep.group_id = $g AND NOT (ep.source_description STARTS WITH "
+        "'git:') AND NOT (ep.source_description STARTS WITH 'code:') RETURN ep.uuid, ep.content",
         {"g": group_id},
     ):
         wanted = names_in(content or "", names, shorts)

@@ -6,6 +6,10 @@ qualified name (`lcg.code.sync.commit_changes`) or, when that is unambiguous, it
 (`commit_changes`); answers carry `path:line_start-line_end`, never source text. Time follows
 the facts: a symbol is present at `t` while the DEFINES/CONTAINS fact that places it is valid
 at `t` (valid_at <= t < invalid_at).
+
+The statements are in the Cypher both stores run (`x IN list`, `STARTS WITH`, `ENDS WITH`), and
+times are compared here, not in the statement (Kuzu keeps TIMESTAMPs, FalkorDB integer
+microseconds): the code graph works in server mode too.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import Any
 
 from lcg.engine import Engine
 from lcg.storage.backend import GraphReader
-from lcg.timeutil import to_db, to_read_format
+from lcg.storage.rows import stored_time
+from lcg.timeutil import to_read_format
 
 __all__ = ["callers_and_callees", "code_changes", "symbols_at", "where_defined"]
 
@@ -25,13 +30,19 @@ _SYMBOL_LABELS = ("Class", "Function", "Method")
 
 def _entity_rows(conn: GraphReader, group_id: str, name: str) -> list[list[Any]]:
     rows = conn.rows(
-        "MATCH (e:Entity) WHERE e.group_id = $g AND list_contains(e.labels, 'Code') "
-        "AND (e.name = $n OR ends_with(e.name, $suffix)) "
+        "MATCH (e:Entity) WHERE e.group_id = $g AND 'Code' IN e.labels "
+        "AND (e.name = $n OR e.name ENDS WITH $suffix) "
         "RETURN e.uuid, e.name, e.labels, e.attributes ORDER BY e.name",
         {"g": group_id, "n": name, "suffix": "." + name},
     )
     exact = [r for r in rows if r[1] == name]
     return exact or rows
+
+
+def _valid(valid_at: Any, invalid_at: Any, at: datetime) -> bool:
+    """Whether a fact with these stored times is valid at `at` (valid_at <= at < invalid_at)."""
+    start, end = stored_time(valid_at), stored_time(invalid_at)
+    return start is not None and start <= at and (end is None or end > at)
 
 
 def _describe(row: list[Any]) -> dict[str, Any]:
@@ -78,20 +89,16 @@ async def callers_and_callees(
                 "MATCH (e:Entity {uuid: $u})-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(o:Entity)",
             ),
         ):
-            time = (
-                "f.valid_at <= $t AND (f.invalid_at IS NULL OR f.invalid_at > $t)"
-                if as_of is not None
-                else "f.invalid_at IS NULL AND f.expired_at IS NULL"
+            current = (
+                "" if as_of is not None else "AND f.invalid_at IS NULL AND f.expired_at IS NULL "
             )
-            params: dict[str, Any] = {"u": row[0]}
-            if as_of is not None:
-                params["t"] = to_db(as_of)
             rows = conn.rows(
-                f"{query} WHERE f.name = 'CALLS' AND {time} "
-                "RETURN o.uuid, o.name, o.labels, o.attributes ORDER BY o.name",
-                params,
+                f"{query} WHERE f.name = 'CALLS' {current}"
+                "RETURN o.uuid, o.name, o.labels, o.attributes, f.valid_at, f.invalid_at "
+                "ORDER BY o.name",
+                {"u": row[0]},
             )
-            out[side] = [_describe(r) for r in rows]
+            out[side] = [_describe(r) for r in rows if as_of is None or _valid(r[4], r[5], as_of)]
         return out
 
     return await engine.read(read)
@@ -105,13 +112,14 @@ async def symbols_at(
     def read(conn: GraphReader) -> dict[str, dict[str, Any]]:
         rows = conn.rows(
             "MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(e:Entity) "
-            "WHERE f.group_id = $g AND f.name IN ['DEFINES', 'CONTAINS'] AND f.valid_at <= $t "
-            "AND (f.invalid_at IS NULL OR f.invalid_at > $t) "
-            "RETURN e.name, e.labels, f.attributes, e.attributes",
-            {"g": group_id, "t": to_db(at)},
+            "WHERE f.group_id = $g AND f.name IN ['DEFINES', 'CONTAINS'] "
+            "RETURN e.name, e.labels, f.attributes, e.attributes, f.valid_at, f.invalid_at",
+            {"g": group_id},
         )
         out: dict[str, dict[str, Any]] = {}
-        for name, labels, attributes, entity_attributes in rows:
+        for name, labels, attributes, entity_attributes, valid_at, invalid_at in rows:
+            if not _valid(valid_at, invalid_at, at):
+                continue
             if not any(label in labels for label in _SYMBOL_LABELS):
                 continue
             path = str(json.loads(entity_attributes or "{}").get("path", ""))

@@ -21,7 +21,7 @@ from lcg.code.resolve import PREDICATES, file_key, module_key, symbol_key
 from lcg.engine import Engine
 from lcg.models import Entity, Fact
 from lcg.storage.backend import GraphReader
-from lcg.timeutil import from_db
+from lcg.storage.rows import stored_time
 
 __all__ = ["CodeState", "is_symbol", "load_state", "read_file_hashes"]
 
@@ -114,7 +114,7 @@ class CodeState:
 
 
 _ENTITY = (
-    "MATCH (e:Entity) WHERE e.group_id = $g AND list_contains(e.labels, 'Code') "
+    "MATCH (e:Entity) WHERE e.group_id = $g AND 'Code' IN e.labels "
     "RETURN e.uuid, e.name, e.labels, e.summary, e.attributes, e.created_at"
 )
 _FACTS = (
@@ -123,7 +123,7 @@ _FACTS = (
 )
 # Only the facts a batch of files can change: those the files asserted (their owner's uuid is
 # in the attributes), and those of other files that point at the files' symbols.
-_OWNED = "AND contains(f.attributes, $owner)"
+_OWNED = "AND f.attributes CONTAINS $owner"
 _TOUCHING = "AND (f.source_uuid IN $syms OR f.target_uuid IN $syms)"
 
 
@@ -140,7 +140,7 @@ def read_state(conn: GraphReader, group_id: str, paths: Collection[str] | None =
             tuple(labels or ()),
             summary or "",
             attributes or "{}",
-            from_db(created),
+            stored_time(created),
         )
         entities.append((entity, orjson.loads(attributes or "{}")))
     # The oldest entity of a key is the one its key designates.
@@ -181,8 +181,7 @@ def read_file_hashes(conn: GraphReader, group_id: str) -> dict[str, str]:
     """path -> content hash of every file of the group that exists (what a re-run compares)."""
     out: dict[str, str] = {}
     for name, attributes in conn.rows(
-        "MATCH (e:Entity) WHERE e.group_id = $g AND list_contains(e.labels, 'File') "
-        "AND list_contains(e.labels, 'Code') "
+        "MATCH (e:Entity) WHERE e.group_id = $g AND 'File' IN e.labels AND 'Code' IN e.labels "
         "RETURN e.name, e.attributes",
         {"g": group_id},
     ):

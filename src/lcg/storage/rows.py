@@ -1,16 +1,31 @@
 """Result rows to records: the column order of the `_ENTITY`/`_FACT`/`_EPISODE` projections that
 every backend returns, shared so a field added to a record is mapped once. Each backend passes
-its own time decoder (Kuzu TIMESTAMP values, FalkorDB integer microseconds)."""
+its own time decoder (Kuzu TIMESTAMP values, FalkorDB integer microseconds); `stored_time`
+decodes either, for raw `GraphReader.rows` answers."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lcg.models import Entity, Episode, Fact
 
 When = Callable[[Any], datetime | None]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def stored_time(value: Any) -> datetime | None:
+    """A time column of a raw `GraphReader.rows` answer, from either backend, as an aware UTC
+    datetime: Kuzu's TIMESTAMP (naive UTC) or FalkorDB's integer microseconds since the epoch."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _EPOCH + timedelta(microseconds=value)
+    raise TypeError(f"not a stored time: {value!r}")
 
 
 def entity(row: Sequence[Any], when: When) -> Entity:
