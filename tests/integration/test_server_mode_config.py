@@ -337,3 +337,32 @@ def test_lcg_serve_on_a_falkordb_server(tmp_path: Path, empty_server: str) -> No
     assert status["storage"]["backend"] == "falkordb"
     assert status["episode_count"] == 1
     assert not (tmp_path / ".lcg" / "db").exists() or not any((tmp_path / ".lcg" / "db").iterdir())
+
+
+async def test_status_reports_each_groups_stream_in_server_mode(
+    tmp_path: Path, empty_server: str
+) -> None:
+    """In server mode the WAL is a stream per group on the server: `wal` (the default group)
+    and `wal_groups` describe those streams — entries, bytes, last seq, what the graph holds —
+    instead of the (absent) JSONL files."""
+    engine = open_engine(_server_settings(tmp_path / ".lcg", empty_server))
+    try:
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Ana", "group_id": "g"})
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Bo", "group_id": "g"})
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Cy"})  # the default group
+        status = await dispatch(engine, "knowledge_status", {})
+    finally:
+        engine.close()
+    g = status["wal_groups"]["g"]
+    assert g["stream"] == "{lcg:g}:wal"
+    assert g["entries"] == 2
+    assert g["byte_size"] > 0
+    assert g["max_seq"] == g["applied_seq"] >= 1
+    assert g["hydration_status"] == "hydrated"
+    assert g["generation_status"] == "not_applicable"
+    wal = status["wal"]
+    assert wal["exists"] is True
+    assert wal["file_count"] == 0
+    assert wal["entries"] == 1
+    assert wal["max_seq"] == wal["applied_seq"]
+    assert set(status["wal_groups"]) == {"g", "liminis"}

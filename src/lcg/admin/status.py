@@ -42,14 +42,18 @@ async def status(engine: Engine) -> dict[str, Any]:
 
     def read(conn: GraphReader) -> dict[str, Any]:
         c = conn.counts()
-        default_dir = group_dir(engine.parts.wal.root, DEFAULT_GROUP_ID)
-        files = ordered_files(default_dir)
-        wal = {
-            "exists": default_dir.is_dir(),
-            "file_count": len(files),
-            "byte_size": sum(p.stat().st_size for p in files),
-            **wal_state(engine, conn, DEFAULT_GROUP_ID),
-        }
+        if exclusive.store(engine).keeps_wal:
+            wal, wal_groups = stream_states(engine, conn)
+        else:
+            default_dir = group_dir(engine.parts.wal.root, DEFAULT_GROUP_ID)
+            files = ordered_files(default_dir)
+            wal = {
+                "exists": default_dir.is_dir(),
+                "file_count": len(files),
+                "byte_size": sum(p.stat().st_size for p in files),
+                **wal_state(engine, conn, DEFAULT_GROUP_ID),
+            }
+            wal_groups = {g: wal_state(engine, conn, g) for g in engine.parts.wal.groups()}
         identity = engine.parts.embedder.identity
         out: dict[str, Any] = {
             "database_path": engine.settings.database_path_text,
@@ -79,7 +83,7 @@ async def status(engine: Engine) -> dict[str, Any]:
                 "queryable": True,
                 "initializing": False,
                 "wal": wal,
-                "wal_groups": {g: wal_state(engine, conn, g) for g in engine.parts.wal.groups()},
+                "wal_groups": wal_groups,
                 "wal_problems": exclusive.catchup(engine).wal_problems(conn),
                 "indices_built": engine.state.indices_built,
                 "name_index_trusted": engine.names.trusted,
@@ -155,6 +159,41 @@ def wal_state(engine: Engine, conn: GraphReader, group_id: str) -> dict[str, Any
         "generation_status": gen_status,
         "hydration_status": hydration,
     }
+
+
+def stream_states(
+    engine: Engine, conn: GraphReader
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """`wal` and `wal_groups` of a store that keeps each group's WAL as a stream (server
+    mode): per group, the stream (`stream`, `entries`, `byte_size`), `max_seq` its last line,
+    `applied_seq` the last line the group's graph holds; no generation (a server's stream is
+    never re-minted). `wal` is the default group's, with `exists` and `file_count` 0 (no files)."""
+    store = exclusive.store(engine)
+
+    def state(group_id: str) -> dict[str, Any]:
+        bounds = store.stream_bounds(group_id) or {}
+        max_seq = bounds.get("max_seq")
+        held = conn.position(group_id) or 0
+        applied = held - 1 if held else None
+        if max_seq is None:
+            hydration = "not_applicable"
+        else:
+            hydration = "hydrated" if applied is not None and applied >= max_seq else "wal_ahead"
+        return {
+            "applied_seq": applied,
+            "max_seq": max_seq,
+            "generation": None,
+            "generation_status": "not_applicable",
+            "hydration_status": hydration,
+            "stream": bounds.get("stream"),
+            "entries": bounds.get("entries", 0),
+            "byte_size": bounds.get("byte_size", 0),
+        }
+
+    groups = {g: state(g) for g in sorted({*conn.group_ids(), DEFAULT_GROUP_ID})}
+    default = groups[DEFAULT_GROUP_ID]
+    wal = {"exists": default["entries"] > 0, "file_count": 0, **default}
+    return wal, {g: s for g, s in groups.items() if s["entries"] or g != DEFAULT_GROUP_ID}
 
 
 def backfill_positions(engine: Engine) -> None:

@@ -295,6 +295,12 @@ class GraphBackend(Protocol):
         backend that `keeps_wal`); nothing for a store whose WAL is the engine's files."""
         ...
 
+    def stream_bounds(self, group_id: str) -> dict[str, Any] | None:
+        """The group's store-kept WAL stream, for `knowledge_status`: `stream` (its key),
+        `entries` (commits), `byte_size` (as the server counts it) and `max_seq` (its last
+        line's seq, None when empty); None for a store whose WAL is the engine's files."""
+        ...
+
     def status(self) -> dict[str, Any]:
         """What `knowledge_status` reports about the store: backend, server, role."""
         ...

@@ -269,6 +269,9 @@ class KuzuBackend:
     def stream_records(self, group_id: str, position: int = 0) -> list[WalRecord]:
         return []  # the engine keeps Kuzu's WAL, as JSONL files
 
+    def stream_bounds(self, group_id: str) -> dict[str, Any] | None:
+        return None  # the engine keeps Kuzu's WAL, as JSONL files
+
     def checkpoint(self) -> bool:
         return self.store.checkpoint(force=True)
 
