@@ -3,7 +3,7 @@ processes; prints one JSON object.
 
     python bench/server_mode.py [--part backend|service|all] [--skip-failover]
         backend: [--episodes 150] [--follow 200]
-        service: [--clients 4] [--requests 100] [--seed 100] [--articles 24] [--probes 20]
+        service: [--clients 4] [--requests 100] [--seed 100] [--articles 36] [--probes 20]
                  [--catch-up-wait 5]
                  [--same-group]
 
@@ -293,7 +293,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=4, help="service: connections per process")
     ap.add_argument("--requests", type=int, default=100, help="service: requests per connection")
     ap.add_argument("--seed", type=int, default=100, help="service: seeded entities per group")
-    ap.add_argument("--articles", type=int, default=24, help="service: articles per ingest run")
+    ap.add_argument("--articles", type=int, default=36, help="service: articles per ingest run")
     ap.add_argument("--probes", type=int, default=20, help="service: catch-up probes")
     ap.add_argument(
         "--catch-up-wait", type=float, default=5.0, help="service: seconds B looks for each probe"
@@ -715,17 +715,38 @@ def service_config(
     servers: list[int],
     flush_url: str | None,
 ) -> dict[str, Any]:
-    """One configuration: `n` fresh serve processes, the mix, then ingestion (fresh groups)."""
+    """One configuration: `n` fresh serve processes, the mix, then ingestion (fresh groups).
+    After each: entity names that occur more than once in a group (`duplicate_entity_names`:
+    what a lost race handled wrong would leave; the mix and the scripted extraction never name
+    two entities alike in one group). At the end, each process's follower counters (commits of
+    the other processes it applied to its indexes; `knowledge_status` storage.follower)."""
     out: dict[str, Any] = {}
     if flush_url:
         flush(flush_url)
     with serves(n, env) as procs:
         out["mix"] = mix_run(procs, groups, args.clients, args.requests, args.seed, servers)
-        out["ingest"] = ingest_run(
-            procs, [f"{g}-ingest" for g in groups], articles(args.articles), servers
-        )
+        out["mix"]["duplicate_entity_names"] = duplicate_names(procs[0], groups)
+        ingest_groups = [f"{g}-ingest" for g in groups]
+        out["ingest"] = ingest_run(procs, ingest_groups, articles(args.articles), servers)
+        out["ingest"]["duplicate_entity_names"] = duplicate_names(procs[0], ingest_groups)
         out["serve_rss_mb_end"] = [_rss_mb(p.proc.pid) for p in procs]
+        followers = []
+        for p in procs:
+            with p.client() as c:
+                follower = c.call("knowledge_status", {})["storage"].get("follower")
+            if follower is not None:
+                followers.append({k: v for k, v in follower.items() if k != "groups"})
+        if followers:
+            out["followers"] = followers
     return out
+
+
+def duplicate_names(s: Serve, groups: list[str]) -> int:
+    """How many entity names occur more than once within one of `groups` (all of them)."""
+    with s.client() as c:
+        nodes = c.call("knowledge_get_nodes_by_group", {"group_ids": sorted(set(groups))})
+    names = Counter((n["group_id"], n["name"]) for n in nodes["nodes"])
+    return sum(1 for k in names.values() if k > 1)
 
 
 def catch_up_between_processes(env: dict[str, str], probes: int, wait_s: float) -> dict[str, Any]:
