@@ -310,7 +310,11 @@ def main() -> None:
     if args.part in ("backend", "all"):
         out["backend"] = backend_main(args)
     if args.part in ("service", "all"):
-        out["service"] = service_main(args)
+        out["service"] = {}
+        try:
+            service_main(args, out["service"])
+        except Exception as exc:  # print what was measured, and what stopped the run
+            out["service"]["stopped_by"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
     print(json.dumps(out, indent=1))
 
 
@@ -840,6 +844,7 @@ def service_failover(cluster: Any, env: dict[str, str], processes: int = 2) -> d
     killed_at: list[float] = []
     stop = threading.Event()
     lock = threading.Lock()
+    restart_failure: str | None = None
     with serves(processes, {**env, "LCG_FALKORDB_REPLICAS": "1"}) as procs:
 
         def write(k: int, w: int) -> None:
@@ -885,14 +890,18 @@ def service_failover(cluster: Any, env: dict[str, str], processes: int = 2) -> d
                     raise RuntimeError("no replica took over")
                 time.sleep(0.05)
             promoted_s = time.monotonic() - killed_at[0]
-            cluster.restart(victim)
+            try:
+                cluster.restart(victim)
+            except RuntimeError as exc:  # measured once: the restarted node crashed (a bug report)
+                restart_failure = _crash_report(victim.dir / "log") or str(exc)[:500]
             while len(after_kill) < 40 and time.monotonic() < deadline:
                 time.sleep(0.1)
         finally:
             stop.set()
             for t in threads:
                 t.join(60)
-        cluster.wait_healthy()
+        if restart_failure is None:
+            cluster.wait_healthy()
         check = FalkorBackend(cluster.url)
         try:
             lost = []
@@ -923,17 +932,30 @@ def service_failover(cluster: Any, env: dict[str, str], processes: int = 2) -> d
         "entity_uuids_in_graph_equal_stream_every_group": agree,
         "replica_promoted_after_s": None if promoted_s is None else round(promoted_s, 2),
         "killed_shard_first_ack_after_kill_s": round(after_kill[0], 2) if after_kill else None,
+        "killed_node_restart_failure": restart_failure,
     }
 
 
-def service_main(args: argparse.Namespace) -> dict[str, Any]:
+def _crash_report(log: Path) -> str | None:
+    """The head of a redis-server bug report in `log` (what crashed, and where), if any."""
+    if not log.exists():
+        return None
+    lines = log.read_text(errors="replace").splitlines()
+    start = next((i for i, line in enumerate(lines) if "BUG REPORT START" in line), None)
+    if start is None:
+        return None
+    return "\n".join(lines[max(0, start - 5) : start + 25])
+
+
+def service_main(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """The service part, its results added to `out` as they come (a failure keeps them)."""
     from lcg.testing.falkordb_cluster import falkordb_cluster
 
     ctx = multiprocessing.get_context("spawn")
     ready, stop = ctx.Queue(), ctx.Event()
     llm = ctx.Process(target=_llm_proc, args=(ready, stop), daemon=True)
     llm.start()
-    out: dict[str, Any] = {
+    out |= {
         "layer": "lcg serve processes (JSON-RPC over Unix sockets), scripted LLM, hash embedder",
         "settings": {
             "clients_per_process": args.clients,
@@ -951,6 +973,7 @@ def service_main(args: argparse.Namespace) -> dict[str, Any]:
             env = {**base, "LCG_STORAGE": "falkordb", "LCG_FALKORDB_URL": server.url}
             pid = [server.proc.pid]
             node: dict[str, Any] = {}
+            out["falkordb_one_node"] = node
             for n in (1, 2, 3):
                 node[f"{n}_own_group"] = service_config(
                     env, n, [f"s{i}" for i in range(n)], args, pid, server.url
@@ -960,7 +983,6 @@ def service_main(args: argparse.Namespace) -> dict[str, Any]:
                     node[f"{n}_one_group"] = service_config(
                         env, n, ["shared"] * n, args, pid, server.url
                     )
-            out["falkordb_one_node"] = node
             flush(server.url)
             out["catch_up_between_processes"] = catch_up_between_processes(
                 env, args.probes, args.catch_up_wait
@@ -970,11 +992,11 @@ def service_main(args: argparse.Namespace) -> dict[str, Any]:
             pids = [n.proc.pid for n in cluster.nodes]
             spread = one_group_per_primary(cluster)
             clustered: dict[str, Any] = {}
+            out["falkordb_cluster_3x2"] = clustered
             for n in (1, 2, 3):
                 clustered[f"{n}_own_group_replicas_0"] = service_config(
                     env, n, spread[:n], args, pids, cluster.url
                 )
-            out["falkordb_cluster_3x2"] = clustered
             if not args.skip_failover:
                 flush(cluster.url)
                 out["failover"] = service_failover(cluster, env)
@@ -990,7 +1012,6 @@ def service_main(args: argparse.Namespace) -> dict[str, Any]:
         ),
     }
     out["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
-    return out
 
 
 if __name__ == "__main__":
