@@ -34,6 +34,7 @@ def _wal(engine: Engine) -> bytes:
         export_wal(engine, Path(tmp) / "wal")
         return b"".join(p.read_bytes() for p in sorted((Path(tmp) / "wal").rglob("*.jsonl")))
 
+
 pytestmark = pytest.mark.anyio
 
 GROUP = "code"
