@@ -285,7 +285,10 @@ def catch_up_delay(url: str, episodes: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
-        "--part", choices=("backend", "service", "all"), default="all", help="which part to run"
+        "--part",
+        choices=("backend", "service", "failover", "all"),
+        default="all",
+        help="which part to run (failover: the service-level failover run alone)",
     )
     ap.add_argument("--episodes", type=int, default=150, help="backend: episodes per writer")
     ap.add_argument("--follow", type=int, default=200, help="backend: episodes of the catch-up run")
@@ -309,6 +312,8 @@ def main() -> None:
     out: dict[str, Any] = {"machine": "2 cores, shared with other developers' jobs: noisy"}
     if args.part in ("backend", "all"):
         out["backend"] = backend_main(args)
+    if args.part == "failover":
+        out["service_failover"] = failover_only()
     if args.part in ("service", "all"):
         out["service"] = {}
         try:
@@ -945,6 +950,20 @@ def _crash_report(log: Path) -> str | None:
     if start is None:
         return None
     return "\n".join(lines[max(0, start - 5) : start + 25])
+
+
+def failover_only() -> dict[str, Any]:
+    """The service-level failover run alone, on a fresh cluster (`--part failover`)."""
+    from lcg.testing.falkordb_cluster import falkordb_cluster
+
+    with falkordb_cluster() as cluster:
+        env = {
+            "LCG_EMBEDDER": "hash",
+            "LCG_EXTRACTOR": "heuristic",  # the run asserts entities: no model is called
+            "LCG_STORAGE": "falkordb",
+            "LCG_FALKORDB_URL": cluster.url,
+        }
+        return {"loadavg_1m_start": round(os.getloadavg()[0], 2), **service_failover(cluster, env)}
 
 
 def service_main(args: argparse.Namespace, out: dict[str, Any]) -> None:
