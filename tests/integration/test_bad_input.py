@@ -847,7 +847,7 @@ CASES = [
         WalGenerationError,
         mentions=".wal-generation.json",
         prepare=remove_default_generation,
-        kuzu_only="the generation file belongs to the workspace's WAL files; a server's stream has no generation, and only whole-group rebuilds run there",
+        kuzu_only="the generation file belongs to the workspace's WAL files; a server's stream has no generation",
     ),
     # -- WAL administration ----------------------------------------------------------------------
     bad("mark_create/name-missing", MC, {}, field="name"),
@@ -1196,9 +1196,6 @@ def test_every_write_method_has_bad_input_cases() -> None:
             RB,
             {"group_id": "mission-b", "from_seq": 1, "dry_run": True},
             id="rebuild/dry-run-tail",
-            marks=pytest.mark.kuzu_only(
-                "a tail rebuild replays the workspace's WAL files; a server group is rebuilt whole"
-            ),
         ),
     ],
 )

@@ -247,7 +247,7 @@ def _seed_wal_with_one_big_batch(settings: Settings, n: int) -> None:
 
 @pytest.mark.kuzu_only(
     "a tail rebuild (from_seq 1) replays the workspace's WAL files with progress frames; on "
-    "FalkorDB a group is rebuilt whole from its stream, in one commit, without frames"
+    "FalkorDB a tail is applied again in one unit, without progress frames"
 )
 def test_rebuild_from_wal_streams_replay_progress_before_its_result(settings: Settings) -> None:
     _seed_wal_with_one_big_batch(settings, 1100)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner  # noqa: TID251  CLI tests drive click's own runner
+from rebuild_jobs import rebuild_and_wait
 from rpc_support import ServiceProcess, short_socket_dir, wait_healthy
 
 from lcg import Engine, Entity, Settings, open_engine
@@ -366,3 +367,49 @@ async def test_status_reports_each_groups_stream_in_server_mode(
     assert wal["entries"] == 1
     assert wal["max_seq"] == wal["applied_seq"]
     assert set(status["wal_groups"]) == {"g", "liminis"}
+
+
+async def test_a_tail_rebuild_applies_the_streams_lines_again_in_server_mode(
+    tmp_path: Path, empty_server: str
+) -> None:
+    """`knowledge_rebuild_from_wal` with from_seq > 0 on a server: the stream's lines from
+    from_seq on are applied again to the group's rows (a row lost from the graph comes back);
+    to_seq is refused with the reason, and nothing changes."""
+    from lcg.storage.falkordb.backend import FalkorBackend
+    from lcg.storage.falkordb.keys import graph_key
+
+    engine = open_engine(_server_settings(tmp_path / ".lcg", empty_server))
+    try:
+        for name in ("Ana", "Bo", "Cy"):
+            await dispatch(engine, "knowledge_assert_entity", {"name": name, "group_id": "g"})
+        lost = await _entity_names(engine, "g")
+        server = FalkorBackend(empty_server)
+        try:
+            server.client.execute_command(
+                "GRAPH.QUERY", graph_key("g"), "MATCH (e:Entity {name: 'Cy'}) DELETE e"
+            )
+            position = server.stream_bounds("g")
+        finally:
+            server.close()
+        assert position is not None and position["max_seq"] is not None
+        assert await _entity_names(engine, "g") == ["Ana", "Bo"]
+        with pytest.raises(InvalidRequestError, match="to_seq is refused") as refused:
+            await dispatch(
+                engine,
+                "knowledge_rebuild_from_wal",
+                {"group_id": "g", "from_seq": 1, "to_seq": 1},
+            )
+        assert refused.value.field == "to_seq"
+        assert await _entity_names(engine, "g") == ["Ana", "Bo"]
+        result = await rebuild_and_wait(engine, {"group_id": "g", "from_seq": 1})
+        assert result["success"] is True
+        assert result["mutations_replayed"] == position["max_seq"]  # lines 1..max_seq
+        assert await _entity_names(engine, "g") == lost == ["Ana", "Bo", "Cy"]
+        found = await dispatch(
+            engine, "knowledge_find_entities", {"query": "Cy", "group_ids": ["g"]}
+        )
+        assert [n["name"] for n in found["nodes"]] == ["Cy"]
+        status = await dispatch(engine, "knowledge_status", {})
+        assert status["wal_groups"]["g"]["hydration_status"] == "hydrated"
+    finally:
+        engine.close()

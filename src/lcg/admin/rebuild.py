@@ -27,7 +27,7 @@ from lcg.engine.jobs import RebuildJob
 from lcg.engine.replay import ReplayReport, write_position
 from lcg.errors import ConflictError, InvalidRequestError, WalGenerationError
 from lcg.ontology import record_ingested_ontology
-from lcg.storage.backend import GraphReader
+from lcg.storage.backend import GraphReader, GroupMovedError
 from lcg.wal.fold import fold
 from lcg.wal.layout import ordered_files
 from lcg.wal.reader import ReadStats, iter_records
@@ -312,25 +312,28 @@ def _stream_checks(
     force_clear: bool,
 ) -> list[WalRecord]:
     """The checks of a rebuild from a server's stream (those of `_rebuild_plan` that apply):
-    the group's records.
+    the group's records (from `from_seq` on).
 
     Raises:
-        InvalidRequestError: a tail or bounded rebuild, or no stream; ConflictError: the group
-            holds data and the rebuild may not purge it.
+        InvalidRequestError: a bounded rebuild (`to_seq`), or no stream; ConflictError: the
+            group holds data and a full rebuild may not purge it.
     """
     db = exclusive.store(engine)
-    if from_seq != 0 or to_seq is not None:
+    if to_seq is not None:
         raise InvalidRequestError(
-            f"on LCG_STORAGE={db.backend} a group is rebuilt whole from its stream: from_seq "
-            "must be 0 and to_seq absent (tail and bounded rebuilds replay the embedded "
-            "store's WAL files)",
-            field="from_seq" if from_seq != 0 else "to_seq",
+            f"on LCG_STORAGE={db.backend} to_seq is refused: a group's graph always holds its "
+            "whole stream (the position every process's commit is checked against), so it "
+            "cannot be restored to an earlier seq without cutting acknowledged lines from the "
+            "stream; a bounded restore replays the embedded store's WAL files",
+            field="to_seq",
         )
-    records = db.stream_records(group_id)
-    if not records:
+    records = db.stream_records(group_id, from_seq)
+    if not records and not (db.stream_bounds(group_id) or {}).get("entries"):
         raise InvalidRequestError(
             f"No WAL stream found for group '{group_id}' on the server", field="group_id"
         )
+    if from_seq > 0:  # a tail: the lines applied again on top of the group's rows
+        return records  # none when from_seq is past the stream's end, as on Kuzu
     with db.read_for_write() as r:
         has_data = any(r.group_counts(group_id).values())
     if has_data:
@@ -357,20 +360,39 @@ def _rebuild_from_stream(
     dry_run: bool,
     force_clear: bool,
 ) -> dict[str, Any]:
-    """A full rebuild of a group from the WAL stream a server store keeps: fold every line,
-    then purge the group and bulk-load the fold in one commit of the group (all or nothing).
+    """A rebuild of a group from the WAL stream a server store keeps. Full (`from_seq` 0):
+    fold every line, then purge the group and bulk-load the fold in one commit of the group
+    (all or nothing). A tail (`from_seq` > 0): the lines from `from_seq` on applied again to
+    the group's rows, in order, in one unit guarded at the group's position
+    (`GraphBackend.replay_tail`: a commit of another process meanwhile applies nothing).
 
     Raises:
-        InvalidRequestError: a tail or bounded rebuild (from_seq > 0, to_seq), which this
-            store does not offer, or no stream; ConflictError: as a full rebuild on Kuzu.
+        InvalidRequestError: a bounded rebuild (`to_seq`), which this store does not offer,
+            or no stream; ConflictError: as a full rebuild on Kuzu, or another process
+            committed to the group during a tail (send it again).
     """
     db = exclusive.store(engine)
     with exclusive.write_lock(engine):
         cu = exclusive.catchup(engine)
         records = _stream_checks(engine, group_id, from_seq, to_seq, dry_run, force_clear)
-        report = ReplayReport(group_id, 0, None, mode="dry_run" if dry_run else "bulk")
+        mode = "dry_run" if dry_run else ("bulk" if from_seq == 0 else "incremental")
+        report = ReplayReport(group_id, from_seq, None, mode=mode)
         if dry_run:
             report.mutations_replayed = len(records)
+        elif from_seq > 0:
+            try:
+                report.mutations_replayed = db.replay_tail(group_id, from_seq)
+            except GroupMovedError as exc:
+                raise ConflictError(
+                    f"group '{group_id}' moved during the tail rebuild (another process "
+                    "committed to it): nothing was applied, send it again"
+                ) from exc
+            report.transactions_committed = 1
+            report.last_committed_seq = records[-1].seq if records else None
+            cu.reload_names()
+            engine.parts.search.invalidate([group_id])
+            exclusive.set_indices_built(engine, cu.warm_search([group_id]))
+            cu.emit_replay(report)
         else:
             folded = fold(group_id, records)
             if folded.needs_statement_replay:

@@ -295,6 +295,17 @@ class GraphBackend(Protocol):
         backend that `keeps_wal`); nothing for a store whose WAL is the engine's files."""
         ...
 
+    def replay_tail(self, group_id: str, from_seq: int) -> int:
+        """Apply the group's store-kept WAL lines from `from_seq` on to its graph again, in order
+        (a tail rebuild in server mode: a repair), atomically and only while the graph is at
+        its stream's end; how many lines. Nothing for a store whose WAL is the engine's files.
+
+        Raises:
+            GroupMovedError: another process committed meanwhile (nothing applied).
+            StorageError: the graph is behind its stream, or a line cannot run on the store.
+        """
+        ...
+
     def stream_bounds(self, group_id: str) -> dict[str, Any] | None:
         """The group's store-kept WAL stream, for `knowledge_status`: `stream` (its key),
         `entries` (commits), `byte_size` (as the server counts it) and `max_seq` (its last

@@ -269,6 +269,9 @@ class KuzuBackend:
     def stream_records(self, group_id: str, position: int = 0) -> list[WalRecord]:
         return []  # the engine keeps Kuzu's WAL, as JSONL files
 
+    def replay_tail(self, group_id: str, from_seq: int) -> int:
+        return 0  # the engine replays Kuzu's WAL files itself (lcg.admin.rebuild)
+
     def stream_bounds(self, group_id: str) -> dict[str, Any] | None:
         return None  # the engine keeps Kuzu's WAL, as JSONL files
 

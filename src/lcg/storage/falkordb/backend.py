@@ -1233,6 +1233,44 @@ class FalkorBackend:
             position = nxt
         return applied
 
+    def replay_tail(self, group_id: str, from_seq: int) -> int:
+        """The stream's lines from `from_seq` on, applied to the graph again in one MULTI/EXEC,
+        every statement guarded at the graph's position, which must be the stream's end (the
+        operations are upserts and deletes by uuid: applied again in order, they leave the rows
+        they touch as the stream says). A last guarded statement stamps the position node, so
+        its "Properties set" says whether the guard held."""
+        self.ensure_group(group_id)
+        position = FalkorReader(self).position(group_id)
+        records = self.stream_records(group_id, from_seq)
+        if records and records[-1].seq + 1 != position:
+            raise StorageError(
+                f"group {group_id!r}: its graph holds {position} lines and its stream "
+                f"{records[-1].seq + 1}: FalkorBackend.catch_up first"
+            )
+        if not records:
+            return 0
+        ops = [Op(r.op, r.data) for r in records]
+        statements = [cy.guarded(st, position) for st in cy.op_statements(group_id, ops)]
+        statements.append(
+            cy.guarded(
+                (f"MATCH (p:{cy.POSITION_NODE}) SET p.replayed = $t", {"t": time.time_ns()}),
+                position,
+            )
+        )
+        key = graph_key(group_id)
+        commands: list[tuple[Any, ...]] = [("MULTI",)]
+        commands += [("GRAPH.QUERY", key, params_header(p) + q) for q, p in statements]
+        commands.append(("EXEC",))
+        results = self._exec(key, commands)[-1]
+        if isinstance(results, Exception) or not isinstance(results, list):
+            raise StorageError(f"FalkorDB refused the replay of group {group_id!r}: {results}")
+        failed = [r for r in results if isinstance(r, Exception)]
+        if failed:
+            raise StorageError(f"FalkorDB refused a replayed line of {group_id!r}: {failed[0]}")
+        if _stat(results[-1], "Properties set") < 1:
+            raise GroupMovedError(group_id, position, FalkorReader(self).position(group_id))
+        return len(records)
+
     def rebuild(self, group_id: str, embeddings: Sequence[EmbeddingRow] = ()) -> FoldedGroup:
         """Re-derive the group's graph from its stream: fold every line (DESIGN §4), drop the
         graph, bulk-load the folded rows (with `embeddings`, the caller's rows for them) and
