@@ -286,9 +286,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
         "--part",
-        choices=("backend", "service", "failover", "all"),
+        choices=("backend", "service", "failover", "catchup", "all"),
         default="all",
-        help="which part to run (failover: the service-level failover run alone)",
+        help="which part to run (failover, catchup: those service-level runs alone)",
     )
     ap.add_argument("--episodes", type=int, default=150, help="backend: episodes per writer")
     ap.add_argument("--follow", type=int, default=200, help="backend: episodes of the catch-up run")
@@ -314,6 +314,17 @@ def main() -> None:
         out["backend"] = backend_main(args)
     if args.part == "failover":
         out["service_failover"] = failover_only()
+    if args.part == "catchup":
+        with falkordb_server() as server:
+            env = {
+                "LCG_EMBEDDER": "hash",
+                "LCG_EXTRACTOR": "heuristic",  # the run asserts entities: no model is called
+                "LCG_STORAGE": "falkordb",
+                "LCG_FALKORDB_URL": server.url,
+            }
+            out["catch_up_between_processes"] = catch_up_between_processes(
+                env, args.probes, args.catch_up_wait
+            )
     if args.part in ("service", "all"):
         out["service"] = {}
         try:
@@ -764,6 +775,7 @@ def catch_up_between_processes(env: dict[str, str], probes: int, wait_s: float) 
     the entity: the delay until B's search sees A's write. B's `knowledge_get_entity_neighbors`
     (a storage read) is asked too, for contrast."""
     from lcg.service.rpc.client import RpcError
+    from lcg.testing.follow_delay import follow_delay
 
     find_delay: list[float] = []
     point_delay: list[float] = []
@@ -801,7 +813,10 @@ def catch_up_between_processes(env: dict[str, str], probes: int, wait_s: float) 
                 unseen += 1
             else:
                 find_delay.append(found)
+        # The same measured by lcg.testing.follow_delay (a new group: the follower learns it too).
+        helper = follow_delay(ca, cb, group="cu-helper", writes=probes, timeout_s=wait_s)
     return {
+        "lcg_testing_follow_delay": helper,
         "probes": probes,
         "wait_s": wait_s,
         "found_by_b_find_within_wait": len(find_delay),
