@@ -1070,7 +1070,6 @@ CASES = [
         {"path": "/nonexistent-lcg-dir"},
         field="path",
         mentions="not a directory",
-        kuzu_only="the code graph reads the store in Kuzu's Cypher dialect (list_contains) before it checks the path; FalkorDB refuses the read",
     ),
     bad("export/path-missing", "knowledge_export_graph", {}, field="path"),
     bad("import/path-missing", "knowledge_import_graph", {}, field="path"),
