@@ -388,3 +388,77 @@ async def test_strategies_over_the_wire(apollo: Engine) -> None:
     # (A query many entities match on their own evidence: the search floor pads no result.)
     diverse = await names(apollo, "the Moon", search_strategy="hybrid_mmr", num_results=5)
     assert len(diverse) == len(set(diverse)) == 5
+
+
+async def test_rows_of_hits_match_the_rows_by_uuid(two_groups: Engine) -> None:
+    """`GraphReader.*_of_hits` (the hydration read of search) returns what `*_by_uuids` does,
+    over more keys than one statement takes (Kuzu: 16), with missing keys absent, and only
+    rows of the named groups on a store that keeps one graph per group."""
+    for i in range(20):
+        await call(two_groups, "knowledge_assert_entity", name=f"Probe {i}", group_id="g1")
+    await call(
+        two_groups,
+        "knowledge_assert_relationship",
+        source_name="Probe 1",
+        predicate="NEAR",
+        target_name="Probe 2",
+        fact="Probe 1 is near Probe 2",
+        group_id="g1",
+    )
+
+    def read(conn: Any) -> None:
+        ents = [e.uuid for e in conn.entities_in_groups(["g1", "g2"])]
+        assert len(ents) == 22
+        wanted = [*ents, "no-such-uuid"]
+        assert conn.entities_of_hits(["g1", "g2"], wanted) == conn.entities_by_uuids(wanted)
+        assert len(conn.entities_of_hits(["g1", "g2"], wanted)) == 22
+        fact = conn.facts_with_hops(["g1"])[0].uuid
+        assert conn.facts_of_hits(["g1"], [fact, "x"]) == conn.facts_by_uuids([fact])
+        assert list(conn.facts_of_hits(["g1"], [fact])) == [fact]
+        eps = ["ep-g1", "ep-g2", "x"]
+        assert conn.episodes_of_hits(["g1", "g2"], eps) == conn.episodes_by_uuids(eps)
+        assert set(conn.episodes_of_hits(["g1", "g2"], eps)) == {"ep-g1", "ep-g2"}
+        assert conn.entities_of_hits([], []) == {}
+
+    with two_groups.reader() as conn:
+        read(conn)
+
+
+async def test_results_carry_rows_as_last_written(apollo: Engine) -> None:
+    """Search results are hydrated from a row cache (lcg.search.rows): every write to a row
+    found before (summary, labels, invalidation) shows in the next search's result."""
+    first = await call(apollo, "knowledge_find_entities", query="Saturn V")
+    node = first["nodes"][0]
+    assert node["name"] == "Saturn V"
+    again = await call(apollo, "knowledge_find_entities", query="Saturn V")
+    assert again["nodes"][0] == node
+    await call(
+        apollo,
+        "knowledge_assert_entity",
+        name="Saturn V",
+        entity_uuid=node["uuid"],
+        labels=["Rocket"],
+        summary="A retired super heavy-lift launch vehicle.",
+    )
+    after = await call(apollo, "knowledge_find_entities", query="Saturn V")
+    assert after["nodes"][0]["uuid"] == node["uuid"]
+    assert after["nodes"][0]["summary"] == "A retired super heavy-lift launch vehicle."
+    assert "Rocket" in after["nodes"][0]["labels"]
+
+    found = await call(apollo, "knowledge_find_relationships", query="Saturn V", num_results=1)
+    fact = found["facts"][0]
+    assert fact["invalid_at"] is None
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    ep = Episode("ep-ended", fact["group_id"], "note", "It ended.", created_at=when)
+    await apollo.commit_episode(
+        EpisodeCommit(fact["group_id"], ep, invalidations=[Invalidation(fact["uuid"], when, when)])
+    )
+    everything = await call(
+        apollo,
+        "knowledge_find_relationships",
+        query="Saturn V",
+        num_results=50,
+        include_invalidated=True,
+    )
+    ended = next(f for f in everything["facts"] if f["uuid"] == fact["uuid"])
+    assert ended["invalid_at"] is not None

@@ -158,6 +158,8 @@ class Engine:
             # the index is built from the server at open.
             if store is not None and store.backend == "kuzu"
             else None,
+            # Rows hydrated from a store only this process writes (lcg.search.rows).
+            cache_rows=store is not None and store.backend == "kuzu",
         )
         # The language model is built from the settings on first use unless given.
         self.parts = Parts(wal, embedder, events, self._search, LlmSlot(settings, events, llm))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio.to_thread
 import numpy as np
@@ -25,9 +25,11 @@ from lcg.models import Entity, Episode, Fact
 from lcg.search.floor import LEXICAL_COVERAGE
 from lcg.search.index import SearchIndex
 from lcg.search.partition import View
+from lcg.search.rows import RowCache
 from lcg.search.scoring import bm25_idf, bm25_scores, cosines, mmr, rrf, top_k
 from lcg.search.strategy import HYBRID_RRF, Strategy
 from lcg.search.text import STOPWORDS, tokens
+from lcg.storage.backend import GraphReader
 from lcg.temporal.filter import CURRENT, TimeFilter
 
 if TYPE_CHECKING:
@@ -40,8 +42,18 @@ MaskFn = Callable[[str, View], Mask]
 
 
 @dataclass(frozen=True)
+class _Doc:
+    """A ranked document: where it lives and its fused score."""
+
+    uuid: str
+    group_id: str
+    doc: int
+    score: float
+
+
+@dataclass(frozen=True)
 class Hit:
-    """A ranked document: where it lives and its fused score (`cosine`: best vector similarity)."""
+    """A ranked document: where it lives, its fused score and its best vector similarity."""
 
     uuid: str
     group_id: str
@@ -178,8 +190,10 @@ def _rank(
     strategy: Strategy,
     mask_fn: MaskFn | None = None,
     floor: float | None = None,
-) -> tuple[list[Hit], dict[str, View]]:
-    """Fused hits (best first, at most `candidates * limit`), and the views they came from.
+) -> tuple[list[_Doc], dict[str, View], Callable[[_Doc], float]]:
+    """Fused hits (best first, at most `candidates * limit`), the views they came from, and
+    the best vector similarity of a hit to the query (0.0 without a query vector), computed
+    only for the hits a caller asks it of.
 
     `floor`: the minimum cosine similarity of a vector match (default: the embedder's,
     `SearchIndex.vector_floor`)."""
@@ -200,30 +214,30 @@ def _rank(
     fused = rrf([[h[0] for h in ranked] for ranked in lists], strategy.rrf_k)[:pool]
     by_group = dict(views)
 
-    def cosine(group: str, doc: int) -> float:
+    def cosine(hit: _Doc) -> float:
         if query.vector is None:
             return 0.0
-        view = by_group[group]
-        at = np.array([doc], dtype=np.int64)
+        view = by_group[hit.group_id]
+        at = np.array([hit.doc], dtype=np.int64)
         sims = [
             float(view.vectors_of(k, at)[0] @ query.vector)
             for k in kinds
-            if view.has_vector[k][doc]
+            if view.has_vector[k][hit.doc]
         ]
         return max(sims, default=0.0)
 
-    hits = [Hit(u, *where[u], s, cosine(*where[u])) for u, s in fused]
-    return hits, by_group
+    hits = [_Doc(u, *where[u], s) for u, s in fused]
+    return hits, by_group, cosine
 
 
-def _mmr(hits: list[Hit], views: dict[str, View], kind: str, lam: float) -> list[Hit]:
+def _mmr(hits: list[_Doc], views: dict[str, View], kind: str, lam: float) -> list[_Doc]:
     if len(hits) < 2:
         return hits
     vecs = np.stack(
         [views[h.group_id].vectors_of(kind, np.array([h.doc], dtype=np.int64))[0] for h in hits]
     )
     order = mmr(np.array([h.score for h in hits]), vecs, len(hits), lam)
-    return [Hit(hits[i].uuid, hits[i].group_id, hits[i].doc, s, hits[i].cosine) for i, s in order]
+    return [_Doc(hits[i].uuid, hits[i].group_id, hits[i].doc, s) for i, s in order]
 
 
 def _distances(index: SearchIndex, center: Entity, max_hops: int) -> dict[int, int]:
@@ -250,16 +264,10 @@ def _distances(index: SearchIndex, center: Entity, max_hops: int) -> dict[int, i
     return dist
 
 
-def _by_distance(hits: list[Hit], hops: Callable[[Hit], int], max_hops: int) -> list[Hit]:
+def _by_distance(hits: list[_Doc], hops: Callable[[_Doc], int], max_hops: int) -> list[_Doc]:
     """Closer first, then by fused score; score = (max_hops + 1 - hops) + fused score."""
     out = [
-        Hit(
-            h.uuid,
-            h.group_id,
-            h.doc,
-            (max_hops + 1 - min(hops(h), max_hops + 1)) + h.score,
-            h.cosine,
-        )
+        _Doc(h.uuid, h.group_id, h.doc, (max_hops + 1 - min(hops(h), max_hops + 1)) + h.score)
         for h in hits
     ]
     out.sort(key=lambda h: (-h.score, h.uuid))
@@ -278,6 +286,36 @@ def _center(engine: Engine, uuid: str) -> Entity:
     if found is None:
         raise NotFoundError("entity", uuid, f"center_node_uuid '{uuid}' does not exist")
     return found
+
+
+R = TypeVar("R", Entity, Fact, Episode)
+
+
+def _hydrate(
+    engine: Engine,
+    hits: Sequence[_Doc | Hit],
+    family: str,
+    read: Callable[[GraphReader, list[str], list[str]], dict[str, R]],
+) -> dict[str, R]:
+    """The rows of `hits` by uuid (missing ones absent): from the index's row cache
+    (`SearchIndex.rows`, lcg.search.rows) while their group is unchanged, the rest in
+    one `read` of the database (groups, uuids: `GraphReader.entities_of_hits`)."""
+    index = engine.parts.search
+    groups = list(dict.fromkeys(h.group_id for h in hits))
+
+    def fetch(uuids: list[str]) -> dict[str, R]:
+        if not uuids:
+            return {}
+        with engine.reader() as conn:
+            return read(conn, groups, uuids)
+
+    caches = index.rows
+    if caches is None:
+        return fetch([h.uuid for h in hits])
+    cache: RowCache[R] = caches[family]
+    # Stamps before the read: a commit landing meanwhile leaves these rows stale in the cache.
+    stamps = {g: index.stamp(g) for g in groups}
+    return cache.get([(h.uuid, stamps[h.group_id]) for h in hits], fetch)
 
 
 def _entities(
@@ -299,7 +337,7 @@ def _entities(
             (not wanted.isdisjoint(t) for t in view.tags[: view.n]), dtype=bool, count=view.n
         )
 
-    hits, views = _rank(
+    hits, views, _ = _rank(
         index,
         "entity",
         ("entity_name", "entity_summary"),
@@ -315,7 +353,7 @@ def _entities(
         dist = _distances(index, center, strategy.max_hops)
         far = strategy.max_hops + 1
 
-        def hops(h: Hit) -> int:
+        def hops(h: _Doc) -> int:
             if h.uuid == center.uuid:
                 return 0
             code = index.known_code(h.uuid)  # None: the entity is the end of no fact
@@ -323,8 +361,7 @@ def _entities(
 
         hits = _by_distance(hits, hops, strategy.max_hops)
     hits = hits[:limit]
-    with engine.reader() as conn:
-        rows = conn.entities_by_uuids([h.uuid for h in hits])
+    rows = _hydrate(engine, hits, "entity", lambda conn, g, u: conn.entities_of_hits(g, u))
     return [(rows[h.uuid], h.score) for h in hits if h.uuid in rows]
 
 
@@ -352,14 +389,14 @@ def _facts(
             keep &= np.isin(view.columns["name"], [c for c in names if c is not None])
         return keep
 
-    hits, views = _rank(index, "fact", ("fact",), groups, query, limit, strategy, mask)
+    hits, views, _ = _rank(index, "fact", ("fact",), groups, query, limit, strategy, mask)
     if strategy.mmr_lambda is not None:
         hits = _mmr(hits, views, "fact", strategy.mmr_lambda)
     if center is not None:
         dist = _distances(index, center, strategy.max_hops)
         far = strategy.max_hops + 1
 
-        def hops(h: Hit) -> int:
+        def hops(h: _Doc) -> int:
             cols = views[h.group_id].columns
             return min(
                 dist.get(int(cols["source"][h.doc]), far), dist.get(int(cols["target"][h.doc]), far)
@@ -371,8 +408,7 @@ def _facts(
     # nearly always suffices; the rows' own check below is the authoritative one.
     for start in range(0, len(hits), limit):
         batch = hits[start : start + limit]
-        with engine.reader() as conn:
-            rows = conn.facts_by_uuids([h.uuid for h in batch])
+        rows = _hydrate(engine, batch, "fact", lambda conn, g, u: conn.facts_of_hits(g, u))
         for h in batch:
             fact = rows.get(h.uuid)
             if fact is None or not time.admits(fact):
@@ -398,10 +434,11 @@ def episode_hits(
     """Ranked episodes with their hits (fused score and cosine similarity); `floor` as in
     `_rank` (knowledge_search_passages passes its `min_score`)."""
     index = engine.parts.search
-    hits, _ = _rank(index, "episode", ("episode",), groups, query, limit, strategy, floor=floor)
-    hits = hits[:limit]
-    with engine.reader() as conn:
-        rows = conn.episodes_by_uuids([h.uuid for h in hits])
+    ranked, _, cosine = _rank(
+        index, "episode", ("episode",), groups, query, limit, strategy, floor=floor
+    )
+    hits = [Hit(h.uuid, h.group_id, h.doc, h.score, cosine(h)) for h in ranked[:limit]]
+    rows = _hydrate(engine, hits, "episode", lambda conn, g, u: conn.episodes_of_hits(g, u))
     return [(rows[h.uuid], h) for h in hits if h.uuid in rows]
 
 

@@ -22,6 +22,9 @@ Lifecycle (driven by lcg.engine):
   installed at once, so no search ever mixes vectors of two models. `generation` counts swaps:
   a search that took its views before a swap and its query vector after retries.
 
+The version of a group (`stamp`) also stamps the rows searches hydrated their results with
+(`rows`, lcg.search.rows), so a cached row is served only while no write touched its group.
+
 Loading races with commits are settled by versions: a loader installs what it read only if no
 commit touched that partition's group since it started (else it retries, and at worst serves
 its own consistent snapshot without installing it).
@@ -42,6 +45,7 @@ from lcg.embedding.base import Embedder, Vectors
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow
 from lcg.search.partition import Partition, View
+from lcg.search.rows import RowCache
 from lcg.search.snapshot import Snapshots
 from lcg.search.text import Vocabulary
 from lcg.storage.backend import GraphReader
@@ -98,6 +102,7 @@ class SearchIndex:
         embedder: Embedder,
         vector_floor: float = 0.0,
         snapshots: Snapshots | None = None,
+        cache_rows: bool = True,
     ) -> None:
         self._read = read
         self._embedder = embedder
@@ -113,6 +118,11 @@ class SearchIndex:
         self._pending: dict[str, set[str]] = {f: set() for f in FAMILIES}
         self._loading: dict[tuple[str, str], threading.Lock] = {}
         self.generation = 0  # swaps of the embedder so far
+        # Hydrated result rows (lcg.search.rows); None where other processes write the same
+        # store (server mode): their commits reach this index late, so the rows would too.
+        self.rows: dict[str, RowCache[Any]] | None = (
+            {family: RowCache() for family in FAMILIES} if cache_rows else None
+        )
         # Saved partitions (lcg.search.snapshot) are usable only with the vocabulary and codes
         # saved with them, restored here before any text is analysed.
         self._snapshots: Snapshots | None = None
@@ -224,6 +234,12 @@ class SearchIndex:
 
     def _version(self, group: str) -> tuple[int, int]:
         return (self._epoch, self._versions.get(group, 0))
+
+    def stamp(self, group: str) -> tuple[int, int]:
+        """The group's version: it changes after every commit of the group is visible in the
+        database, and at `invalidate` and `reset` (lcg.search.rows)."""
+        with self._lock:
+            return self._version(group)
 
     def _partition(self, family: str, group: str) -> Partition:
         key = (family, group)
@@ -350,6 +366,8 @@ class SearchIndex:
         with self._lock:
             self._parts.clear()
             self._epoch += 1
+            for cache in (self.rows or {}).values():
+                cache.clear()
             self._groups = dict.fromkeys(FAMILIES)
             self._pending = {f: set() for f in FAMILIES}
 

@@ -223,6 +223,19 @@ class GraphReader(Protocol):
         FalkorDB runs it on every group's graph and concatenates the rows."""
         ...
 
+    def entities_of_hits(self, groups: Sequence[str], uuids: Sequence[str]) -> dict[str, Entity]:
+        """Entities by uuid, all of them in `groups` (missing ones absent): the few rows of a
+        search's hits, read by primary key, never with a scan of the table (lcg.search)."""
+        ...
+
+    def facts_of_hits(self, groups: Sequence[str], uuids: Sequence[str]) -> dict[str, Fact]:
+        """Facts by uuid, as `entities_of_hits`."""
+        ...
+
+    def episodes_of_hits(self, groups: Sequence[str], uuids: Sequence[str]) -> dict[str, Episode]:
+        """Episodes by uuid, as `entities_of_hits`."""
+        ...
+
 
 @runtime_checkable
 class GraphWriter(GraphReader, Protocol):

@@ -43,6 +43,15 @@ class KuzuReader:
     def episodes_by_uuids(self, uuids: Iterable[str]) -> dict[str, Episode]:
         return graph.episodes_by_uuids(self.conn, uuids)
 
+    def entities_of_hits(self, groups: Sequence[str], uuids: Sequence[str]) -> dict[str, Entity]:
+        return graph.entities_of_hits(self.conn, uuids)  # one database holds every group
+
+    def facts_of_hits(self, groups: Sequence[str], uuids: Sequence[str]) -> dict[str, Fact]:
+        return graph.facts_of_hits(self.conn, uuids)
+
+    def episodes_of_hits(self, groups: Sequence[str], uuids: Sequence[str]) -> dict[str, Episode]:
+        return graph.episodes_of_hits(self.conn, uuids)
+
     def episode_groups(self, uuids: Sequence[str]) -> dict[str, str]:
         return graph.episode_groups(self.conn, uuids)
 

@@ -279,6 +279,27 @@ class FalkorReader:
         )
         return {row[0]: cy.episode(row) for row in rows}
 
+    def entities_of_hits(self, groups: Sequence[str], uuids: Sequence[str]) -> dict[str, Entity]:
+        rows = self._of_hits(groups, uuids, f"(e:Entity {{uuid: u}}) RETURN {cy.ENTITY_COLS}")
+        return {row[0]: cy.entity(row) for row in rows}
+
+    def facts_of_hits(self, groups: Sequence[str], uuids: Sequence[str]) -> dict[str, Fact]:
+        rows = self._of_hits(groups, uuids, f"(f:Fact {{uuid: u}}) RETURN {cy.FACT_COLS}")
+        return {row[0]: cy.fact(row) for row in rows}
+
+    def episodes_of_hits(self, groups: Sequence[str], uuids: Sequence[str]) -> dict[str, Episode]:
+        rows = self._of_hits(groups, uuids, f"(ep:Episode {{uuid: u}}) RETURN {cy.EPISODE_COLS}")
+        return {row[0]: cy.episode(row) for row in rows}
+
+    def _of_hits(self, groups: Sequence[str], uuids: Sequence[str], match: str) -> Rows:
+        """`UNWIND`ed uuid lookups on the graphs of `groups` only (`*_of_hits`)."""
+        keys = list(dict.fromkeys(uuids))
+        if not keys or not groups:
+            return []
+        return self._all(
+            list(dict.fromkeys(groups)), f"UNWIND $keys AS u MATCH {match}", {"keys": keys}
+        )
+
     def episode_groups(self, uuids: Sequence[str]) -> dict[str, str]:
         keys = list(dict.fromkeys(uuids))
         if not keys:
