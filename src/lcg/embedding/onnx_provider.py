@@ -10,9 +10,10 @@ sentence vectors `[batch, dim]`; rows are L2-normalised.
 Only onnxruntime and tokenizers are imported: no torch, no hub client. Nothing is ever
 downloaded here (`lcg models pull` does that, on request). Loaded models are kept per process.
 
-Cost (issue 18; bench/embeddings.py `onnx`): texts are sorted by length and each batch is
-padded only to its longest text. Each `run` uses one thread and never spins: ONNX Runtime's
-intra-op threads spin-wait between operators, and on a loaded machine (another process, or
+Cost (issue 18; bench/embeddings.py `onnx`): texts are sorted by token count and cut into the
+batches that cost least to run (`plan_batches`: each batch is padded to its longest text, and
+each run costs about 12 tokens' worth on top). Each `run` uses one thread and never spins:
+ONNX Runtime's intra-op threads spin-wait between operators, and on a loaded machine (another process, or
 lcg's own ingestion) two spinning threads of one run wait on each other and burn the CPU the
 other needs (measured on the shared 2-core machine: 1 thread 560 ms wall for 64 names, 2
 spinning threads 1240 ms). Parallelism comes instead from running up to `threads` batches at
@@ -43,6 +44,8 @@ __all__ = [
     "find_model_file",
     "load_onnx",
     "onnx_installed",
+    "plan_batches",
+    "session_options",
 ]
 
 MANIFEST = "lcg-model.json"
@@ -92,8 +95,27 @@ def _max_length(directory: Path, model_file: Path) -> int:
     return DEFAULT_MAX_LENGTH
 
 
-@functools.lru_cache(maxsize=4)
-def _load(directory: str) -> tuple[Any, Any]:
+def session_options(intra_op_threads: int = 1, spinning: bool = False) -> Any:
+    """ONNX Runtime session options of a loaded model: one thread per run, never spinning, by
+    default (see the module docstring; bench/embeddings.py measures the other settings)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    options.intra_op_num_threads = intra_op_threads
+    options.inter_op_num_threads = 1
+    spin = "1" if spinning else "0"
+    options.add_session_config_entry("session.intra_op.allow_spinning", spin)
+    options.add_session_config_entry("session.inter_op.allow_spinning", spin)
+    # The arena keeps the largest batch's activations forever; without it memory follows use.
+    options.enable_cpu_mem_arena = False
+    options.log_severity_level = 3
+    return options
+
+
+@functools.lru_cache(maxsize=8)
+def _load(directory: str, intra_op_threads: int, spinning: bool) -> tuple[Any, Any]:
     import onnxruntime
     from tokenizers import Tokenizer
 
@@ -107,17 +129,7 @@ def _load(directory: str) -> tuple[Any, Any]:
     )
     if tokenizer_file is None:
         raise ConfigError(f"{directory} holds no tokenizer.json")
-    options = onnxruntime.SessionOptions()
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-    # One thread per run, never spinning (see the module docstring); batches run in parallel.
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    # The arena keeps the largest batch's activations forever; without it memory follows use.
-    options.enable_cpu_mem_arena = False
-    options.log_severity_level = 3
+    options = session_options(intra_op_threads, spinning)
     session = onnxruntime.InferenceSession(
         str(model_file), options, providers=["CPUExecutionProvider"]
     )
@@ -127,6 +139,37 @@ def _load(directory: str) -> tuple[Any, Any]:
     # batch to its own longest text.
     tokenizer.no_padding()
     return session, tokenizer
+
+
+# What one `session.run` costs beyond its tokens, in tokens: measured with all-MiniLM-L6-v2
+# (CPU time, float32 and int8 alike) as ~3-5 ms a run against ~0.25-0.45 ms a padded token.
+RUN_OVERHEAD_TOKENS = 12
+
+
+def plan_batches(token_counts: list[int], cap: int) -> list[list[int]]:
+    """Batches (lists of row indices) of at most `cap` texts that cost least to run, each
+    padded to its longest text: texts sorted by token count, cut where the padding saved
+    outweighs another run (RUN_OVERHEAD_TOKENS). A short name is not padded to an episode's
+    length, and a jump in length starts a new batch. Exact (dynamic programming over the cut
+    points, O(texts x cap))."""
+    n = len(token_counts)
+    order = sorted(range(n), key=token_counts.__getitem__)
+    lengths = np.array([token_counts[i] for i in order], dtype=np.float64)
+    best = np.zeros(n + 1)  # best[j]: the least cost of the j shortest texts
+    cut = np.zeros(n + 1, dtype=np.int64)
+    for j in range(1, n + 1):
+        first = max(0, j - cap)
+        starts = np.arange(first, j)
+        # A batch of texts starts..j-1 is padded to the longest, lengths[j - 1].
+        costs = best[first:j] + RUN_OVERHEAD_TOKENS + (j - starts) * lengths[j - 1]
+        k = int(np.argmin(costs))
+        best[j], cut[j] = costs[k], first + k
+    batches: list[list[int]] = []
+    j = n
+    while j > 0:
+        batches.append(order[int(cut[j]) : j])
+        j = int(cut[j])
+    return batches[::-1]
 
 
 class OnnxEmbedder:
@@ -172,18 +215,27 @@ class OnnxEmbedder:
         np.divide(output, norms, out=output, where=norms > 0)
         return output.astype(np.float32, copy=False)
 
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """How many tokens each text is, as the model sees it (truncated)."""
+        return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
+
+    def plan(self, token_counts: list[int]) -> list[list[int]]:
+        """The batches `embed` runs for texts of these token counts (see `plan_batches`):
+        enough to keep every worker busy, none above batch_size rows (nor capped below 8)."""
+        cap = max(8, min(self.batch_size, -(-len(token_counts) // self.threads)))
+        return plan_batches(token_counts, cap)
+
     def embed(self, texts: list[str]) -> Vectors:
         if not texts:
             return np.empty((0, self._identity.dim), dtype=np.float32)
         out = np.empty((len(texts), self._identity.dim), dtype=np.float32)
-        # Tokenised all at once (tokenizers' own threads), then similar token counts together:
-        # a batch is padded to its longest text (on Apollo entity and fact texts in batches of
-        # 32, 10% padding sorted by tokens against 28% sorted by characters).
+        # Tokenised all at once (tokenizers' own threads), then batched by token count: a batch
+        # is padded to its longest text (bench/embeddings.py, the Apollo entity and fact texts:
+        # 48% of the tokens were padding in input order, 17% in equal batches sorted by
+        # tokens, 1.5% with plan_batches).
         encoded = self._tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
-        # Enough batches to keep every worker busy, none above batch_size or below 8 texts.
-        size = max(8, min(self.batch_size, -(-len(texts) // self.threads)))
-        batches = [order[i : i + size] for i in range(0, len(order), size)]
+        counts = [len(e.ids) for e in encoded]
+        batches = self.plan(counts)
 
         def encode(rows: list[int]) -> None:
             out[rows] = self._run([encoded[i] for i in rows])
@@ -194,15 +246,26 @@ class OnnxEmbedder:
             return out
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="lcg-onnx")
-        # Longest batches first, so the last one to finish is a short one.
-        for done in [self._pool.submit(encode, rows) for rows in reversed(batches)]:
+        # Costliest batches first, so the last one to finish is a cheap one.
+        batches.sort(key=lambda rows: len(rows) * counts[rows[-1]], reverse=True)
+        for done in [self._pool.submit(encode, rows) for rows in batches]:
             done.result()
         return out
 
 
-def load_onnx(directory: Path, name: str | None, *, batch_size: int) -> OnnxEmbedder:
+def load_onnx(
+    directory: Path,
+    name: str | None,
+    *,
+    batch_size: int,
+    intra_op_threads: int = 1,
+    spinning: bool = False,
+    workers: int = 0,
+) -> OnnxEmbedder:
     """Load the ONNX model in `directory`; its identity is `name`, else the manifest's name,
-    else the directory's name.
+    else the directory's name. The defaults of `intra_op_threads`, `spinning` and `workers`
+    (batches run at once; 0: one per usable CPU) are lcg's (see the module docstring);
+    bench/embeddings.py measures the others.
 
     Raises:
         ConfigError: onnxruntime/tokenizers are missing, or the directory holds no usable model;
@@ -217,8 +280,8 @@ def load_onnx(directory: Path, name: str | None, *, batch_size: int) -> OnnxEmbe
     manifest_name = _read_json(directory / MANIFEST).get("name")
     identity_name = name or (manifest_name if isinstance(manifest_name, str) else directory.name)
     try:
-        session, tokenizer = _load(str(directory.resolve()))
-        return OnnxEmbedder(session, tokenizer, identity_name, batch_size)
+        session, tokenizer = _load(str(directory.resolve()), intra_op_threads, spinning)
+        return OnnxEmbedder(session, tokenizer, identity_name, batch_size, workers)
     except ConfigError:
         raise
     except Exception as exc:  # onnxruntime and tokenizers raise their own exception types
