@@ -52,7 +52,7 @@ $(ONNX_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(ONNX_VENV)
 	$(ONNX_VENV)/bin/pip install --quiet --upgrade pip
 	$(ONNX_VENV)/bin/pip install --quiet torch==2.13.0
-	$(ONNX_VENV)/bin/pip install --quiet -e '.[dev,embeddings-int8,sentence-transformers]'
+	$(ONNX_VENV)/bin/pip install --quiet -e '.[dev,embeddings,sentence-transformers]'
 	touch $@
 onnx-test: $(ONNX_VENV)/.installed
 	$(ONNX_VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_onnx_models_cli.py

@@ -74,6 +74,7 @@ def test_onnx_vectors_match_sentence_transformers(model_dir: Path, tmp_path: Pat
 
 
 INT8 = "all-MiniLM-L6-v2-int8"
+FP32 = "all-MiniLM-L6-v2"
 needs_int8 = pytest.mark.skipif(
     bool(MISSING_INT8), reason=f"the int8 variant needs these packages: {MISSING_INT8}"
 )
@@ -96,12 +97,13 @@ def test_the_int8_variant_stays_close_to_sentence_transformers(model_dir: Path) 
 
 @needs_model
 def test_auto_uses_a_cached_model(model_dir: Path, tmp_path: Path) -> None:
+    # Only the float32 model cached (pulled before int8 became the default): auto uses it.
     cache = tmp_path / "models"
     cache.mkdir()
-    (cache / DEFAULT_MODEL).symlink_to(model_dir, target_is_directory=True)
+    (cache / FP32).symlink_to(model_dir, target_is_directory=True)
     settings = Settings.for_home(tmp_path / ".lcg", embedder="auto", models_dir=str(cache))
     chosen = select_embedder(settings)
-    assert chosen.identity.model == DEFAULT_MODEL
+    assert chosen.identity.model == FP32
     assert not chosen.identity.lexical_only
 
 
@@ -179,11 +181,12 @@ def _archive(directory: Path) -> bytes:
     return buffer.getvalue()
 
 
-@needs_model
-def test_pull_downloads_verifies_and_caches(
+@needs_int8
+def test_pull_with_no_name_downloads_verifies_quantises_and_caches_the_int8_default(
     model_dir: Path, mirror: _Mirror, tmp_path: Path
 ) -> None:
     archive = _archive(model_dir)
+    # The default is made from the float32 archive: the mirror serves only that one.
     mirror.files["/models/all-MiniLM-L6-v2.tar.gz"] = archive
     mirror.files["/models/all-MiniLM-L6-v2.tar.gz.sha256"] = (
         f"{hashlib.sha256(archive).hexdigest()}  all-MiniLM-L6-v2.tar.gz\n".encode()
@@ -192,19 +195,29 @@ def test_pull_downloads_verifies_and_caches(
     env = {"LCG_MODELS_DIR": str(cache), "LCG_MODELS_URL": mirror.url, "LCG_HOME": str(tmp_path)}
     result = CliRunner().invoke(cli, ["models", "pull"], env=env)
     assert result.exit_code == 0, result.output
-    assert "all-MiniLM-L6-v2" in result.output and "384-d" in result.output
+    assert f"{INT8}:" in result.output and "384-d" in result.output
+    assert "ms CPU per text" in result.output and "now uses it" in result.output
     [cached] = cached_models(cache)
-    assert cached.name == DEFAULT_MODEL and cached.manifest["dim"] == 384
+    assert cached.name == DEFAULT_MODEL == INT8 and cached.manifest["dim"] == 384
     assert cached.manifest["sha256"] == hashlib.sha256(archive).hexdigest()
-    assert cached.manifest["texts_per_s"] > 0
+    assert cached.manifest["derived_from"] == FP32
+    assert cached.manifest["quantization"].startswith("dynamic int8")
+    assert cached.manifest["cpu_ms_per_text"] > 0 and cached.manifest["texts_per_s"] > 0
+    fp32_size = (model_dir / "model.onnx").stat().st_size
+    assert (cached.path / "model.onnx").stat().st_size < 0.4 * fp32_size
     assert [p.name for p in cache.iterdir()] == [DEFAULT_MODEL]  # no temporary leftovers
     listed = CliRunner().invoke(cli, ["models", "list"], env=env)
     assert listed.exit_code == 0, listed.output
-    assert "all-MiniLM-L6-v2" in listed.output and "cached" in listed.output
-    assert "dim 384" in listed.output
-    # The pulled model is what `auto` now picks, offline.
+    assert f"{INT8} (default)" in listed.output and "cached" in listed.output
+    assert "dim 384" in listed.output and "ms CPU/text" in listed.output
+    assert f"lcg models pull {FP32}" in listed.output  # float32: by name
+    # The pulled model is what `auto` now picks, offline; its vectors stay near float32's.
     settings = Settings.for_home(tmp_path / ".lcg", embedder="auto", models_dir=str(cache))
-    assert select_embedder(settings).identity.model == DEFAULT_MODEL
+    chosen = select_embedder(settings)
+    assert chosen.identity.model == INT8
+    ours = chosen.embed(TEXTS)
+    theirs = load_onnx(model_dir, FP32, batch_size=64).embed(TEXTS)
+    assert float((ours * theirs).sum(axis=1).min()) > 0.97
 
 
 def test_pull_refuses_a_checksum_mismatch_and_caches_nothing(
@@ -235,12 +248,11 @@ def test_pull_of_an_unknown_model_or_a_missing_file_fails_cleanly(
     assert not cache.exists() or list(cache.iterdir()) == []
 
 
-@needs_int8
-def test_pull_int8_quantises_the_base_archive_and_lists_its_cost(
+@needs_model
+def test_the_float32_model_is_pulled_by_name_and_chosen_by_name(
     model_dir: Path, mirror: _Mirror, tmp_path: Path
 ) -> None:
     archive = _archive(model_dir)
-    # A variant is made from its base model's archive: the mirror serves only that one.
     mirror.files["/models/all-MiniLM-L6-v2.tar.gz"] = archive
     mirror.files["/models/all-MiniLM-L6-v2.tar.gz.sha256"] = (
         f"{hashlib.sha256(archive).hexdigest()}  all-MiniLM-L6-v2.tar.gz\n".encode()
@@ -248,19 +260,21 @@ def test_pull_int8_quantises_the_base_archive_and_lists_its_cost(
     cache = tmp_path / "models"
     env = {"LCG_MODELS_DIR": str(cache), "LCG_MODELS_URL": mirror.url, "LCG_HOME": str(tmp_path)}
     listed = CliRunner().invoke(cli, ["models", "list"], env=env)
-    assert f"{INT8}" in listed.output and "quantised to int8 here" in listed.output
-    result = CliRunner().invoke(cli, ["models", "pull", INT8], env=env)
+    assert f"{INT8} (default)" in listed.output and "quantised to int8 here" in listed.output
+    result = CliRunner().invoke(cli, ["models", "pull", FP32], env=env)
     assert result.exit_code == 0, result.output
-    assert "ms CPU per text" in result.output
+    assert f"unless {INT8} is cached too" in result.output
     [cached] = cached_models(cache)
-    assert cached.name == INT8
-    assert cached.manifest["derived_from"] == DEFAULT_MODEL
-    assert cached.manifest["quantization"].startswith("dynamic int8")
-    assert cached.manifest["cpu_ms_per_text"] > 0 and cached.manifest["texts_per_s"] > 0
-    fp32_size = (model_dir / "model.onnx").stat().st_size
-    assert (cached.path / "model.onnx").stat().st_size < 0.4 * fp32_size
-    listed = CliRunner().invoke(cli, ["models", "list"], env=env)
-    assert "ms CPU/text" in listed.output and f"{INT8}" in listed.output
-    # Its own identity: a workspace embedded with the float32 model shows `mismatch`.
+    assert cached.name == FP32 and "quantization" not in cached.manifest
+    assert (cached.path / "model.onnx").stat().st_size == (model_dir / "model.onnx").stat().st_size
     settings = Settings.for_home(tmp_path / ".lcg", embedder="auto", models_dir=str(cache))
+    assert select_embedder(settings).identity.model == FP32  # the only model cached
+    if MISSING_INT8:
+        return
+    # With the int8 default cached too, auto prefers it; LCG_EMBEDDING_MODEL picks float32.
+    (cache / INT8).symlink_to(build_int8_model(), target_is_directory=True)
     assert select_embedder(settings).identity.model == INT8
+    named = Settings.for_home(
+        tmp_path / ".lcg", embedder="auto", models_dir=str(cache), embedding_model=FP32
+    )
+    assert select_embedder(named).identity.model == FP32

@@ -38,7 +38,12 @@ def models() -> None:
 @models.command("pull")
 @click.argument("name", required=False, default=DEFAULT_MODEL)
 def pull_command(name: str) -> None:
-    """Download model NAME (default all-MiniLM-L6-v2), verify its checksum and cache it."""
+    """Download model NAME, verify its checksum and cache it.
+
+    The default, all-MiniLM-L6-v2-int8, is all-MiniLM-L6-v2 quantised to int8 here after the
+    download (~1.7x less CPU per text than float32 at the same search quality); the float32
+    model is `lcg models pull all-MiniLM-L6-v2`.
+    """
     settings = load_settings()
     target = models_dir(settings)
     with Progress(
@@ -81,17 +86,23 @@ def list_command() -> None:
     for m in cached.values():
         man = m.manifest
         click.echo(
-            f"  {m.name:24} cached  {m.size_bytes / 1e6:7.1f} MB  dim {man.get('dim', '?')}  "
+            f"  {_named(m.name):34} cached  {m.size_bytes / 1e6:7.1f} MB  "
+            f"dim {man.get('dim', '?')}  "
             f"memory +{man.get('memory_mb', '?')} MB  {man.get('texts_per_s', '?')} texts/s  "
             f"{man.get('cpu_ms_per_text', '?')} ms CPU/text"
         )
     for entry in CATALOG.values():
         if entry.name not in cached:
             made = f" of {entry.base}, quantised to {entry.derive} here" if entry.base else ""
+            command = "lcg models pull" + ("" if entry.name == DEFAULT_MODEL else f" {entry.name}")
             click.echo(
-                f"  {entry.name:24} not cached ({entry.download_mb:.0f} MB download{made}, "
-                f"dim {entry.dim}): lcg models pull {entry.name}"
+                f"  {_named(entry.name):34} not cached ({entry.download_mb:.0f} MB download{made}, "
+                f"dim {entry.dim}): {command}"
             )
+
+
+def _named(name: str) -> str:
+    return f"{name} (default)" if name == DEFAULT_MODEL else name
 
 
 @models.command("reembed")

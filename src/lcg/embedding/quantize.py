@@ -8,13 +8,14 @@ entity and fact texts (bench/embeddings.py, shared 2-core AVX2 machine): CPU tim
 tensor instead: min 0.927, mean 0.966, no faster). Pre-fusing the graph with the transformers
 optimizer gained nothing over ONNX Runtime's own ORT_ENABLE_ALL, and quantising it fails.
 
-Quantising needs the `onnx` package (`pip install 'lcg[embeddings-int8]'`), used only here, at
-pull time; running the quantised model needs only onnxruntime.
+Quantising needs the `onnx` package (part of `lcg[embeddings]`), used only here, at pull time;
+running the quantised model needs only onnxruntime.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from pathlib import Path
 
@@ -26,6 +27,14 @@ __all__ = ["QUANTIZATION", "quantize_int8"]
 QUANTIZATION = "dynamic int8, per-channel weights"
 
 
+class _NoPreprocessingAdvice(logging.Filter):
+    """Drops the quantiser's advice, logged on the root logger at every call, to pre-process
+    the model first (its shape inference and optimisation: nothing here gained from it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
 def quantize_int8(directory: Path) -> None:
     """Replace the model file of `directory` by its int8 quantisation (atomically).
 
@@ -35,7 +44,7 @@ def quantize_int8(directory: Path) -> None:
     """
     if importlib.util.find_spec("onnx") is None:
         raise ConfigError(
-            "making an int8 model needs the onnx package: pip install 'lcg[embeddings-int8]'"
+            "making an int8 model needs the onnx package: pip install 'lcg[embeddings]'"
         )
     model_file = find_model_file(directory)
     if model_file is None:
@@ -43,6 +52,8 @@ def quantize_int8(directory: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     partial = model_file.with_name(".int8-" + model_file.name)
+    quiet = _NoPreprocessingAdvice()
+    logging.getLogger().addFilter(quiet)
     try:
         quantize_dynamic(
             str(model_file), str(partial), weight_type=QuantType.QInt8, per_channel=True
@@ -50,4 +61,6 @@ def quantize_int8(directory: Path) -> None:
     except Exception as exc:  # onnx / onnxruntime raise their own exception types
         partial.unlink(missing_ok=True)
         raise ConfigError(f"could not quantise {model_file}: {exc}") from exc
+    finally:
+        logging.getLogger().removeFilter(quiet)
     os.replace(partial, model_file)

@@ -4,8 +4,8 @@
 - `http`: an OpenAI-compatible endpoint (`--embedder-uds` / `LCG_EMBEDDING_UDS` wins over
   `--embedder-http` / `LCG_EMBEDDING_URL`), probed at startup.
 - `onnx`: a local ONNX model (the extra `lcg[embeddings]`): `LCG_EMBEDDING_MODEL_PATH`, else
-  the model `LCG_EMBEDDING_MODEL` (default all-MiniLM-L6-v2) in the model cache that
-  `lcg models pull` fills (lcg.embedding.catalog).
+  the model `LCG_EMBEDDING_MODEL` (default all-MiniLM-L6-v2-int8, else the only or first model
+  cached) in the model cache that `lcg models pull` fills (lcg.embedding.catalog).
 - `fastembed`, `sentence-transformers`: a local model (optional extras).
 - `auto` (the default): an endpoint if one is configured (its failures are fatal: it was asked
   for); otherwise an ONNX model if onnxruntime is installed and a model is cached (or
