@@ -18,9 +18,9 @@ carry their own identity (a workspace switching to it re-embeds, `lcg models ree
 
 The default (`DEFAULT_MODEL`: what `lcg models pull` fetches with no name, and what `auto` and
 `onnx` prefer in the cache) is the int8 variant: issue 18's cost target is 5 ms per entity or
-fact text on a 2-core machine, which float32 all-MiniLM-L6-v2 misses (8.3 CPU ms a text against
-4.6-5.0 int8, bench/embeddings.py) at the same search quality (bench/relevance.py; docs/search.md,
-"Embedding cost"). The float32 model stays in the catalog, pulled by name.
+fact text on a 2-core machine, which float32 all-MiniLM-L6-v2 misses (CPU ms a text, batched:
+6.1 float32, 3.5 int8; bench/embeddings.py) at the same search quality (bench/relevance.py;
+docs/search.md, "Embedding cost"). The float32 model stays in the catalog, pulled by name.
 
 Nothing here runs unless asked: `auto` embedder selection only looks into the cache.
 """
