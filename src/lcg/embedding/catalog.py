@@ -43,7 +43,7 @@ from typing import Any
 import httpx2
 
 from lcg.embedding.onnx_provider import MANIFEST, find_model_file, load_onnx
-from lcg.embedding.quantize import QUANTIZATION, quantize_int8
+from lcg.embedding.quantize import QUANTIZATION, quantize_int8, require_quantizer
 from lcg.errors import ConfigError, LcgError
 
 __all__ = [
@@ -248,13 +248,16 @@ def pull(
     """Download, verify, unpack, check and cache model `name` (see the module docstring).
 
     Raises:
-        ConfigError: `name` is not in the catalog.
+        ConfigError: `name` is not in the catalog, or it is made by quantising and the `onnx`
+            package is missing (checked before the download).
         ModelFetchError: the download failed, the checksum did not match, or the archive holds
             no loadable model; nothing was written to the cache.
     """
     entry = CATALOG.get(name)
     if entry is None:
         raise ConfigError(f"unknown model {name!r}; known: {', '.join(sorted(CATALOG))}")
+    if entry.derive == "int8":
+        require_quantizer()  # before a 90 MB download, not after it
     models_dir.mkdir(parents=True, exist_ok=True)
     timeout = httpx2.Timeout(timeout_s, connect=min(timeout_s, 10.0))
     with (

@@ -22,7 +22,7 @@ from pathlib import Path
 from lcg.embedding.onnx_provider import find_model_file
 from lcg.errors import ConfigError
 
-__all__ = ["QUANTIZATION", "quantize_int8"]
+__all__ = ["QUANTIZATION", "quantize_int8", "require_quantizer"]
 
 QUANTIZATION = "dynamic int8, per-channel weights"
 
@@ -35,6 +35,14 @@ class _NoPreprocessingAdvice(logging.Filter):
         return "pre-processing before quantization" not in record.getMessage()
 
 
+def require_quantizer() -> None:
+    """Raises ConfigError, naming the extra, when the `onnx` package is missing."""
+    if importlib.util.find_spec("onnx") is None:
+        raise ConfigError(
+            "making an int8 model needs the onnx package: pip install 'lcg[embeddings]'"
+        )
+
+
 def quantize_int8(directory: Path) -> None:
     """Replace the model file of `directory` by its int8 quantisation (atomically).
 
@@ -42,10 +50,7 @@ def quantize_int8(directory: Path) -> None:
         ConfigError: the `onnx` package is missing, the directory holds no model, or the model
             cannot be quantised.
     """
-    if importlib.util.find_spec("onnx") is None:
-        raise ConfigError(
-            "making an int8 model needs the onnx package: pip install 'lcg[embeddings]'"
-        )
+    require_quantizer()
     model_file = find_model_file(directory)
     if model_file is None:
         raise ConfigError(f"{directory} holds no model.onnx (nor onnx/model.onnx)")
