@@ -228,11 +228,11 @@ def test_pull_refuses_a_checksum_mismatch_and_caches_nothing(
     cache = tmp_path / "models"
     seen: list[tuple[int, int | None]] = []
     with pytest.raises(ModelFetchError, match="checksum mismatch"):
-        pull(DEFAULT_MODEL, cache, mirror=mirror.url, progress=lambda d, t: seen.append((d, t)))
+        pull(FP32, cache, mirror=mirror.url, progress=lambda d, t: seen.append((d, t)))
     assert seen and seen[-1] == (35, 35)  # the download itself ran, with progress
     assert list(cache.iterdir()) == []
     env = {"LCG_MODELS_DIR": str(cache), "LCG_MODELS_URL": mirror.url, "LCG_HOME": str(tmp_path)}
-    result = CliRunner().invoke(cli, ["models", "pull", DEFAULT_MODEL], env=env)
+    result = CliRunner().invoke(cli, ["models", "pull", FP32], env=env)
     assert result.exit_code != 0
     assert list(cache.iterdir()) == []
 
@@ -244,7 +244,7 @@ def test_pull_of_an_unknown_model_or_a_missing_file_fails_cleanly(
     with pytest.raises(ConfigError, match="unknown model"):
         pull("no-such-model", cache, mirror=mirror.url)
     with pytest.raises(ModelFetchError, match="HTTP 404"):
-        pull(DEFAULT_MODEL, cache, mirror=mirror.url)
+        pull(FP32, cache, mirror=mirror.url)
     assert not cache.exists() or list(cache.iterdir()) == []
 
 
