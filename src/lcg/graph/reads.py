@@ -12,6 +12,7 @@ from typing import Any
 from lcg.engine import Engine
 from lcg.models import Entity, Fact, entity_to_wire, episode_to_wire, fact_to_wire
 from lcg.storage.backend import GraphReader
+from lcg.temporal import columns
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import now
 
@@ -101,11 +102,13 @@ async def list_entities(
 async def list_relationships(
     engine: Engine, num_results: int, group_ids: list[str] | None, time: TimeFilter | None = None
 ) -> dict[str, Any]:
+    views = None if time is None else await columns.fact_views(engine.parts.search, group_ids)
+
     def read(conn: GraphReader) -> dict[str, Any]:
         facts = (
             conn.facts_with_hops(group_ids, limit=num_results)
-            if time is None
-            else conn.facts_at(group_ids, time, now(), limit=num_results)
+            if time is None or views is None
+            else columns.visible_newest(views, conn, time, now(), num_results)
         )
         out = _facts_with_provenance(conn, facts)
         return {"facts": out, "count": len(out)}

@@ -236,6 +236,13 @@ class GraphReader(Protocol):
         """Episodes by uuid, as `entities_of_hits`."""
         ...
 
+    # -- batched reads by uuid (issue 21) ---------------------------------------------------
+    def facts_with_hops_by_uuid(self, uuids: Sequence[str]) -> dict[str, Fact]:
+        """The facts among `uuids` (any group) whose two structural hops exist, by uuid (the
+        others absent): the rows of `facts_with_hops(uuids=...)` in one batched read, each
+        fact once."""
+        ...
+
 
 @runtime_checkable
 class GraphWriter(GraphReader, Protocol):

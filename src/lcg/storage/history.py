@@ -13,7 +13,7 @@ from typing import Any
 
 from lcg.models import Fact
 from lcg.storage import graph
-from lcg.storage.graph import _HOPS, FACT_COLS, _fact, _group_filter, _where
+from lcg.storage.graph import _HOPS, FACT_COLS, _by_uuid, _fact, _group_filter, _where
 from lcg.storage.store import Conn
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import to_db
@@ -22,6 +22,7 @@ __all__ = [
     "fact_changes",
     "facts_around",
     "facts_at",
+    "facts_with_hops_by_uuid",
     "neighbor_facts_at",
     "time_clause",
 ]
@@ -138,3 +139,32 @@ def facts_around(
         table="Fact",
     )
     return [_fact(row) for row in rows]
+
+
+# A fact's two hop checks by primary key (one query each way), against one `UNWIND` of every
+# key over the hop pattern, which scans the Fact table (Kuzu 0.11, 100k facts: ~1 ms a check,
+# ~2 us a scanned row; `Conn.point_limit` weighs the two).
+_HOP_CHECK_MS = 2.0
+_HOP_OUT = "MATCH (f:Fact {uuid: $u})-[:RELATES_TO]->(:Entity) RETURN f.uuid LIMIT 1"
+_HOP_IN = "MATCH (f:Fact {uuid: $u})<-[:RELATES_TO]-(:Entity) RETURN f.uuid LIMIT 1"
+
+
+def facts_with_hops_by_uuid(conn: Conn, uuids: Iterable[str]) -> dict[str, Fact]:
+    """The facts among `uuids` whose two structural hops exist (`_HOPS`), by uuid; the others
+    are absent. The rows are read by primary key; the hops are checked per fact from the fact
+    (the `_HOPS` pattern with the uuid fixed is planned from the entities: ~27 ms a key at 100k
+    facts), or for many keys in one query."""
+    rows = _by_uuid(conn, "Fact", "f", FACT_COLS, uuids)
+    facts = {row[0]: _fact(row) for row in rows}
+    keys = list(facts)
+    if not keys:
+        return {}
+    if len(keys) > conn.point_limit("Fact", _HOP_CHECK_MS):
+        found = conn.rows(
+            f"UNWIND $keys AS u MATCH {_HOPS} WHERE f.uuid = u RETURN DISTINCT f.uuid",
+            {"keys": keys},
+        )
+        hopped = {row[0] for row in found}
+    else:
+        hopped = {u for u in keys if conn.rows(_HOP_OUT, {"u": u}) and conn.rows(_HOP_IN, {"u": u})}
+    return {u: f for u, f in facts.items() if u in hopped}

@@ -201,6 +201,9 @@ class KuzuReader:
     def rows(self, query: str, params: Mapping[str, Any] | None = None) -> list[list[Any]]:
         return self.conn.rows(query, dict(params) if params is not None else None)
 
+    def facts_with_hops_by_uuid(self, uuids: Sequence[str]) -> dict[str, Fact]:
+        return history.facts_with_hops_by_uuid(self.conn, uuids)
+
 
 class KuzuWriter(KuzuReader):
     """`GraphWriter` over the writer connection inside a Kuzu transaction."""

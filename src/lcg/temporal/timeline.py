@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from lcg.errors import NotFoundError
 from lcg.models import Entity, Fact, entity_to_wire, fact_to_wire
+from lcg.temporal import columns
 from lcg.timeutil import now, to_read_format
 
 if TYPE_CHECKING:
@@ -131,9 +132,17 @@ async def fact_changes(
     retired, then by fact uuid. At most `limit` entries; `truncated` says whether more existed.
     """
     end = until or now()
+    views = (
+        None
+        if entity_uuid is not None
+        else await columns.fact_views(engine.parts.search, group_ids)
+    )
 
     def read(conn: GraphReader) -> list[Fact]:
-        return conn.fact_changes(group_ids, since, end, entity_uuid)
+        if views is None:
+            return conn.fact_changes(group_ids, since, end, entity_uuid)
+        kinds = [_COLUMNS[kind] for kind in CHANGE_KINDS]
+        return columns.changed_facts(views, conn, since, end, kinds, limit)
 
     facts = await engine.read(read)
     entries: list[tuple[datetime, int, str, Fact]] = []

@@ -766,6 +766,21 @@ class FalkorReader:
     def rows(self, query: str, params: Mapping[str, Any] | None = None) -> Rows:
         return self._all(None, query, dict(params) if params is not None else None)
 
+    def facts_with_hops_by_uuid(self, uuids: Sequence[str]) -> dict[str, Fact]:
+        """One query per group graph, pipelined: the keys' facts matched by their uuid index,
+        then their hops."""
+        keys = list(dict.fromkeys(uuids))
+        if not keys:
+            return {}
+        rows = self._all(
+            None,
+            "UNWIND $keys AS u MATCH (f:Fact {uuid: u}) "
+            "MATCH (:Entity)-[:RELATES_TO]->(f)-[:RELATES_TO]->(:Entity) "
+            f"WITH DISTINCT f RETURN {cy.FACT_COLS}",
+            {"keys": keys},
+        )
+        return {row[0]: cy.fact(row) for row in rows}
+
 
 class FalkorWriter(FalkorReader):
     """`GraphWriter` of one `FalkorBackend.transaction()`: statements are collected per group

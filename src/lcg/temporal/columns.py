@@ -1,0 +1,196 @@
+"""Temporal lists answered from columns in memory: the facts visible at an instant, newest uuid
+first, and the facts that changed in a window, without scanning the Fact table.
+
+Kuzu has no secondary index on a property, so `GraphReader.facts_at` and `fact_changes` scan
+and join every fact of the groups (at 1M facts: seconds). The search index already holds, per
+group, every fact's uuid and its four time columns (`lcg.search`, kept in step with each
+commit; read through `View.uuids`, `View.columns` and `View.live()`). These reads evaluate the
+time rule on those columns (`TimeFilter.mask`, the same rule as the Cypher
+`storage.history.time_clause`), pick the candidates in the order the answer needs, and read the
+candidates' rows in one batched read (`GraphReader.facts_with_hops_by_uuid`), which also drops
+a fact whose structural hops are missing, as the Cypher reads do. Candidates are taken in
+order, in growing rounds (one batched read each), until the answer is full or they run out, so
+the result is the Cypher read's.
+
+The uuid order of a partition's documents is sorted once per uuid list (a partition replaces
+its list when it compacts) and kept; documents added since are few and sorted per read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import anyio.to_thread
+import numpy as np
+import numpy.typing as npt
+
+from lcg.models import Fact
+from lcg.temporal.filter import TimeFilter
+
+if TYPE_CHECKING:
+    from lcg.search.index import SearchIndex
+    from lcg.search.partition import View
+    from lcg.storage.backend import GraphReader
+
+__all__ = ["changed_facts", "fact_views", "visible_newest"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SLACK = 16  # candidates beyond the page in the first round (hopless facts are rare)
+
+
+def _micros(value: datetime) -> int:
+    return (value - _EPOCH) // timedelta(microseconds=1)
+
+
+class _Order:
+    """The uuid rank of a partition's first `n` documents (rank 0: the smallest uuid)."""
+
+    def __init__(self, uuids: list[str], n: int) -> None:
+        self.n = n
+        # UTF-8 bytes sort as the strings do (code point order), in a quarter of the room.
+        keys = np.array([u.encode() for u in uuids[:n]], dtype="S") if n else np.zeros(0, "S1")
+        order = np.argsort(keys, kind="stable")
+        self.rank: npt.NDArray[np.int64] = np.empty(n, dtype=np.int64)
+        self.rank[order] = np.arange(n, dtype=np.int64)
+
+
+_MAX_ORDERS = 16
+_orders: dict[int, tuple[list[str], _Order]] = {}
+_orders_lock = threading.Lock()
+
+
+def _order(view: View) -> _Order:
+    """The uuid order of `view`'s documents: sorted once per uuid list and reused while the
+    documents added since (sorted per read) stay few."""
+    with _orders_lock:
+        known = _orders.get(id(view.uuids))
+    if known is not None and known[0] is view.uuids:
+        done = known[1]
+        if done.n <= view.n and view.n - done.n <= max(1024, done.n // 8):
+            return done
+    made = _Order(view.uuids, view.n)
+    with _orders_lock:
+        _orders.pop(id(view.uuids), None)
+        _orders[id(view.uuids)] = (view.uuids, made)  # holding the list keeps its id unique
+        while len(_orders) > _MAX_ORDERS:  # lists of compacted partitions: forget the oldest
+            del _orders[next(iter(_orders))]
+    return made
+
+
+def _newest(view: View, mask: npt.NDArray[np.bool_], count: int) -> tuple[list[str], bool]:
+    """The uuids of up to `count` documents of `mask`, largest first, and whether `mask` held
+    more than that."""
+    order = _order(view)
+    old = np.flatnonzero(mask[: order.n])
+    if len(old) > count:
+        ranks = order.rank[old]
+        old = old[np.argpartition(-ranks, count - 1)[:count]]
+    picked = [view.uuids[i] for i in old.tolist()]
+    picked += [view.uuids[i] for i in (np.flatnonzero(mask[order.n :]) + order.n).tolist()]
+    picked.sort(reverse=True)
+    return picked[:count], int(mask.sum()) > count
+
+
+def _read(conn: GraphReader, uuids: Sequence[str], seen: dict[str, Fact | None]) -> None:
+    """Read the rows of the `uuids` not in `seen` yet in one batched read; a fact whose hops
+    are missing is recorded as None."""
+    wanted = [u for u in dict.fromkeys(uuids) if u not in seen]
+    if wanted:
+        found = conn.facts_with_hops_by_uuid(wanted)
+        for uuid in wanted:
+            seen[uuid] = found.get(uuid)
+
+
+async def fact_views(index: SearchIndex, groups: Sequence[str] | None) -> list[View]:
+    """Snapshots of the groups' fact columns, taken in a worker thread before the read (a
+    partition not loaded yet is read from the store on its own connection)."""
+    pairs = await anyio.to_thread.run_sync(index.views, "fact", groups)
+    return [view for _, view in pairs]
+
+
+def visible_newest(
+    views: Sequence[View],
+    conn: GraphReader,
+    time: TimeFilter,
+    at: datetime,
+    limit: int,
+) -> list[Fact]:
+    """`GraphReader.facts_at(groups, time, at, limit)` from the groups' `views` (module
+    docstring)."""
+    masks: list[tuple[View, npt.NDArray[np.bool_]]] = []
+    for view in views:
+        c, n = view.columns, view.n
+        shown = view.live() & time.mask(
+            c["valid_at"][:n], c["invalid_at"][:n], c["created_at"][:n], c["expired_at"][:n], at=at
+        )
+        masks.append((view, shown))
+    seen: dict[str, Fact | None] = {}
+    want = limit + _SLACK
+    while True:
+        # Every document not taken as a candidate sorts below `floor` (below the last
+        # candidate of each partition that had more), so the newest facts at or above it are
+        # the answer's first ones: read them in one batch, keep them in order.
+        floor, more = "", False
+        candidates: list[str] = []
+        for view, mask in masks:
+            picked, truncated = _newest(view, mask, want)
+            candidates += picked
+            if truncated:
+                more = True
+                floor = max(floor, picked[-1])
+        ordered = [u for u in sorted(set(candidates), reverse=True) if u >= floor]
+        _read(conn, ordered, seen)
+        out = [fact for u in ordered if (fact := seen[u]) is not None][:limit]
+        if len(out) == limit or not more:
+            return out
+        want *= 2
+
+
+def changed_facts(
+    views: Sequence[View],
+    conn: GraphReader,
+    since: datetime,
+    until: datetime,
+    kinds: Sequence[str],
+    limit: int,
+) -> list[Fact]:
+    """Facts of the groups' `views` with a column of `kinds` in `[since, until)`
+    (`GraphReader.fact_changes` without an entity): enough of them for the first `limit + 1`
+    change entries in time order.
+
+    Entries are ordered by (instant, position of the column in `kinds`, fact uuid); the facts
+    returned are those holding the first `limit + 1` entries whose hops exist (all of them
+    when there are fewer), so the caller can build its entries and tell if more existed.
+    """
+    s, u = _micros(since), _micros(until)
+    entries: list[tuple[int, int, str]] = []
+    for view in views:
+        live = view.live()
+        for rank, column in enumerate(kinds):
+            values = view.columns[column][: view.n]
+            hit = np.flatnonzero(live & (values >= s) & (values < u))
+            entries += [(int(values[i]), rank, view.uuids[i]) for i in hit.tolist()]
+    entries.sort()
+    seen: dict[str, Fact | None] = {}
+    want = limit + 1 + _SLACK
+    while True:
+        # The distinct facts of the first entries, up to `want` of them, in one batch.
+        batch = list(dict.fromkeys(uuid for _, _, uuid in entries))[:want]
+        _read(conn, batch, seen)
+        facts: dict[str, Fact] = {}
+        kept = 0
+        for _, _, uuid in entries:  # in order, until the entry after the last one wanted
+            if uuid not in seen:  # beyond this round's batch: read more
+                break
+            fact = seen[uuid]
+            if fact is not None:
+                facts[uuid] = fact
+                kept += 1
+                if kept > limit:
+                    return list(facts.values())
+        else:
+            return list(facts.values())
+        want *= 2

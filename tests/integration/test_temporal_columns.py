@@ -1,0 +1,209 @@
+"""The temporal lists answered from in-memory columns (lcg.temporal.columns) equal the store
+reads they replace (`GraphReader.facts_at` / `fact_changes`) on Kuzu and on a FalkorDB server:
+random histories over two groups, superseded and withdrawn facts, facts with a structural hop
+removed, and pages small enough that the candidates are read in several rounds."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from lcg import Engine, Settings
+from lcg.engine import EpisodeCommit
+from lcg.models import Entity, Episode, Fact
+from lcg.service.registry import dispatch
+from lcg.storage.backend import GraphReader
+from lcg.temporal.filter import TimeFilter
+from lcg.temporal.timeline import CHANGE_KINDS
+from lcg.timeutil import now
+
+# Both storages: the batched read (`facts_with_hops_by_uuid`) is each backend's own.
+BOTH_STORAGES = True
+
+pytestmark = pytest.mark.anyio
+
+BASE = datetime(2020, 1, 1, tzinfo=UTC)
+COLUMNS = ("valid_at", "invalid_at", "created_at", "expired_at")
+KIND_COLUMN = dict(zip(CHANGE_KINDS, COLUMNS, strict=True))
+
+
+def _at(day: int) -> datetime:
+    return BASE + timedelta(days=day)
+
+
+def _break_hop(settings: Settings, group: str, uuid: str) -> None:
+    """Delete the incoming structural hop of fact `uuid` behind the engine's back (damage the
+    reads must tolerate: replayed or cross-group data, a raw statement)."""
+    query = f"MATCH (:Entity)-[r:RELATES_TO]->(f:Fact {{uuid: '{uuid}'}}) DELETE r"
+    if settings.storage == "falkordb":
+        from lcg.storage.falkordb.backend import FalkorBackend
+        from lcg.storage.falkordb.keys import graph_key
+
+        assert settings.falkordb_url is not None
+        server = FalkorBackend(settings.falkordb_url)
+        try:
+            server.client.execute_command("GRAPH.QUERY", graph_key(group), query)
+        finally:
+            server.close()
+
+
+async def _history(engine: Engine, settings: Settings, seed: int) -> list[str]:
+    """Two groups of 12 entities and 60 facts each, times spread over 200 days (some shared,
+    so entries tie on their instant); the uuids of the facts whose incoming hop was then
+    deleted."""
+    rng = random.Random(seed)
+    broken = []
+    for group in ("g1", "g2"):
+        entities = [Entity(f"{group}-e{i:02d}", group, f"{group} thing {i}") for i in range(12)]
+        facts = []
+        for i in range(60):
+            valid = _at(rng.randrange(200))
+            ended = rng.random() < 0.3
+            invalid = valid + timedelta(days=rng.randrange(1, 40)) if ended else None
+            learned = valid + timedelta(hours=rng.choice([0, 0, rng.randrange(48)]))
+            retired = None
+            if ended and rng.random() < 0.5:
+                retired = invalid
+            elif not ended and rng.random() < 0.1:
+                retired = learned + timedelta(days=3)  # withdrawn
+            facts.append(
+                Fact(
+                    f"{group}-f{rng.randrange(16**6):06x}-{i:02d}",
+                    group,
+                    rng.choice(entities).uuid,
+                    rng.choice(entities).uuid,
+                    rng.choice(["USES", "OWNS"]),
+                    f"fact {i} of {group}",
+                    valid_at=valid if rng.random() > 0.05 else None,
+                    invalid_at=invalid,
+                    created_at=learned,
+                    expired_at=retired,
+                )
+            )
+        episode = Episode(f"{group}-ep", group, "n", "text", created_at=_at(0))
+        await engine.commit_episode(EpisodeCommit(group, episode, entities, facts))
+        for fact in rng.sample(facts, 3):
+            broken.append(fact.uuid)
+            if settings.storage == "falkordb":
+                _break_hop(settings, group, fact.uuid)
+            else:
+                query = f"MATCH (:Entity)-[r:RELATES_TO]->(f:Fact {{uuid: '{fact.uuid}'}}) DELETE r"
+                await dispatch(engine, "knowledge_query_cypher", {"query": query})
+    return broken
+
+
+def _filters(rng: random.Random) -> list[TimeFilter]:
+    out = [TimeFilter(as_of=_at(d)) for d in (-5, 10, 60, 120, 199, 400)]
+    for _ in range(6):
+        known = _at(rng.randrange(-5, 240)) if rng.random() < 0.6 else None
+        as_of = _at(rng.randrange(-5, 240)) if rng.random() < 0.6 else None
+        out.append(TimeFilter(as_of=as_of, known_at=known, include_invalidated=rng.random() < 0.4))
+    return out
+
+
+def _wire(time: TimeFilter) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if time.as_of is not None:
+        params["as_of"] = time.as_of.isoformat()
+    if time.known_at is not None:
+        params["known_at"] = time.known_at.isoformat()
+    if time.include_invalidated:
+        params["include_invalidated"] = True
+    return params
+
+
+@pytest.mark.parametrize("seed", [21, 7])
+async def test_as_of_pages_equal_the_store_read(
+    engine: Engine, settings: Settings, seed: int
+) -> None:
+    broken = await _history(engine, settings, seed)
+    rng = random.Random(seed)
+    listed_any = set()
+    for groups in (["g1"], ["g1", "g2"], None):
+        for time in _filters(rng):
+            for limit in (1, 3, 7, 50, 500):
+                params: dict[str, Any] = {**_wire(time), "num_results": limit}
+                if groups is not None:
+                    params["group_ids"] = groups
+                got = await dispatch(engine, "knowledge_list_relationships", params)
+                at = now()
+
+                def expected(
+                    conn: GraphReader,
+                    groups: Any = groups,
+                    t: Any = time,
+                    n: int = limit,
+                    at: datetime = at,
+                ) -> list[Fact]:
+                    if t == TimeFilter():  # no time parameter: every edge (the reference's rule)
+                        return conn.facts_with_hops(groups, limit=n)
+                    return conn.facts_at(groups, t, at, n)
+
+                want = [f.uuid for f in await engine.read(expected)]
+                assert [f["uuid"] for f in got["facts"]] == want, (groups, time, limit)
+                listed_any.update(want)
+    assert listed_any and not listed_any & set(broken)  # hopless facts are never listed
+
+
+@pytest.mark.parametrize("seed", [21, 7])
+async def test_change_windows_equal_the_store_read(
+    engine: Engine, settings: Settings, seed: int
+) -> None:
+    broken = await _history(engine, settings, seed)
+    rng = random.Random(seed)
+    windows = [(0, 7), (30, 30), (90, 120), (-10, 400)]
+    windows += [(rng.randrange(-10, 220), rng.randrange(1, 60)) for _ in range(4)]
+    seen_truncated = seen_whole = False
+    for groups in (["g2"], ["g1", "g2"], None):
+        for start, days in windows:
+            for limit in (1, 4, 25, 1000):
+                since, until = _at(start), _at(start + days)
+                params: dict[str, Any] = {
+                    "since": since.isoformat(),
+                    "until": until.isoformat(),
+                    "num_results": limit,
+                }
+                if groups is not None:
+                    params["group_ids"] = groups
+                got = await dispatch(engine, "knowledge_get_changes", params)
+
+                def read(
+                    conn: GraphReader, groups: Any = groups, s: Any = since, u: Any = until
+                ) -> list[Fact]:
+                    return conn.fact_changes(groups, s, u)
+
+                entries = sorted(
+                    (getattr(f, KIND_COLUMN[kind]), rank, f.uuid, kind)
+                    for f in await engine.read(read)
+                    for rank, kind in enumerate(CHANGE_KINDS)
+                    if getattr(f, KIND_COLUMN[kind]) is not None
+                    and since <= getattr(f, KIND_COLUMN[kind]) < until
+                )
+                assert [(c["kind"], c["fact"]["uuid"]) for c in got["changes"]] == [
+                    (e[3], e[2]) for e in entries[:limit]
+                ], (groups, start, days, limit)
+                assert got["truncated"] is (len(entries) > limit)
+                assert not {c["fact"]["uuid"] for c in got["changes"]} & set(broken)
+                seen_truncated |= got["truncated"]
+                seen_whole |= bool(got["changes"]) and not got["truncated"]
+    assert seen_truncated and seen_whole
+
+
+async def test_the_batched_read_keeps_only_facts_with_both_hops(
+    engine: Engine, settings: Settings
+) -> None:
+    broken = await _history(engine, settings, 3)
+
+    def read(conn: GraphReader) -> tuple[dict[str, Fact], list[Fact]]:
+        every = conn.facts_by_uuids([f"x-{i}" for i in range(3)])  # unknown keys: nothing
+        assert every == {}
+        hopped = conn.facts_with_hops(["g1", "g2"])
+        keys = [f.uuid for f in hopped] + broken + ["missing"]
+        return conn.facts_with_hops_by_uuid(keys), hopped
+
+    got, hopped = await engine.read(read)
+    assert got == {f.uuid: f for f in hopped}
+    assert len(got) == 2 * 60 - len(broken)
