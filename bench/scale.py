@@ -1,7 +1,7 @@
 """Benchmark lcg at 10k / 100k / 1M facts side by side; prints one JSON object.
 
     python bench/scale.py [--sizes 10000] [--embedder hash|synthetic] [--cache DIR]
-                          [--articles 30] [--queries 100]
+                          [--articles 30] [--queries 100] [--only temporal]
 
 A size N is a workspace of one group (`scale`) with N/2 entities, N facts (a tenth of them
 superseded: the old fact ended when its successor, same subject and predicate, began) and N/10
@@ -229,12 +229,13 @@ def _stats(seconds: list[float]) -> dict[str, float]:
 async def _timed(engine: Engine, method: str, params: list[dict[str, Any]]) -> dict[str, float]:
     for p in params[:3]:  # warm-up
         await dispatch(engine, method, p)
-    out = []
+    out, cpu = [], []
     for p in params:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         await dispatch(engine, method, p)
         out.append(time.perf_counter() - started)
-    return _stats(out)
+        cpu.append(time.process_time() - cpu_started)
+    return {**_stats(out), "cpu_p50_ms": pct(cpu, 0.5)}  # CPU: the machine may be shared
 
 
 async def _ingest(engine: Engine, group: str, count: int) -> dict[str, Any]:
@@ -251,14 +252,18 @@ async def _ingest(engine: Engine, group: str, count: int) -> dict[str, Any]:
     }
 
 
-async def _reads(engine: Engine, n_facts: int, queries: int) -> dict[str, Any]:
+async def _reads(
+    engine: Engine, n_facts: int, queries: int, only: str | None = None
+) -> dict[str, Any]:
     text = Text(random.Random(7))
     rng = text.rng
     qs = [{"query": " ".join(text.words_(rng.randint(1, 3)))} for _ in range(queries)]
     out: dict[str, Any] = {}
     for method in ("knowledge_find_entities", "knowledge_find_relationships"):
+        if only == "temporal":
+            break
         out[method] = await _timed(engine, method, qs)
-    for hops in (1, 2):
+    for hops in (1, 2) if only != "temporal" else ():
         ps = [{**q, "token_budget": 4000, "hops": hops} for q in qs[: max(10, queries // 5)]]
         out[f"knowledge_get_context_hops{hops}"] = await _timed(engine, "knowledge_get_context", ps)
 
@@ -316,7 +321,9 @@ def vector_recall(engine: Engine, queries: int, k: int = 30) -> dict[str, Any]:
     return out
 
 
-def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: int) -> None:
+def measure(
+    root: Path, n_facts: int, embedder: str, n_articles: int, queries: int, only: str | None
+) -> None:
     """One size, in this (fresh) process: prints its JSON."""
     settings = settings_for(root / "home")
     with llm_server(0.0) as server:  # the model `_ingest` extracts with
@@ -328,8 +335,10 @@ def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: i
         out["healthy"] = health["healthy"]
         out["rss_mb_after_open"] = rss_mb()
         try:
-            out["ingest_engine"] = anyio.run(_ingest, engine, f"apollo-{os.getpid()}", n_articles)
-            out["reads"] = anyio.run(_reads, engine, n_facts, queries)
+            if only != "temporal":
+                group = f"apollo-{os.getpid()}"
+                out["ingest_engine"] = anyio.run(_ingest, engine, group, n_articles)
+            out["reads"] = anyio.run(_reads, engine, n_facts, queries, only)
             status = anyio.run(admin_status.status, engine)
             out["graph"] = {
                 "entities": status["entity_count"],
@@ -337,7 +346,8 @@ def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: i
                 "episodes": status["episode_count"],
             }
             out["rss_mb_end"] = rss_mb()
-            out["vector_recall_at_30"] = vector_recall(engine, max(5, queries // 5))
+            if only != "temporal":
+                out["vector_recall_at_30"] = vector_recall(engine, max(5, queries // 5))
             out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         finally:
             engine.close()
@@ -466,6 +476,9 @@ def main() -> None:
         help="time a rebuild from each workspace's WAL with no database (keep: its embedding "
         "cache too; none: no cache), instead of the measurements",
     )
+    parser.add_argument(
+        "--only", choices=["temporal"], help="temporal: only open and the temporal reads"
+    )
     parser.add_argument("--measure", type=int, help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
     if args.measure and args.rebuild:
@@ -474,7 +487,7 @@ def main() -> None:
         return
     if args.measure:
         root = args.cache / f"{args.embedder}-{args.measure}"
-        measure(root, args.measure, args.embedder, args.articles, args.queries)
+        measure(root, args.measure, args.embedder, args.articles, args.queries, args.only)
         return
     started = time.perf_counter()
     sizes: dict[str, Any] = {}
@@ -489,6 +502,7 @@ def main() -> None:
         elif not args.build_only:
             command = [sys.executable, __file__, "--measure", str(n), "--embedder", args.embedder]
             command += ["--cache", str(args.cache), "--articles", str(args.articles)]
+            command += ["--only", args.only] if args.only else []
             child = subprocess.run(
                 [*command, "--queries", str(args.queries)],
                 check=True,

@@ -730,6 +730,9 @@ def snapshot(b: GraphBackend, at: datetime) -> dict[str, Any]:
         out["hops"] = sorted(r.facts_with_hops(), key=_key)
         out["hops_limited"] = r.facts_with_hops(["g1", "g2"], None, 3)
         out["hops_by_uuid"] = sorted(r.facts_with_hops(None, facts[:7]), key=_key)
+        batched = r.facts_with_hops_by_uuid([*facts[:7], facts[0], "missing"])
+        assert batched == {f.uuid: f for f in r.facts_with_hops(None, facts[:7])}
+        out["hops_by_uuid_batched"] = sorted(batched.items())
         out["by_uuid"] = [
             r.entities_by_uuids(ents),
             r.facts_by_uuids(facts),
