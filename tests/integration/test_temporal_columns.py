@@ -15,6 +15,7 @@ from lcg import Engine, Settings
 from lcg.engine import EpisodeCommit
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
+from lcg.storage import history
 from lcg.storage.backend import GraphReader
 from lcg.temporal.filter import TimeFilter
 from lcg.temporal.timeline import CHANGE_KINDS
@@ -192,9 +193,13 @@ async def test_change_windows_equal_the_store_read(
     assert seen_truncated and seen_whole
 
 
+@pytest.mark.parametrize("key_by_key", [False, True])
 async def test_the_batched_read_keeps_only_facts_with_both_hops(
-    engine: Engine, settings: Settings
+    engine: Engine, settings: Settings, key_by_key: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Kuzu reads few keys one by one and more in one hop query on node offsets (chosen by
+    the Fact table's size): both ways give the facts `facts_with_hops` gives."""
+    monkeypatch.setattr(history, "_SCAN_MS_PER_ROW", 1e9 if key_by_key else 0.0)
     broken = await _history(engine, settings, 3)
 
     def read(conn: GraphReader) -> tuple[dict[str, Fact], list[Fact]]:
