@@ -18,7 +18,7 @@ from lcg.service.registry import dispatch
 from lcg.storage import history
 from lcg.storage.backend import GraphReader
 from lcg.temporal.filter import TimeFilter
-from lcg.temporal.timeline import CHANGE_KINDS
+from lcg.temporal.timeline import CHANGE_KINDS, successions
 from lcg.timeutil import now
 
 # Both storages: the batched read (`facts_with_hops_by_uuid`) is each backend's own.
@@ -82,6 +82,19 @@ async def _history(engine: Engine, settings: Settings, seed: int) -> list[str]:
                     invalid_at=invalid,
                     created_at=learned,
                     expired_at=retired,
+                )
+            )
+        for n, old in enumerate([f for f in facts if f.invalid_at is not None][:6]):
+            facts.append(  # its successor: same source and predicate, from when it ended
+                Fact(
+                    f"{group}-s{n}",
+                    group,
+                    old.source_uuid,
+                    rng.choice(entities).uuid,
+                    old.name,
+                    f"successor {n} of {group}",
+                    valid_at=old.invalid_at,
+                    created_at=old.expired_at or old.invalid_at,
                 )
             )
         episode = Episode(f"{group}-ep", group, "n", "text", created_at=_at(0))
@@ -211,4 +224,29 @@ async def test_the_batched_read_keeps_only_facts_with_both_hops(
 
     got, hopped = await engine.read(read)
     assert got == {f.uuid: f for f in hopped}
-    assert len(got) == 2 * 60 - len(broken)
+    assert len(got) == 2 * 66 - len(broken)
+
+
+async def test_timelines_equal_the_two_step_read(engine: Engine, settings: Settings) -> None:
+    """An entity's timeline reads its facts once and its peers' facts without it: the facts
+    and supersession links are those of the read that also re-read the entity's own facts."""
+    await _history(engine, settings, 5)
+    linked = 0
+    for uuid in [f"{g}-e{i:02d}" for g in ("g1", "g2") for i in range(12)]:
+
+        def read(conn: GraphReader, uuid: str = uuid) -> tuple[list[Fact], list[Fact]]:
+            facts = conn.facts_around([uuid])
+            ends = {e for f in facts for e in (f.source_uuid, f.target_uuid)}
+            return facts, conn.facts_around(ends)  # the entity itself among the ends
+
+        facts, peers = await engine.read(read)
+        links = successions([*facts, *peers])
+        got = await dispatch(engine, "knowledge_get_entity_timeline", {"entity_uuid": uuid})
+        assert sorted(f["uuid"] for f in got["facts"]) == sorted(f.uuid for f in facts)
+        linked += sum(bool(r["supersedes"] or r["superseded_by"]) for r in got["facts"])
+        for record in got["facts"]:
+            assert record["superseded_by"] == links.get(record["uuid"], [])
+            assert record["supersedes"] == sorted(
+                old for old, news in links.items() if record["uuid"] in news
+            )
+    assert linked  # the history has successions

@@ -190,7 +190,9 @@ async def entity_timeline(
         if entity is None:
             return None, [], []
         facts = conn.facts_around([uuid])
-        peers = conn.facts_around({e for f in facts for e in (f.source_uuid, f.target_uuid)})
+        # The entity's own facts are read once: its peers' facts add the others.
+        ends = {e for f in facts for e in (f.source_uuid, f.target_uuid)} - {uuid}
+        peers = conn.facts_around(sorted(ends)) if ends else []
         return entity, facts, peers
 
     entity, facts, peers = await engine.read(read)
