@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["changed_facts", "fact_views", "visible_newest"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_SLACK = 16  # candidates beyond the page in the first round (hopless facts are rare)
 
 
 def _micros(value: datetime) -> int:
@@ -128,7 +127,7 @@ def visible_newest(
         )
         masks.append((view, shown))
     seen: dict[str, Fact | None] = {}
-    want = limit + _SLACK
+    want = limit  # hopless facts are rare: a first round of exactly the page
     while True:
         # Every document not taken as a candidate sorts below `floor` (below the last
         # candidate of each partition that had more), so the newest facts at or above it are
@@ -175,7 +174,7 @@ def changed_facts(
             entries += [(int(values[i]), rank, view.uuids[i]) for i in hit.tolist()]
     entries.sort()
     seen: dict[str, Fact | None] = {}
-    want = limit + 1 + _SLACK
+    want = limit + 1
     while True:
         # The distinct facts of the first entries, up to `want` of them, in one batch.
         batch = list(dict.fromkeys(uuid for _, _, uuid in entries))[:want]
