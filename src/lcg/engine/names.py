@@ -71,6 +71,9 @@ class NameIndex:
     def __len__(self) -> int:
         return len(self._key_of)
 
+    def __contains__(self, uuid: object) -> bool:
+        return uuid in self._key_of
+
 
 class Names:
     """Name resolution (`Engine.names`): exact names to entities over the name index, with
@@ -88,6 +91,13 @@ class Names:
     def lookup(self, group_id: str, name: str) -> list[tuple[str, bool]]:
         """(uuid, is_merged) of the entities with this name in the group, earliest first."""
         return self._index.lookup(group_id, name)
+
+    def existing(self, uuids: Iterable[str]) -> set[str] | None:
+        """Which of the uuids are entities (of any group), tombstones included; None while the
+        index is not trusted (the caller asks the store)."""
+        if not self._index.trusted:
+            return None
+        return {u for u in uuids if u in self._index}
 
     def resolve(self, conn: GraphReader, group_id: str, name: str) -> Entity | None:
         """Exact (trimmed, case-insensitive) name in the group, earliest first, tombstones followed."""

@@ -32,9 +32,10 @@ its own consistent snapshot without installing it).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -110,6 +111,7 @@ class SearchIndex:
         self.vector_floor = vector_floor
         self.vocab = Vocabulary()
         self._codes: dict[str, int] = {"": 0}
+        self._strings: list[str] = []  # `decode`'s inverse of `_codes`, extended lazily
         self._lock = threading.Lock()
         self._parts: dict[tuple[str, str], Partition] = {}
         self._versions: dict[str, int] = {}
@@ -167,6 +169,15 @@ class SearchIndex:
     def known_code(self, text: str) -> int | None:
         """The code of a value if any row ever had it (filters on unseen values match nothing)."""
         return self._codes.get(text)
+
+    def decode(self, codes: Iterable[int]) -> list[str]:
+        """The strings of codes (`code`'s inverse; "" for an absent value). Codes are handed out
+        in insertion order, so the inverse is the dict's keys, extended as codes are added."""
+        with self._lock:
+            if len(self._strings) < len(self._codes):
+                self._strings.extend(itertools.islice(self._codes, len(self._strings), None))
+            strings = self._strings
+        return [strings[c] for c in codes]
 
     # -- embedding ------------------------------------------------------------------------------
 

@@ -12,21 +12,35 @@ steps through facts, ranks, and packs a plain-text block whose estimated size,
 - whatever was found but not written is counted (`omitted_nodes`, `omitted_facts`), and
   `truncated` says whether anything was.
 
-Expansion is bounded: at most `MAX_FRONTIER` entities (the nearest, seeds first) are expanded
-per hop and at most `MAX_CANDIDATE_FACTS` facts are ranked; facts cut by that bound count as
-omitted.
+Expansion is bounded: at most `MAX_FRONTIER` entities (the nearest, seeds first, then those
+reached through the best-ranked facts) are expanded per hop, at most `DEGREE_CAP` facts of one
+entity are taken per hop (current first, then the latest), and at most `MAX_CANDIDATE_FACTS`
+facts are ranked; facts cut by these bounds count as omitted.
+
+Where it reads (issue 21): the expansion runs on the search index's fact columns (endpoints and
+the four instants of every fact, kept in step with commits), not on the store: a Kuzu 0.11
+traversal costs ~3 ms per entity at any size and an `IN`-list or `UNWIND` one scans the table
+(~0.65 s at 1M facts), so two hops read ~800 rows a call. Only what the block may show is read
+from the store: existence of the reached entities comes from the name index, and the ranked
+facts and their endpoints are fetched in slices of `HYDRATE` as the packing writes them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import numpy as np
+import numpy.typing as npt
+
 from lcg.models import Entity, Fact
 from lcg.search import hybrid
+from lcg.search.index import ALWAYS, NEVER, SearchIndex, micros
+from lcg.search.partition import View
 from lcg.temporal.filter import CURRENT, TimeFilter
 from lcg.temporal.timeline import fact_status
 from lcg.timeutil import now, to_read_format
@@ -36,8 +50,12 @@ if TYPE_CHECKING:
     from lcg.storage.backend import GraphReader
 
 __all__ = [
+    "DEGREE_CAP",
+    "HYDRATE",
     "MAX_CANDIDATE_FACTS",
     "MAX_FRONTIER",
+    "MISFITS",
+    "Candidate",
     "Packed",
     "estimate_tokens",
     "get_context",
@@ -46,6 +64,10 @@ __all__ = [
 
 MAX_FRONTIER = 64
 MAX_CANDIDATE_FACTS = 600
+DEGREE_CAP = 200
+HYDRATE = 8
+MISFITS = 8
+Ints = npt.NDArray[np.int64]
 _SUMMARY_CHARS = 280
 # The fewest bytes a line can take besides its uuid (its uuid's characters are at least as many
 # bytes): "[F1] E1 --> E1:  [valid] (fact )\n" and "[E1]  (entity )\n". A line whose lower
@@ -59,6 +81,15 @@ _QUERY_CHARS = 200
 def estimate_tokens(text: str) -> int:
     """The token estimate the budget is checked against: ceil(UTF-8 bytes / 4)."""
     return math.ceil(len(text.encode("utf-8")) / 4)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A fact found by the expansion, before its row is read."""
+
+    uuid: str
+    source_uuid: str
+    target_uuid: str
 
 
 @dataclass
@@ -106,22 +137,27 @@ def _fact_line(label: str, f: Fact, ends: tuple[str, str], current: bool, at: da
 
 def pack(
     query: str,
-    entities: dict[str, Entity],
+    entities: Mapping[str, Entity],
     node_order: Sequence[str],
-    facts: Sequence[Fact],
+    facts: Sequence[Fact] | Sequence[Candidate],
     is_current: dict[str, bool],
     token_budget: int,
     at: datetime,
     *,
     lead: Sequence[str] = (),
     omitted_facts: int = 0,
+    fact_of: Callable[[Candidate], Fact | None] | None = None,
 ) -> Packed:
     """Pack ranked entities and facts into a block of at most `token_budget` estimated tokens.
 
     `node_order` ranks entities, `facts` ranks facts; a fact is written only with both endpoints
     (added with it when not yet written). The `lead` entities get the first lines, then facts in
-    rank order, then the remaining entities while they fit. `omitted_facts` counts facts cut
+    rank order, then the remaining entities while they fit; after `MISFITS` facts (then
+    entities) that were formatted and did not fit, the rest are not tried (each would be read
+    from the store only to be left out). `omitted_facts` counts facts cut
     before packing. `at` is the instant validity is judged at (for the NOT YET VALID mark).
+    `facts` may be candidates, whose rows `fact_of` reads when a line is written (one it cannot
+    read counts as omitted); `entities` may likewise read its rows on first use.
     """
     limit = token_budget * 4
     head = f"Context for: {_clip(query, _QUERY_CHARS)}\n"
@@ -135,7 +171,12 @@ def pack(
     def add_nodes(uuids: list[str], extra: int) -> bool:
         nonlocal used
         fresh = [u for u in dict.fromkeys(uuids) if u not in labels]
-        lines = [_entity_line(f"E{len(labels) + i + 1}", entities[u]) for i, u in enumerate(fresh)]
+        try:
+            lines = [
+                _entity_line(f"E{len(labels) + i + 1}", entities[u]) for i, u in enumerate(fresh)
+            ]
+        except KeyError:  # a row gone since the expansion found it
+            return False
         cost = sum(len(line.encode()) for line in lines) + extra
         if used + cost > limit:
             return False
@@ -149,6 +190,7 @@ def pack(
     for uuid in lead:
         if uuid in entities:
             add_nodes([uuid], 0)
+    misfits = 0
     for f in facts:
         ends = [f.source_uuid, f.target_uuid]
         if any(u not in entities for u in ends):
@@ -156,12 +198,17 @@ def pack(
             continue
         fresh = [u for u in dict.fromkeys(ends) if u not in labels]
         floor = _FACT_LINE_MIN + len(f.uuid) + sum(_ENTITY_LINE_MIN + len(u) for u in fresh)
-        if used + floor > limit:  # cannot fit, whatever its text: skip formatting it
+        # Cannot fit whatever its text, or the block is as good as full: skip formatting it.
+        if used + floor > limit or misfits >= MISFITS:
+            out.omitted_facts += 1
+            continue
+        full = f if isinstance(f, Fact) else fact_of(f) if fact_of is not None else None
+        if full is None:
             out.omitted_facts += 1
             continue
         names = [labels.get(u) or f"E{len(labels) + fresh.index(u) + 1}" for u in ends]
         line = _fact_line(
-            f"F{len(fact_lines) + 1}", f, (names[0], names[1]), is_current.get(f.uuid, False), at
+            f"F{len(fact_lines) + 1}", full, (names[0], names[1]), is_current.get(f.uuid, False), at
         )
         size = len(line.encode())
         if add_nodes(ends, size):
@@ -170,9 +217,13 @@ def pack(
             used += size
         else:
             out.omitted_facts += 1
+            misfits += 1
+    misfits = 0
     for uuid in node_order:
+        if misfits >= MISFITS:
+            break
         if uuid in entities and uuid not in labels and used + _ENTITY_LINE_MIN + len(uuid) <= limit:
-            add_nodes([uuid], 0)
+            misfits += not add_nodes([uuid], 0)
     out.omitted_nodes = sum(1 for u in node_order if u in entities and u not in labels)
     out.omitted_facts += omitted_facts
     out.text = heads[0] + heads[1] + "".join(node_lines) + heads[2] + "".join(fact_lines)
@@ -181,76 +232,230 @@ def pack(
 
 @dataclass
 class _Found:
-    entities: dict[str, Entity]
     node_order: list[str]
-    facts: list[Fact]
+    facts: list[Candidate]
     is_current: dict[str, bool]
     cut_facts: int
+    distance: dict[str, int]
+
+
+def _around(
+    index: SearchIndex,
+    views: list[tuple[str, View]],
+    keys: list[str],
+    visible: TimeFilter,
+    at_us: int,
+) -> tuple[list[tuple[Candidate, bool, int]], int]:
+    """The shown facts of `views` with an endpoint among `keys`, each once, as (candidate, is
+    current, start); at most `DEGREE_CAP` per key (the current, then latest, first), and how
+    many shown facts that cap left out."""
+    codes = [c for c in (index.known_code(u) for u in keys) if c is not None]
+    if not codes:
+        return [], 0
+    wanted = np.asarray(codes, dtype=np.int64)
+    out: list[tuple[Candidate, bool, int]] = []
+    capped = 0
+    for _, view in views:
+        cols = view.columns
+        src, tgt = cols["source"], cols["target"]
+        docs = np.flatnonzero(view.live() & (np.isin(src, wanted) | np.isin(tgt, wanted)))
+        inv, exp = cols["invalid_at"][docs], cols["expired_at"][docs]
+        docs = docs[~((exp != NEVER) & (inv == NEVER))]  # withdrawn: never context
+        if not len(docs):
+            continue
+        valid, created = cols["valid_at"][docs], cols["created_at"][docs]
+        current = visible.mask(valid, cols["invalid_at"][docs], created, cols["expired_at"][docs])
+        start = np.where(valid != ALWAYS, valid, np.where(created != ALWAYS, created, at_us))
+        uuids = [view.uuids[d] for d in docs.tolist()]
+        s, t = src[docs], tgt[docs]
+        ends = index.decode(np.concatenate([s, t]).tolist())
+        rows = [
+            (Candidate(u, ends[i], ends[len(docs) + i]), bool(c), int(b))
+            for i, (u, c, b) in enumerate(zip(uuids, current.tolist(), start.tolist(), strict=True))
+        ]
+        if len(rows) > DEGREE_CAP:
+            rows, cut = _cap_degree(rows, s, t, wanted)
+            capped += cut
+        out += rows
+    return out, capped
+
+
+def _cap_degree(
+    rows: list[tuple[Candidate, bool, int]], src: Ints, tgt: Ints, wanted: Ints
+) -> tuple[list[tuple[Candidate, bool, int]], int]:
+    """`rows` without the facts beyond the first `DEGREE_CAP` of each key they touch (ranked
+    current first, then latest start, then uuid); a fact stays if any key keeps it."""
+    touching: dict[int, list[int]] = {}
+    for i, (a, b) in enumerate(zip(src.tolist(), tgt.tolist(), strict=True)):
+        for code in {a, b}:
+            touching.setdefault(code, []).append(i)
+    keys = set(wanted.tolist())
+    if all(len(v) <= DEGREE_CAP for k, v in touching.items() if k in keys):
+        return rows, 0
+    keep: set[int] = set()
+    for code, idx in touching.items():
+        if code in keys:
+            idx.sort(key=lambda i: (not rows[i][1], -rows[i][2], rows[i][0].uuid))
+            keep.update(idx[:DEGREE_CAP])
+    kept = [r for i, r in enumerate(rows) if i in keep]
+    return kept, len(rows) - len(kept)
 
 
 def _expand(
-    conn: GraphReader,
+    index: SearchIndex,
+    views: list[tuple[str, View]],
+    existing: Callable[[Iterable[str]], set[str]],
     seed_nodes: list[str],
     seed_facts: list[Fact],
-    groups: list[str] | None,
     hops: int,
     visible: TimeFilter,
     at: datetime,
 ) -> _Found:
-    """Seeds plus `hops` steps through facts; facts ranked current first, then by distance."""
+    """Seeds plus `hops` steps through facts (read from the search index's fact columns, no
+    store reads); facts ranked current first, then seed facts, then by distance and recency."""
+    at_us = micros(at, 0)
     distance: dict[str, int] = {}
     for uuid in seed_nodes:
         distance.setdefault(uuid, 0)
     for f in seed_facts:
         distance.setdefault(f.source_uuid, 0)
         distance.setdefault(f.target_uuid, 0)
-    found: dict[str, Fact] = {f.uuid: f for f in seed_facts if _shown(f)}
+    found: dict[str, tuple[Candidate, bool, int]] = {}
+    for f in seed_facts:
+        if _shown(f):
+            start = micros(f.valid_at or f.created_at or at, 0)
+            found.setdefault(
+                f.uuid, (Candidate(f.uuid, f.source_uuid, f.target_uuid), visible.admits(f), start)
+            )
+    capped = 0
     frontier = list(distance)
+    known: set[str] = set()
+
+    def alive(keys: list[str]) -> list[str]:
+        fresh = [k for k in keys if k not in known]
+        known.update(existing(fresh))
+        return [k for k in keys if k in known]
+
     for hop in range(1, hops + 1):
+        rows, cut = _around(index, views, alive(frontier[:MAX_FRONTIER]), visible, at_us)
+        capped += cut
+        # The next frontier: ends first reached through the best facts (current, latest).
+        rows.sort(key=lambda r: (not r[1], -r[2], r[0].uuid))
         nxt: list[str] = []
-        for f in conn.facts_around(frontier[:MAX_FRONTIER], groups):
-            if not _shown(f):
-                continue
-            found.setdefault(f.uuid, f)
-            for end in (f.source_uuid, f.target_uuid):
+        for row in rows:
+            found.setdefault(row[0].uuid, row)
+            for end in (row[0].source_uuid, row[0].target_uuid):
                 if end not in distance:
                     distance[end] = hop
                     nxt.append(end)
         frontier = nxt
     if hops == 0:
         inside = set(distance)
-        for f in conn.facts_around(list(distance), groups):
-            if _shown(f) and f.source_uuid in inside and f.target_uuid in inside:
-                found.setdefault(f.uuid, f)
-    entities = conn.entities_by_uuids(distance)
-    is_current = {uuid: visible.admits(f) for uuid, f in found.items()}
+        rows, cut = _around(index, views, alive(list(distance)), visible, at_us)
+        capped += cut
+        for row in rows:
+            if row[0].source_uuid in inside and row[0].target_uuid in inside:
+                found.setdefault(row[0].uuid, row)
+    is_current = {uuid: row[1] for uuid, row in found.items()}
     seed_rank = {f.uuid: i for i, f in enumerate(seed_facts)}
 
-    def fact_key(f: Fact) -> tuple[int, int, int, float, str]:
-        hop = min(distance.get(f.source_uuid, hops + 1), distance.get(f.target_uuid, hops + 1))
-        start = (f.valid_at or f.created_at or at).timestamp()
-        return (
-            0 if is_current[f.uuid] else 1,
-            seed_rank.get(f.uuid, len(seed_rank)),
-            hop,
-            -start,
-            f.uuid,
-        )
+    def fact_key(row: tuple[Candidate, bool, int]) -> tuple[int, int, int, int, str]:
+        c = row[0]
+        hop = min(distance.get(c.source_uuid, hops + 1), distance.get(c.target_uuid, hops + 1))
+        return (0 if row[1] else 1, seed_rank.get(c.uuid, len(seed_rank)), hop, -row[2], c.uuid)
 
-    ranked = sorted(found.values(), key=fact_key)
-    kept, cut = ranked[:MAX_CANDIDATE_FACTS], ranked[MAX_CANDIDATE_FACTS:]
+    ranked = [row[0] for row in sorted(found.values(), key=fact_key)]
+    kept, cut_facts = ranked[:MAX_CANDIDATE_FACTS], len(ranked) - MAX_CANDIDATE_FACTS
     degree: dict[str, int] = {}
-    for f in kept:
-        for end in (f.source_uuid, f.target_uuid):
+    for c in kept:
+        for end in (c.source_uuid, c.target_uuid):
             degree[end] = degree.get(end, 0) + 1
-    seed_order = {uuid: i for i, uuid in enumerate(distance)}
-    node_order = sorted(distance, key=lambda u: (distance[u], -degree.get(u, 0), seed_order[u], u))
-    return _Found(entities, node_order, kept, is_current, len(cut))
+    # Seeds keep their search rank among equals; entities reached later are ordered by uuid.
+    seed_order = {uuid: i for i, uuid in enumerate(distance) if distance[uuid] == 0}
+    node_order = sorted(
+        distance, key=lambda u: (distance[u], -degree.get(u, 0), seed_order.get(u, 0), u)
+    )
+    return _Found(node_order, kept, is_current, max(cut_facts, 0) + capped, distance)
 
 
 def _shown(f: Fact) -> bool:
     """Withdrawn facts (retired without an end of validity) are never context."""
     return not (f.expired_at is not None and f.invalid_at is None)
+
+
+class _Rows(Mapping[str, Entity]):
+    """The entities and facts a packing needs, read from the store only when it writes them,
+    `HYDRATE` at a time: a fact with the next ranked candidates and all their endpoints, an
+    entity with the next ones of the node order. A block of ~40 facts reads ~100 rows, not
+    the thousands two hops reach."""
+
+    def __init__(
+        self,
+        conn: GraphReader,
+        found: _Found,
+        existing: set[str],
+        entities: dict[str, Entity],
+        facts: dict[str, Fact | None],
+    ) -> None:
+        self._conn = conn
+        self._ranked = found.facts
+        self._fact_pos = {c.uuid: i for i, c in enumerate(found.facts)}
+        self._nodes = [u for u in found.node_order if u in existing]
+        self._node_pos = {u: i for i, u in enumerate(self._nodes)}
+        self._existing = existing
+        self._entities = entities
+        self._facts = facts
+        self.reads = 0  # store reads so far (benchmarks and tests look)
+
+    def __contains__(self, uuid: object) -> bool:
+        return uuid in self._existing
+
+    def __getitem__(self, uuid: str) -> Entity:
+        if uuid not in self._existing:
+            raise KeyError(uuid)
+        if uuid not in self._entities:
+            at = self._node_pos.get(uuid, 0)
+            self._fetch_entities([uuid, *self._nodes[at : at + HYDRATE]])
+        found = self._entities.get(uuid)
+        if found is None:  # gone since the expansion found it
+            raise KeyError(uuid)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._existing)
+
+    def __len__(self) -> int:
+        return len(self._existing)
+
+    def _fetch_entities(self, uuids: list[str]) -> None:
+        wanted = [
+            u for u in dict.fromkeys(uuids) if u in self._existing and u not in self._entities
+        ][: 2 * HYDRATE]
+        if wanted:
+            self.reads += 1
+            self._entities.update(self._conn.entities_by_uuids(wanted))
+
+    def fact(self, ref: Candidate) -> Fact | None:
+        """The stored fact of a candidate (None if it is gone or its endpoints moved)."""
+        ends = (ref.source_uuid, ref.target_uuid)
+        if ref.uuid not in self._facts or any(
+            u in self._existing and u not in self._entities for u in ends
+        ):
+            at = self._fact_pos.get(ref.uuid, 0)
+            window = [ref, *self._ranked[at : at + HYDRATE]]
+            missing = list(dict.fromkeys(c.uuid for c in window if c.uuid not in self._facts))
+            if missing:
+                self.reads += 1
+                rows = self._conn.facts_by_uuids(missing)
+                for uuid in missing:
+                    self._facts[uuid] = rows.get(uuid)  # None: gone since the expansion
+            self._fetch_entities(
+                [*ends, *(u for c in window for u in (c.source_uuid, c.target_uuid))]
+            )
+        full = self._facts.get(ref.uuid)
+        if full is None or (full.source_uuid, full.target_uuid) != ends:
+            return None
+        return full
 
 
 async def get_context(
@@ -272,22 +477,44 @@ async def get_context(
     )
     seed_nodes = [e.uuid for e, _ in entity_hits]
     seed_facts = [f for f, _ in fact_hits]
+    lead = seed_nodes[: (len(seed_nodes) + 1) // 2]
 
-    def read(conn: GraphReader) -> _Found:
-        return _expand(conn, seed_nodes, seed_facts, group_ids, hops, visible, at)
+    def read() -> Packed:
+        index = engine.parts.search
+        views = index.views("fact", group_ids)
+        entities = {e.uuid: e for e, _ in entity_hits}
+        with engine.reader() as conn:
 
-    found = await engine.read(read)
-    packed = pack(
-        query,
-        found.entities,
-        found.node_order,
-        found.facts,
-        found.is_current,
-        token_budget,
-        at,
-        lead=seed_nodes[: (len(seed_nodes) + 1) // 2],
-        omitted_facts=found.cut_facts,
-    )
+            def existing(uuids: Iterable[str]) -> set[str]:
+                wanted = list(uuids)
+                known = engine.names.existing(wanted)
+                if known is None:  # the name index is reloading: ask the store
+                    entities.update(conn.entities_by_uuids(wanted))
+                    known = {u for u in wanted if u in entities}
+                return known
+
+            found = _expand(index, views, existing, seed_nodes, seed_facts, hops, visible, at)
+            rows = _Rows(
+                conn,
+                found,
+                existing(found.distance),
+                entities,
+                {f.uuid: f for f in seed_facts},
+            )
+            return pack(
+                query,
+                rows,
+                found.node_order,
+                found.facts,
+                found.is_current,
+                token_budget,
+                at,
+                lead=lead,
+                omitted_facts=found.cut_facts,
+                fact_of=rows.fact,
+            )
+
+    packed = await anyio.to_thread.run_sync(read)
     tokens = estimate_tokens(packed.text)
     return {
         "context": packed.text,
