@@ -1,7 +1,7 @@
 """Benchmark lcg at 10k / 100k / 1M facts side by side; prints one JSON object.
 
     python bench/scale.py [--sizes 10000] [--embedder hash|synthetic] [--cache DIR]
-                          [--articles 30] [--queries 100] [--only temporal]
+                          [--articles 30] [--queries 100] [--only PARTS]
 
 A size N is a workspace of one group (`scale`) with N/2 entities, N facts (a tenth of them
 superseded: the old fact ended when its successor, same subject and predicate, began) and N/10
@@ -78,6 +78,14 @@ BASE = datetime(2016, 1, 1, tzinfo=UTC)
 SPAN = timedelta(days=3650)
 DEFAULT_CACHE = Path("/work/scale-cache")
 PAGE = 100  # results per page of the temporal lists (`num_results`)
+# `--only`: the parts measured (None: all). A read method's part is its family.
+ONLY: set[str] | None = None
+_PARTS = {"knowledge_get_context": "context", "knowledge_find_entities": "find"}
+_PARTS["knowledge_find_relationships"] = "find"
+
+
+def _wanted(part: str) -> bool:
+    return ONLY is None or part in ONLY
 
 
 class SyntheticEmbedder:
@@ -227,6 +235,8 @@ def _stats(seconds: list[float]) -> dict[str, float]:
 
 
 async def _timed(engine: Engine, method: str, params: list[dict[str, Any]]) -> dict[str, float]:
+    if not _wanted(_PARTS.get(method, "temporal")):
+        return {}
     for p in params[:3]:  # warm-up
         await dispatch(engine, method, p)
     out, cpu = [], []
@@ -252,18 +262,14 @@ async def _ingest(engine: Engine, group: str, count: int) -> dict[str, Any]:
     }
 
 
-async def _reads(
-    engine: Engine, n_facts: int, queries: int, only: str | None = None
-) -> dict[str, Any]:
+async def _reads(engine: Engine, n_facts: int, queries: int) -> dict[str, Any]:
     text = Text(random.Random(7))
     rng = text.rng
     qs = [{"query": " ".join(text.words_(rng.randint(1, 3)))} for _ in range(queries)]
     out: dict[str, Any] = {}
     for method in ("knowledge_find_entities", "knowledge_find_relationships"):
-        if only == "temporal":
-            break
         out[method] = await _timed(engine, method, qs)
-    for hops in (1, 2) if only != "temporal" else ():
+    for hops in (1, 2):
         ps = [{**q, "token_budget": 4000, "hops": hops} for q in qs[: max(10, queries // 5)]]
         out[f"knowledge_get_context_hops{hops}"] = await _timed(engine, "knowledge_get_context", ps)
 
@@ -321,9 +327,7 @@ def vector_recall(engine: Engine, queries: int, k: int = 30) -> dict[str, Any]:
     return out
 
 
-def measure(
-    root: Path, n_facts: int, embedder: str, n_articles: int, queries: int, only: str | None
-) -> None:
+def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: int) -> None:
     """One size, in this (fresh) process: prints its JSON."""
     settings = settings_for(root / "home")
     with llm_server(0.0) as server:  # the model `_ingest` extracts with
@@ -335,10 +339,11 @@ def measure(
         out["healthy"] = health["healthy"]
         out["rss_mb_after_open"] = rss_mb()
         try:
-            if only != "temporal":
+            if _wanted("ingest"):
                 group = f"apollo-{os.getpid()}"
                 out["ingest_engine"] = anyio.run(_ingest, engine, group, n_articles)
-            out["reads"] = anyio.run(_reads, engine, n_facts, queries, only)
+            reads = anyio.run(_reads, engine, n_facts, queries)
+            out["reads"] = {k: v for k, v in reads.items() if v}
             status = anyio.run(admin_status.status, engine)
             out["graph"] = {
                 "entities": status["entity_count"],
@@ -346,7 +351,7 @@ def measure(
                 "episodes": status["episode_count"],
             }
             out["rss_mb_end"] = rss_mb()
-            if only != "temporal":
+            if _wanted("recall"):
                 out["vector_recall_at_30"] = vector_recall(engine, max(5, queries // 5))
             out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         finally:
@@ -466,6 +471,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--build-only", action="store_true", help="build the workspaces, no runs")
     parser.add_argument(
+        "--only", help="comma-separated parts to measure: ingest, find, context, temporal, recall"
+    )
+    parser.add_argument(
         "--serve",
         action="store_true",
         help="also RSS of `lcg serve` on each workspace (hash embedder) and on 228 Apollo articles",
@@ -476,18 +484,17 @@ def main() -> None:
         help="time a rebuild from each workspace's WAL with no database (keep: its embedding "
         "cache too; none: no cache), instead of the measurements",
     )
-    parser.add_argument(
-        "--only", choices=["temporal"], help="temporal: only open and the temporal reads"
-    )
     parser.add_argument("--measure", type=int, help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
+    global ONLY
+    ONLY = set(args.only.split(",")) if args.only else None
     if args.measure and args.rebuild:
         root = args.cache / f"{args.embedder}-{args.measure}"
         rebuild(root, args.embedder, args.rebuild == "keep")
         return
     if args.measure:
         root = args.cache / f"{args.embedder}-{args.measure}"
-        measure(root, args.measure, args.embedder, args.articles, args.queries, args.only)
+        measure(root, args.measure, args.embedder, args.articles, args.queries)
         return
     started = time.perf_counter()
     sizes: dict[str, Any] = {}
