@@ -250,15 +250,21 @@ async def _timed(engine: Engine, method: str, params: list[dict[str, Any]]) -> d
 
 async def _ingest(engine: Engine, group: str, count: int) -> dict[str, Any]:
     engine_s: list[float] = []
+    cpu_s: list[float] = []  # the process's CPU per episode (the LLM server runs elsewhere)
     for i, article in enumerate(articles(count)):
         params = {**_chunk(i, article), "group_id": group}
+        started = time.process_time()
         result = await dispatch(engine, "knowledge_process_chunk", params)
+        cpu_s.append(time.process_time() - started)
         engine_s.append(result["timings"]["engine_s"])
     return {
         "articles": len(engine_s),
         "first_ms": round(engine_s[0] * 1000, 2),
         "median_ms": round(statistics.median(engine_s) * 1000, 2),
         "p95_ms": round(_pct(engine_s, 0.95) * 1000, 2),
+        "cpu_first_ms": round(cpu_s[0] * 1000, 2),
+        "cpu_median_ms": round(statistics.median(cpu_s) * 1000, 2),
+        "cpu_p95_ms": round(_pct(cpu_s, 0.95) * 1000, 2),
     }
 
 
