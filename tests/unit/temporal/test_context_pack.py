@@ -104,3 +104,48 @@ def test_skipping_lines_that_cannot_fit_changes_nothing(
             m.setattr(context, "_ENTITY_LINE_MIN", -(10**9))
             slow = pack("q", entities, order, facts, current, budget, AT, lead=lead)
         assert fast == slow
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_candidates_are_read_only_while_the_block_may_take_them(seed: int) -> None:
+    """Facts given as candidates are read through `fact_of` only when their line is written or
+    tried: at most MISFITS tried lines that did not fit, then the rest are omitted unread. The
+    block is the one the full facts give with the same rule."""
+    entities, order, facts, current = _graph(seed)
+    by_id = {f.uuid: f for f in facts}
+    rng = random.Random(seed)
+    for budget in (256, rng.randint(258, 700), rng.randint(700, 4000)):
+        read: list[str] = []
+
+        def fact_of(c: context.Candidate, read: list[str] = read) -> Fact:
+            read.append(c.uuid)
+            return by_id[c.uuid]
+
+        refs = [context.Candidate(f.uuid, f.source_uuid, f.target_uuid) for f in facts]
+        lazy = pack("q", entities, order, refs, current, budget, AT, fact_of=fact_of)
+        full = pack("q", entities, order, facts, current, budget, AT)
+        assert lazy == full
+        assert len(read) == len(set(read)) <= len(lazy.fact_ids) + context.MISFITS
+
+
+def test_after_misfits_smaller_later_facts_are_not_tried() -> None:
+    """The MISFITS bound: once that many facts did not fit, a later one that would is omitted."""
+    hub = Entity(uuid="h", group_id="g", name="hub")
+    entities = {"h": hub}
+    big = [
+        Fact(
+            uuid=f"big{i}",
+            group_id="g",
+            source_uuid="h",
+            target_uuid="h",
+            name="R",
+            fact="漢" * 600,
+        )
+        for i in range(context.MISFITS)
+    ]
+    small = Fact(uuid="small", group_id="g", source_uuid="h", target_uuid="h", name="R", fact="y")
+    current = {f.uuid: True for f in [*big, small]}
+    packed = pack("q", entities, ["h"], [*big, small], current, 256, AT)
+    assert packed.fact_ids == [] and packed.omitted_facts == context.MISFITS + 1
+    fewer = pack("q", entities, ["h"], [*big[1:], small], current, 256, AT)
+    assert fewer.fact_ids == ["small"]
