@@ -253,12 +253,17 @@ def _around(
     if not codes:
         return [], 0
     wanted = np.asarray(codes, dtype=np.int64)
+    # A lookup table over the codes (the last entry false, for the clipped larger codes): one
+    # gather per column, ~6 ms at 1M facts against ~20 ms for `np.isin`.
+    table = np.zeros(int(wanted.max()) + 2, dtype=bool)
+    table[wanted] = True
     out: list[tuple[Candidate, bool, int]] = []
     capped = 0
     for _, view in views:
         cols = view.columns
         src, tgt = cols["source"], cols["target"]
-        docs = np.flatnonzero(view.live() & (np.isin(src, wanted) | np.isin(tgt, wanted)))
+        touching = np.take(table, src, mode="clip") | np.take(table, tgt, mode="clip")
+        docs = np.flatnonzero(view.live() & touching)
         inv, exp = cols["invalid_at"][docs], cols["expired_at"][docs]
         docs = docs[~((exp != NEVER) & (inv == NEVER))]  # withdrawn: never context
         if not len(docs):
