@@ -4,12 +4,15 @@ database (a crash after commits, a restored copy) or from another embedder is no
 
 from __future__ import annotations
 
+import json
 import shutil
 from typing import Any
 
 import pytest
 
 from lcg import Settings, open_engine
+from lcg.search import vectors as vectors_mod
+from lcg.search.snapshot import FORMAT
 from lcg.service.registry import dispatch
 from lcg.storage import search_rows
 
@@ -95,3 +98,88 @@ async def test_a_reopen_loads_the_saved_index_and_a_stale_one_is_rebuilt(
         assert await names(engine, "rocket stage 3") == before[0]
     finally:
         engine.close()
+
+
+async def test_a_snapshot_of_the_old_format_is_rejected_and_rebuilt(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 1 (float32 `vec.*.npy`, no vector layouts) is not loaded: the index is rebuilt
+    from the database, answers as before, and is saved again in the current format."""
+    engine = open_engine(settings)
+    try:
+        for i in range(12):
+            await dispatch(
+                engine,
+                "knowledge_assert_entity",
+                {"name": f"Saturn stage {i}", "summary": f"Rocket stage number {i}."},
+            )
+        before = await names(engine, "rocket stage 3")
+    finally:
+        engine.close()
+    saved = settings.db_path.parent / "search-index"
+    index = json.loads((saved / "index.json").read_text())
+    (saved / "index.json").write_text(json.dumps({**index, "format": 1}))
+    stamps = list(saved.glob("*/*/stamp.json"))
+    assert stamps
+    for stamp in stamps:
+        meta = json.loads(stamp.with_name("partition.json").read_text())
+        meta.pop("vectors")  # format 1: float32 rows in `vec.<kind>.npy`, no layouts
+        stamp.with_name("partition.json").write_text(json.dumps(meta))
+        stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "format": 1}))
+
+    reads: list[str] = []
+    real = search_rows.entity_columns
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append("entity")
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(search_rows, "entity_columns", counted)
+        engine = open_engine(settings)
+        try:
+            assert await names(engine, "rocket stage 3") == before
+            assert reads  # rebuilt from the database, not loaded
+        finally:
+            engine.close()
+    assert json.loads((saved / "index.json").read_text())["format"] == FORMAT
+    assert {json.loads(s.read_text())["format"] for s in saved.glob("*/*/stamp.json")} == {FORMAT}
+    with monkeypatch.context() as patch:
+        forbid_row_reads(patch)
+        engine = open_engine(settings)
+        try:
+            assert await names(engine, "rocket stage 3") == before
+        finally:
+            engine.close()
+
+
+async def test_int8_vectors_are_saved_and_loaded(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition large enough for int8 vectors (lcg.search.vectors; the threshold lowered)
+    is saved as int8 and loaded back without reading the database, answering the same."""
+    monkeypatch.setattr(vectors_mod, "QUANTIZE_MIN_ROWS", 8)
+    engine = open_engine(settings)
+    try:
+        for i in range(12):
+            await dispatch(
+                engine,
+                "knowledge_assert_entity",
+                {"name": f"Saturn stage {i}", "summary": f"Rocket stage number {i}."},
+            )
+        [(_, view)] = engine.parts.search.views("entity", None)
+        assert {v.layout for v in view.vectors.values()} == {"sparse"}  # quantised at 12 rows
+        before = await names(engine, "rocket stage 3"), await names(engine, "saturn stag 7")
+    finally:
+        engine.close()
+    with monkeypatch.context() as patch:
+        forbid_row_reads(patch)
+        engine = open_engine(settings)
+        try:
+            [(_, view)] = engine.parts.search.views("entity", None)
+            assert {v.layout for v in view.vectors.values()} == {"sparse"}  # hash vectors
+            after = await names(engine, "rocket stage 3"), await names(engine, "saturn stag 7")
+            assert after == before
+            assert after[1][0] == "Saturn stage 7"
+        finally:
+            engine.close()

@@ -26,7 +26,7 @@ from lcg.search.floor import LEXICAL_COVERAGE
 from lcg.search.index import SearchIndex
 from lcg.search.partition import View
 from lcg.search.rows import RowCache
-from lcg.search.scoring import bm25_idf, bm25_scores, cosines, mmr, rrf, top_k
+from lcg.search.scoring import bm25_idf, bm25_scores, mmr, rrf, top_k
 from lcg.search.strategy import HYBRID_RRF, Strategy
 from lcg.search.text import STOPWORDS, tokens
 from lcg.storage.backend import GraphReader
@@ -131,53 +131,23 @@ def _cosine(
     floor: float,
 ) -> list[tuple[str, str, int, float]]:
     """Cosine top `pool` over all views; a document scores its best vector of `kinds`, and only
-    documents scoring above `floor` (lcg.search.floor) are candidates. Exact, except in the
-    kinds a large partition keeps in a graph (`View.ann`)."""
+    documents scoring above `floor` (lcg.search.floor) are candidates. Each kind's top `pool`
+    (lcg.search.vectors: exact on the stored rows, int8 in large partitions) is merged by best
+    cosine: their union holds the top `pool` of the per-document best."""
     hits: list[tuple[str, str, int, float]] = []
     for (group, view), mask in zip(views, masks, strict=True):
         if not view.n:
             continue
-        if any(kind in view.ann for kind in kinds):
-            hits += _graph_cosine(group, view, mask, kinds, vector, pool, floor)
-            continue
-        sims = np.full(view.n, -np.inf)
+        best: dict[int, float] = {}
         for kind in kinds:
-            kind_sims = cosines(view.vectors[kind], vector)
-            sims = np.maximum(sims, np.where(view.has_vector[kind], kind_sims, -np.inf))
-        for doc in top_k(sims, pool, mask, floor):
-            hits.append((view.uuids[doc], group, int(doc), float(sims[doc])))
+            docs, sims = view.vectors[kind].top(vector, pool, mask & view.has_vector[kind], floor)
+            for doc, sim in zip(docs.tolist(), sims.tolist(), strict=True):
+                if sim > best.get(doc, -np.inf):
+                    best[doc] = sim
+        ranked = sorted(best.items(), key=lambda d: (-d[1], d[0]))[:pool]
+        hits += [(view.uuids[doc], group, doc, sim) for doc, sim in ranked]
     hits.sort(key=lambda h: (-h[3], h[0]))
     return hits[:pool]
-
-
-def _graph_cosine(
-    group: str,
-    view: View,
-    mask: Mask,
-    kinds: Sequence[str],
-    vector: npt.NDArray[np.float32],
-    pool: int,
-    floor: float,
-) -> list[tuple[str, str, int, float]]:
-    """`_cosine` of one view with graph kinds: each kind's top `pool` (their union holds the
-    top `pool` of the per-document best), merged by best cosine."""
-    best: dict[int, float] = {}
-    for kind in kinds:
-        eligible = mask & view.has_vector[kind]
-        graph = view.ann.get(kind)
-        if graph is not None:
-            docs, sims = graph.top(vector, pool, eligible)
-        else:
-            all_sims = cosines(view.vectors[kind], vector)
-            docs = top_k(all_sims, pool, eligible)
-            sims = all_sims[docs]
-        for doc, sim in zip(docs.tolist(), sims.tolist(), strict=True):
-            if sim > best.get(doc, -np.inf):
-                best[doc] = sim
-    ranked = sorted(
-        ((doc, sim) for doc, sim in best.items() if sim > floor), key=lambda d: (-d[1], d[0])
-    )
-    return [(view.uuids[doc], group, doc, sim) for doc, sim in ranked[:pool]]
 
 
 def _rank(

@@ -4,10 +4,9 @@ Documents are numbered in arrival order. Each has a uuid, a token count, its pos
 vector per embedding kind (aligned by document number: row i of every matrix is document i),
 a few int64 columns (times, codes) and an optional tuple of tags (entity labels).
 
-A partition of at least `ANN_MIN_ROWS` documents (when that is set: off by default, see
-lcg.search.ann) keeps its vectors in one approximate nearest-neighbour graph per kind (int8,
-HNSW) instead of float32 matrices; the first compaction at that size builds them, and
-documents added later go into them directly.
+Each vector kind's rows are a `lcg.search.vectors.Vectors` store: float32 while the partition is
+small, int8 once a compaction (or a load) finds it has at least `QUANTIZE_MIN_ROWS` documents;
+documents added later are quantised as they arrive.
 
 Postings are a compressed-sparse-row `base` (built in one go at load and at compaction) plus an
 append-only `delta` of (term, doc, tf) triplets for documents added since, scanned linearly. A
@@ -32,9 +31,9 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from lcg.search import ann as ann_mod
-from lcg.search.ann import Ann
+from lcg.search import vectors as vectors_mod
 from lcg.search.text import Vocabulary
+from lcg.search.vectors import Vectors, VectorsView
 
 __all__ = ["Partition", "View"]
 
@@ -72,11 +71,10 @@ class View:
     delta_term: Ints
     delta_doc: Ints
     delta_tf: Ints
-    vectors: Mapping[str, Vecs]  # kinds searched exactly (float32 rows)
+    vectors: Mapping[str, VectorsView]
     has_vector: Mapping[str, Mask]
     columns: Mapping[str, Ints]
     tags: list[tuple[str, ...]]
-    ann: Mapping[str, Ann]  # kinds searched in a graph (their `vectors` entry is absent)
 
     def postings(self, term: int) -> tuple[Ints, Ints]:
         """(doc ids, term frequencies) of one term."""
@@ -96,11 +94,8 @@ class View:
         return self.alive[: self.n]
 
     def vectors_of(self, kind: str, docs: Ints) -> Vecs:
-        """The `kind` vectors of documents `docs` (each must have one)."""
-        graph = self.ann.get(kind)
-        if graph is not None:
-            return graph.get(docs)
-        return self.vectors[kind][docs]
+        """The `kind` vectors of documents `docs` (each must have one), float32 unit rows."""
+        return self.vectors[kind].get(docs)
 
 
 class Partition:
@@ -131,12 +126,9 @@ class Partition:
         self._post_tf: Ints = _EMPTY
         self._delta: Ints = np.zeros((0, 3), dtype=np.int64)  # (term, doc, tf) rows
         self._delta_len = 0
-        self._vectors: dict[str, Vecs] = {
-            k: np.zeros((0, dim), dtype=np.float32) for k in self._kinds
-        }
+        self._vectors: dict[str, Vectors] = {k: Vectors(dim) for k in self._kinds}
         self._has: dict[str, Mask] = {k: np.zeros(0, dtype=bool) for k in self._kinds}
         self._columns: dict[str, Ints] = {name: np.zeros(0, dtype=np.int64) for name in columns}
-        self._ann: dict[str, Ann] = {}
         self.dirty = False  # changed since loaded or saved (lcg.search.snapshot)
 
     def __len__(self) -> int:
@@ -159,11 +151,10 @@ class Partition:
                 delta_term=self._delta[: self._delta_len, 0],
                 delta_doc=self._delta[: self._delta_len, 1],
                 delta_tf=self._delta[: self._delta_len, 2],
-                vectors={k: m[:n] for k, m in self._vectors.items() if k not in self._ann},
+                vectors={k: v.view(n) for k, v in self._vectors.items()},
                 has_vector={k: m[:n] for k, m in self._has.items()},
                 columns={k: c[:n] for k, c in self._columns.items()},
                 tags=self._tags,
-                ann=dict(self._ann),
             )
 
     def nbytes(self) -> int:
@@ -171,8 +162,8 @@ class Partition:
         with self._lock:
             arrays: list[np.ndarray[Any, Any]] = [self._alive, self._doc_len, self._indptr]
             arrays += [self._post_docs, self._post_tf, self._delta]
-            arrays += [*self._vectors.values(), *self._has.values(), *self._columns.values()]
-            return sum(a.nbytes for a in arrays) + sum(g.nbytes() for g in self._ann.values())
+            arrays += [*self._has.values(), *self._columns.values()]
+            return sum(a.nbytes for a in arrays) + sum(v.nbytes() for v in self._vectors.values())
 
     def contains(self, uuid: str) -> bool:
         return uuid in self._pos
@@ -220,30 +211,21 @@ class Partition:
             self._alive[start:need] = True
             self._doc_len[start:need] = lengths
             for kind in self._kinds:
-                graph = self._ann.get(kind)
-                if graph is not None:
-                    flags = _fit(self._has[kind], need)
-                    flags[start:need] = False
-                    if vectors is not None and kind in vectors:
-                        flags[start:need] = vectors[kind][1][:m]
-                        rows = np.flatnonzero(vectors[kind][1][:m])
-                        graph.add(rows + start, vectors[kind][0][rows])
-                    self._has[kind] = flags
-                    continue
-                if bulk and start == 0 and vectors is not None and kind in vectors:
+                store = self._vectors[kind]
+                given = vectors.get(kind) if vectors is not None else None
+                if bulk and start == 0 and given is not None and store.layout == "f32":
                     # A bulk load into an empty partition adopts the caller's (fresh) arrays,
                     # spare rows after the m documents included.
-                    mat: Vecs = np.ascontiguousarray(vectors[kind][0], dtype=np.float32)
-                    has: Mask = np.asarray(vectors[kind][1], dtype=bool)
+                    store.adopt(given[0])
+                    self._has[kind] = np.asarray(given[1], dtype=bool)
+                    continue
+                has = _fit(self._has[kind], need)
+                if given is not None:
+                    store.put(start, np.asarray(given[0][:m], dtype=np.float32))
+                    has[start:need] = given[1][:m]
                 else:
-                    mat = _fit(self._vectors[kind], need)
-                    has = _fit(self._has[kind], need)
-                    if vectors is not None and kind in vectors:
-                        mat[start:need] = vectors[kind][0]
-                        has[start:need] = vectors[kind][1]
-                    else:
-                        has[start:need] = False
-                self._vectors[kind] = mat
+                    store.put(start, np.zeros((m, self._dim), dtype=np.float32))
+                    has[start:need] = False
                 self._has[kind] = has
             for name, col in self._columns.items():
                 grown = _fit(col, need)
@@ -271,6 +253,8 @@ class Partition:
                 self._n > 1024 and self._live_docs < self._n * 2 // 3
             ):
                 self._compact()
+            else:
+                self._quantize_if_large()
 
     def remove(self, uuids: Sequence[str]) -> None:
         with self._lock:
@@ -323,26 +307,22 @@ class Partition:
         self._alive = np.ones(len(keep), dtype=bool)
         self._doc_len = self._doc_len[keep]
         renumbered = len(keep) != n
-        for kind, graph in list(self._ann.items()):
-            if renumbered:  # keys are document numbers: a new graph under the new ones
-                kept = keep[self._has[kind][keep]]
-                fresh = Ann(self._dim)
-                fresh.add(remap[kept], graph.get(kept))
-                self._ann[kind] = fresh
         if not renumbered:  # nothing dead: no copy, and the vectors keep their spare rows
             self._has = {k: m[:n] for k, m in self._has.items()}
             self._columns = {k: c[:n] for k, c in self._columns.items()}
         else:
-            self._vectors = {
-                k: m[keep] if k not in self._ann else m for k, m in self._vectors.items()
-            }
+            for store in self._vectors.values():
+                store.select(keep)
             self._has = {k: m[keep] for k, m in self._has.items()}
             self._columns = {k: c[keep] for k, c in self._columns.items()}
         self._n = len(keep)
-        if ann_mod.ANN_MIN_ROWS and self._n >= ann_mod.ANN_MIN_ROWS:
-            for kind in self._kinds:
-                if kind not in self._ann:
-                    self._to_graph(kind)
+        self._quantize_if_large()
+
+    def _quantize_if_large(self) -> None:
+        """int8 rows for a partition of `QUANTIZE_MIN_ROWS` documents or more (lock held)."""
+        if self._n >= vectors_mod.QUANTIZE_MIN_ROWS:
+            for kind, store in self._vectors.items():
+                store.quantize(self._n, self._has[kind])
 
     # -- persistence (lcg.search.snapshot) -------------------------------------------------
 
@@ -360,17 +340,19 @@ class Partition:
             }
             for kind in self._kinds:
                 arrays[f"has.{kind}"] = self._has[kind][:n]
-                if kind not in self._ann:
-                    arrays[f"vec.{kind}"] = self._vectors[kind][:n]
             for name, col in self._columns.items():
                 arrays[f"col.{name}"] = col[:n]
             for name, arr in arrays.items():
                 np.save(directory / f"{name}.npy", np.ascontiguousarray(arr))
-            for kind, graph in self._ann.items():
-                graph.save(directory / f"ann.{kind}.usearch")
+            stores = {k: v.save(directory, k, n) for k, v in self._vectors.items()}
             (directory / "uuids.json").write_text(json.dumps(self._uuids[:n]))
             (directory / "tags.json").write_text(json.dumps(self._tags[:n]))
-            meta = {"n": n, "live_len": self._live_len, "base_terms": self._base_terms}
+            meta = {
+                "n": n,
+                "live_len": self._live_len,
+                "base_terms": self._base_terms,
+                "vectors": stores,
+            }
             (directory / "partition.json").write_text(json.dumps(meta))
             self.dirty = False
 
@@ -395,16 +377,10 @@ class Partition:
         if len(uuids) != n or len(tags) != n:
             raise ValueError(f"{directory}: {len(uuids)} uuids for {n} documents")
         has = {k: arr(f"has.{k}") for k in self._kinds}
-        graphs, vectors = {}, {}
+        vectors = {}
         for kind in self._kinds:
-            path = directory / f"ann.{kind}.usearch"
-            if path.exists():
-                graphs[kind] = Ann.load(path, self._dim)
-                vectors[kind] = np.zeros((0, self._dim), dtype=np.float32)
-            else:  # small (no graph): read in, with spare rows for the commits after the load
-                rows = arr(f"vec.{kind}")
-                vectors[kind] = np.zeros((n + n // 4 + 1024, self._dim), dtype=np.float32)
-                vectors[kind][:n] = rows
+            vectors[kind] = Vectors(self._dim)
+            vectors[kind].load(directory, kind, n, meta["vectors"][kind])
         columns = {name: arr(f"col.{name}") for name in self._columns}
         with self._lock:
             self._uuids, self._tags = uuids, tags
@@ -419,15 +395,6 @@ class Partition:
                 arr("post_docs"),
                 arr("post_tf"),
             )
-            self._vectors, self._has, self._columns, self._ann = vectors, has, columns, graphs
+            self._vectors, self._has, self._columns = vectors, has, columns
+            self._quantize_if_large()
             self.dirty = False
-
-    def _to_graph(self, kind: str) -> None:
-        """Move a kind's float32 rows into a graph (lock held)."""
-        docs = np.flatnonzero(self._has[kind][: self._n])
-        graph = Ann(self._dim)
-        for lo in range(0, len(docs), 65_536):  # no second full copy of the rows
-            chunk = docs[lo : lo + 65_536]
-            graph.add(chunk, self._vectors[kind][chunk])
-        self._ann[kind] = graph
-        self._vectors[kind] = np.zeros((0, self._dim), dtype=np.float32)

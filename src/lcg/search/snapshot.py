@@ -34,7 +34,7 @@ __all__ = ["FORMAT", "Snapshots"]
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: vectors as `lcg.search.vectors` stores (int8 in large partitions)
 # The group's applied WAL position, as the database records it (None: never recorded).
 Position = Callable[[str], Any]
 

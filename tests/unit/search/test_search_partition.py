@@ -79,7 +79,7 @@ def test_postings_vectors_and_columns_match_a_model(
     assert view.live_docs == len(model)
     assert view.live_len == sum(len(vocab.analyze([t])[1]) for t in model.values())
     for uuid, d in live.items():
-        assert view.vectors["v"][d][0] == vec[uuid]
+        assert view.vectors_of("v", np.array([d]))[0][0] == vec[uuid]
         assert view.columns["c"][d] == vec[uuid]
 
 

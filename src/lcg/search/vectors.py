@@ -1,0 +1,321 @@
+"""`Vectors`: the vectors of one embedding kind of a search partition, and the scan that ranks
+them against a query vector (the vector half of hybrid search).
+
+Row i is document i. A store starts as float32 rows, scanned exactly (einsum). Once its
+partition reaches `QUANTIZE_MIN_ROWS` documents (at a compaction, or when loaded), the rows
+become int8 with one float32 scale each (`x ~ q * scale`, `scale = max|x| / 127`): a quarter of
+the memory, and the float32 rows are dropped, so a workspace's vectors are held once (issue 21:
+at 1M facts the float32 rows were ~3.2 GB and the scan 350-830 ms a query). The int8 rows are
+laid out for the vectors they hold, decided at quantisation from the share of non-zero cells:
+
+- `sparse` (lexical embedders such as the hash embedder: ~13% of cells non-zero): one row of
+  int8 per dimension (dimension-major). A query only reads the dimensions where it is non-zero
+  (a 1-3 word query: ~10-30 of 384), so the scan is exact over the int8 vectors at a tenth of
+  the cost of reading them all;
+- `dense` (models): document-major int8 rows plus one sign bit per cell. Partitions with at
+  least `PREFILTER_MIN_ROWS` eligible documents are ranked by Hamming distance of the sign bits
+  first (48 bytes a vector), and the best `_rescored(n, k)` of them rescored exactly on the int8
+  rows; smaller ones are scanned exactly on the int8 rows. This half is approximate: its recall
+  against float32 exact search is measured by bench/scale.py (`vector_recall_at_30`).
+
+Cosines from int8 rows are within ~0.01 of the float32 ones. Concurrency follows the partition:
+writes (`put`, `select`, `quantize`, `load`) happen under its lock and only fill rows beyond a
+view's `n` or replace whole arrays, so a `VectorsView` stays consistent without a lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from lcg.search.scoring import cosines
+
+__all__ = ["PREFILTER_MIN_ROWS", "QUANTIZE_MIN_ROWS", "Vectors", "VectorsView"]
+
+# Partitions of at least this many documents hold int8 rows (tests lower it).
+QUANTIZE_MIN_ROWS = 50_000
+# Dense stores with at least this many eligible documents use the sign-bit prefilter.
+PREFILTER_MIN_ROWS = 100_000
+_SPARSE_SHARE = 0.5  # at most this share of non-zero cells: the sparse layout
+_BLOCK = 16_384  # documents per block of a scan (the float32 scratch stays in cache)
+_NO_MATCH = np.uint16(65535)
+
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+F32 = npt.NDArray[np.float32]
+I8 = npt.NDArray[np.int8]
+U64 = npt.NDArray[np.uint64]
+Mask = npt.NDArray[np.bool_]
+
+
+def _rescored(n: int, k: int) -> int:
+    """How many prefilter candidates a dense scan rescores on the int8 rows."""
+    return min(n, max(4096, 64 * k, n // 32))
+
+
+def _quantize(rows: F32) -> tuple[I8, F32]:
+    """int8 rows and their scales (a zero row: scale 0, all zeros)."""
+    peak = np.abs(rows).max(axis=1) if rows.size else np.zeros(len(rows), dtype=np.float32)
+    scale = (peak / 127.0).astype(np.float32)
+    safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    q = np.clip(np.rint(rows / safe[:, None]), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def _sign_words(rows: F32, words: int) -> U64:
+    """The rows' sign bits (1: positive) as `words` 64-bit words a row, dimension-major
+    ((words, len(rows)): one contiguous array per word, as the Hamming scan reads them)."""
+    packed = np.packbits(rows > 0, axis=1)
+    padded = np.zeros((len(rows), words * 8), dtype=np.uint8)
+    padded[:, : packed.shape[1]] = packed
+    return np.ascontiguousarray(padded.view(np.uint64).T)
+
+
+def _top(sims: Floats, k: int, eligible: Mask, floor: float | None) -> Ints:
+    """Indices of the k best `sims` among `eligible` and above `floor`, best first (ties by index)."""
+    keep = eligible if floor is None else eligible & (sims > floor)
+    idx = np.flatnonzero(keep)
+    if k <= 0 or not len(idx):
+        return np.zeros(0, dtype=np.int64)
+    if len(idx) > k:
+        part = np.argpartition(-sims[idx], k - 1)[:k]
+        idx = idx[part]
+    order = np.lexsort((idx, -sims[idx]))
+    return cast(Ints, idx[order].astype(np.int64))
+
+
+@dataclass(frozen=True)
+class VectorsView:
+    """A read-only snapshot of a store's first `n` rows."""
+
+    n: int
+    dim: int
+    layout: str  # "f32", "sparse" or "dense"
+    rows: F32 | I8  # f32/dense: (rows, dim); sparse: (dim, rows) (a view may hold spare rows)
+    scale: F32  # int8 layouts: per row
+    bits: U64  # dense: (words, rows)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def get(self, docs: Ints) -> F32:
+        """The vectors of documents `docs`, as float32 unit rows (int8 ones dequantised)."""
+        docs = np.asarray(docs, dtype=np.int64)
+        if self.layout == "f32":
+            return cast(F32, self.rows[docs])
+        q = self.rows[:, docs].T if self.layout == "sparse" else self.rows[docs]
+        mat = q.astype(np.float32)
+        norms = np.linalg.norm(mat, axis=1, keepdims=True)
+        return cast(F32, (mat / np.maximum(norms, 1e-12)).astype(np.float32))
+
+    def top(
+        self, vector: F32, k: int, eligible: Mask, floor: float | None = None
+    ) -> tuple[Ints, Floats]:
+        """Up to `k` documents of `eligible` (a mask over the first `n`) with a cosine above
+        `floor` nearest `vector` (a unit vector): (documents, cosines), best first."""
+        n = self.n
+        eligible = eligible[:n]
+        if k <= 0 or not n or not eligible.any():
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        query = np.asarray(vector, dtype=np.float32)
+        if self.layout == "dense" and int(eligible.sum()) >= PREFILTER_MIN_ROWS:
+            return self._prefiltered(query, k, eligible, floor)
+        sims = self.scan(query)
+        docs = _top(sims, k, eligible, floor)
+        return docs, sims[docs]
+
+    def scan(self, query: F32) -> Floats:
+        """The cosine of every one of the `n` documents with `query` (exact on the stored rows)."""
+        n = self.n
+        if self.layout == "f32":
+            return cosines(cast(F32, self.rows[:n]), query)
+        out = np.empty(n, dtype=np.float32)
+        if self.layout == "sparse":
+            dims = np.flatnonzero(query)
+            weights = query[dims]
+            for lo in range(0, n, _BLOCK):
+                hi = min(n, lo + _BLOCK)
+                block = self.rows[dims, lo:hi].astype(np.float32)
+                out[lo:hi] = np.einsum("i,ij->j", weights, block)
+        else:
+            for lo in range(0, n, _BLOCK):
+                hi = min(n, lo + _BLOCK)
+                out[lo:hi] = np.einsum("ij,j->i", self.rows[lo:hi].astype(np.float32), query)
+        return cast(Floats, (out * self.scale[:n]).astype(np.float64))
+
+    def _prefiltered(
+        self, query: F32, k: int, eligible: Mask, floor: float | None
+    ) -> tuple[Ints, Floats]:
+        """Dense: the `_rescored` eligible documents nearest by sign bits, ranked exactly."""
+        n = self.n
+        qbits = _sign_words(query[None, :], len(self.bits))[:, 0]
+        dist = np.bitwise_count(self.bits[0, :n] ^ qbits[0]).astype(np.uint16)
+        for w in range(1, len(self.bits)):
+            dist += np.bitwise_count(self.bits[w, :n] ^ qbits[w])
+        dist[~eligible] = _NO_MATCH
+        want = _rescored(int(eligible.sum()), k)
+        cand = np.argpartition(dist, want - 1)[:want] if want < n else np.arange(n)
+        cand = np.sort(cand[eligible[cand]])
+        rows = cast(I8, self.rows[cand])
+        sims = (np.einsum("ij,j->i", rows.astype(np.float32), query) * self.scale[cand]).astype(
+            np.float64
+        )
+        pick = _top(sims, k, np.ones(len(cand), dtype=bool), floor)
+        return cand[pick], sims[pick]
+
+
+class Vectors:
+    """One kind's rows: float32, or int8 in the layout their content suits (module docstring).
+    Not locked: the owning partition serialises writes."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.layout = "f32"
+        self._words = (dim + 63) // 64
+        self._rows: F32 | I8 = np.zeros((0, dim), dtype=np.float32)
+        self._scale: F32 = np.zeros(0, dtype=np.float32)
+        self._bits: U64 = np.zeros((self._words, 0), dtype=np.uint64)
+
+    @property
+    def capacity(self) -> int:
+        return int(self._rows.shape[1] if self.layout == "sparse" else self._rows.shape[0])
+
+    def view(self, n: int) -> VectorsView:
+        return VectorsView(n, self.dim, self.layout, self._rows, self._scale, self._bits)
+
+    def nbytes(self) -> int:
+        return int(self._rows.nbytes + self._scale.nbytes + self._bits.nbytes)
+
+    def float32_rows(self) -> F32 | None:
+        """The float32 rows (spare rows included) while the store is not quantised."""
+        return cast(F32, self._rows) if self.layout == "f32" else None
+
+    def adopt(self, rows: F32) -> None:
+        """Take `rows` (a fresh float32 matrix, spare rows after the documents) as the store."""
+        self.layout = "f32"
+        self._rows = np.ascontiguousarray(rows, dtype=np.float32)
+
+    def _grow(self, need: int) -> None:
+        cap = self.capacity
+        if cap >= need:
+            return
+        size = max(need, 2 * cap, 64)
+        if self.layout == "f32":
+            rows = np.zeros((size, self.dim), dtype=np.float32)
+            rows[:cap] = self._rows
+            self._rows = rows
+            return
+        scale = np.zeros(size, dtype=np.float32)
+        scale[:cap] = self._scale
+        self._scale = scale
+        if self.layout == "sparse":
+            grown = np.zeros((self.dim, size), dtype=np.int8)
+            grown[:, :cap] = self._rows
+        else:
+            grown = np.zeros((size, self.dim), dtype=np.int8)
+            grown[:cap] = self._rows
+            bits = np.zeros((self._words, size), dtype=np.uint64)
+            bits[:, :cap] = self._bits
+            self._bits = bits
+        self._rows = grown
+
+    def put(self, start: int, rows: F32) -> None:
+        """Write `rows` (float32) as documents start, start + 1, ..."""
+        end = start + len(rows)
+        self._grow(end)
+        if self.layout == "f32":
+            self._rows[start:end] = rows
+            return
+        q, scale = _quantize(np.asarray(rows, dtype=np.float32))
+        self._scale[start:end] = scale
+        if self.layout == "sparse":
+            self._rows[:, start:end] = q.T
+        else:
+            self._rows[start:end] = q
+            self._bits[:, start:end] = _sign_words(np.asarray(rows, dtype=np.float32), self._words)
+
+    def select(self, keep: Ints) -> None:
+        """Keep only the rows `keep`, renumbered 0.. (a compaction)."""
+        if self.layout == "sparse":
+            self._rows = cast(I8, np.ascontiguousarray(self._rows[:, keep]))
+        else:
+            self._rows = self._rows[keep]
+        if self.layout != "f32":
+            self._scale = self._scale[keep]
+        if self.layout == "dense":
+            self._bits = np.ascontiguousarray(self._bits[:, keep])
+
+    def quantize(self, n: int, present: Mask) -> None:
+        """Turn the first `n` float32 rows into int8 (their layout chosen by content), keeping
+        spare rows for later documents; the float32 rows are released."""
+        if self.layout != "f32":
+            return
+        rows = cast(F32, self._rows)
+        sample = rows[:n][present[:n]]
+        nonzero = float(np.count_nonzero(sample[:20_000])) / max(1, sample[:20_000].size)
+        layout = "sparse" if nonzero <= _SPARSE_SHARE else "dense"
+        cap = n + n // 4 + 1024
+        fresh = Vectors(self.dim)
+        fresh.layout = layout
+        fresh._scale = np.zeros(cap, dtype=np.float32)
+        if layout == "sparse":
+            fresh._rows = np.zeros((self.dim, cap), dtype=np.int8)
+        else:
+            fresh._rows = np.zeros((cap, self.dim), dtype=np.int8)
+            fresh._bits = np.zeros((self._words, cap), dtype=np.uint64)
+        for lo in range(0, n, 65_536):  # no second full-size float32 temporary
+            fresh.put(lo, rows[lo : min(n, lo + 65_536)])
+        self.layout = layout
+        self._rows, self._scale, self._bits = fresh._rows, fresh._scale, fresh._bits
+
+    # -- persistence (lcg.search.snapshot, through Partition.save / load) --------------------
+
+    def save(self, directory: Path, kind: str, n: int) -> dict[str, Any]:
+        """Write the first `n` rows under `directory`; what `load` needs to read them back."""
+        arrays: dict[str, np.ndarray[Any, Any]]
+        if self.layout == "sparse":
+            arrays = {"q": self._rows[:, :n], "scale": self._scale[:n]}
+        elif self.layout == "dense":
+            arrays = {"q": self._rows[:n], "scale": self._scale[:n], "bits": self._bits[:, :n]}
+        else:
+            arrays = {"vec": self._rows[:n]}
+        for name, arr in arrays.items():
+            np.save(directory / f"{name}.{kind}.npy", np.ascontiguousarray(arr))
+        return {"layout": self.layout}
+
+    def load(self, directory: Path, kind: str, n: int, meta: dict[str, Any]) -> None:
+        """Read what `save` wrote, into arrays with spare rows for the commits after the load.
+
+        Raises:
+            OSError, ValueError, KeyError: a missing or malformed file.
+        """
+        layout = str(meta["layout"])
+        if layout not in ("f32", "sparse", "dense"):
+            raise ValueError(f"{directory}: unknown vector layout {layout!r}")
+
+        def arr(name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray[Any, Any]:
+            out = np.load(directory / f"{name}.{kind}.npy", mmap_mode="r")
+            if out.shape != shape or out.dtype != np.dtype(dtype):
+                raise ValueError(f"{directory}: {name}.{kind} is {out.dtype}{out.shape}")
+            return cast("np.ndarray[Any, Any]", out)
+
+        cap = n + n // 4 + 1024
+        self.layout = layout
+        if layout == "f32":
+            self._rows = np.zeros((cap, self.dim), dtype=np.float32)
+            self._rows[:n] = arr("vec", (n, self.dim), np.float32)
+            return
+        self._scale = np.zeros(cap, dtype=np.float32)
+        self._scale[:n] = arr("scale", (n,), np.float32)
+        if layout == "sparse":
+            self._rows = np.zeros((self.dim, cap), dtype=np.int8)
+            self._rows[:, :n] = arr("q", (self.dim, n), np.int8)
+        else:
+            self._rows = np.zeros((cap, self.dim), dtype=np.int8)
+            self._rows[:n] = arr("q", (n, self.dim), np.int8)
+            self._bits = np.zeros((self._words, cap), dtype=np.uint64)
+            self._bits[:, :n] = arr("bits", (self._words, n), np.uint64)
