@@ -9,11 +9,12 @@ text it embedded (`Embedding.text_hash`). Writing 45k 384-d vectors through Kuzu
 (COPY plus commit) and reading them back 2 s; appending them here costs one sequential write,
 and a rebuild after the database is deleted finds every vector already cached.
 
-Memory: the file as opened is memory-mapped, not read in, and its hashes are held as one sorted
-array of 64-bit integers (8 bytes a vector, against ~150 bytes for a dict entry). The search
-index keeps the one in-memory copy of the vectors it serves; the cache's pages are read when a
-vector is looked up and handed back to the page cache after large reads, so a workspace's vectors
-are never resident twice (opening the 203k vectors of bench/scale.py's 100k-fact workspace:
+Memory: the file is memory-mapped, never read in (rows appended later included: they are read
+back through a new map), and its hashes are held as one sorted array of 64-bit integers (8 bytes
+a vector, against ~150 bytes for a dict entry; recent appends sit in a dict until it is merged).
+The search index keeps the one in-memory copy of the vectors it serves; the cache's pages are
+read when a vector is looked up and handed back to the page cache after large reads, so a
+workspace's vectors are never resident twice (opening the 203k vectors of bench/scale.py's 100k-fact workspace:
 3.9 s and 326 MB of RSS when the file was read into an array and a dict; 0.4 s and 6 MB now).
 """
 
@@ -70,17 +71,16 @@ class CachedEmbedder:
         private_dir(directory)
         self.path = directory / f"{slug}-{identity.dim}.f32"
         self._lock = threading.Lock()
-        # Rows [0, len(_loaded)) are the file as opened (mapped; their hashes sorted in
-        # `_sorted`, row numbers in `_sorted_rows`); later ones are in `_tail`, which grows by
-        # doubling, their hashes in `_index`. Growing one matrix instead copied the whole cache
-        # into one twice its size at the first new text after opening (bench/embeddings.py,
-        # 300k vectors: 73-79 ms and ~460 MB more, against ~1 ms now).
+        # Every row is read from the file, mapped: rows [0, len(_mapped)) are the current map,
+        # remapped when a row appended since is read. Hashes: of the rows merged so far in
+        # `_sorted` (row numbers in `_sorted_rows`), of rows appended since in `_index`. An
+        # in-memory copy of the appended rows held every vector a rebuild embedded a second
+        # time (2.4 GB at 1M facts; issue 21).
         self._index: dict[bytes, int] = {}
         self._map: mmap.mmap | None = None
         self._sorted: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
         self._sorted_rows: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self._loaded: Vectors = np.zeros((0, identity.dim), dtype=np.float32)
-        self._tail: Vectors = np.zeros((0, identity.dim), dtype=np.float32)
+        self._mapped: Vectors = np.zeros((0, identity.dim), dtype=np.float32)
         self._count = 0
         self.hits = 0
         self.misses = 0
@@ -100,16 +100,34 @@ class CachedEmbedder:
                 fh.truncate(whole)
         if not whole:
             return
-        with self.path.open("rb") as fh:
-            self._map = mmap.mmap(fh.fileno(), whole, access=mmap.ACCESS_READ)
-        data = np.frombuffer(self._map, dtype=self._record)
+        self._count = whole // self._record.itemsize
+        data = self._remap()
         keys = _as_u64(data["h"])
         order = np.argsort(keys, kind="stable")
         self._sorted = keys[order]
         self._sorted_rows = order.astype(np.int64)
-        self._loaded = data["v"]
-        self._count = len(data)
         self._release()
+
+    def _remap(self) -> npt.NDArray[np.void]:
+        """Map the file's `_count` records (lock held, or still in `__init__`)."""
+        with self.path.open("rb") as fh:
+            self._map = mmap.mmap(
+                fh.fileno(), self._count * self._record.itemsize, access=mmap.ACCESS_READ
+            )
+        data = np.frombuffer(self._map, dtype=self._record)
+        self._mapped = data["v"]
+        return data
+
+    def _merge(self) -> None:
+        """Fold the appended rows' hashes into the sorted array (lock held): a dict entry costs
+        ~150 bytes, a sorted one 16."""
+        keys = _as_u64(np.array(list(self._index), dtype="S16"))
+        rows = np.fromiter(self._index.values(), dtype=np.int64, count=len(self._index))
+        merged = np.concatenate([self._sorted, keys])
+        order = np.argsort(merged, kind="stable")
+        self._sorted = merged[order]
+        self._sorted_rows = np.concatenate([self._sorted_rows, rows])[order]
+        self._index = {}
 
     def _release(self) -> None:
         """Hand the mapped pages read so far back to the page cache (not resident here)."""
@@ -131,24 +149,13 @@ class CachedEmbedder:
                     out[i] = self._index.get(key)
         return out
 
-    def _append(self, vectors: Vectors) -> None:
-        used = self._count - len(self._loaded)
-        need = used + len(vectors)
-        if need > len(self._tail):
-            grown = np.zeros((max(need, 2 * len(self._tail), 1024), self._dim), dtype=np.float32)
-            grown[:used] = self._tail[:used]
-            self._tail = grown
-        self._tail[used:need] = vectors
-        self._count += len(vectors)
-
     def _rows(self, at: list[int]) -> Vectors:
         """The vectors of cache rows `at` (lock held)."""
         idx = np.asarray(at, dtype=np.int64)
-        old = idx < len(self._loaded)
-        out = np.empty((len(idx), self._dim), dtype=np.float32)
-        out[old] = self._loaded[idx[old]]
-        out[~old] = self._tail[idx[~old] - len(self._loaded)]
-        if int(old.sum()) >= _RELEASE_ROWS:
+        if len(idx) and int(idx.max()) >= len(self._mapped):
+            self._remap()
+        out: Vectors = self._mapped[idx]
+        if len(idx) >= _RELEASE_ROWS:
             self._release()
         return out
 
@@ -206,7 +213,7 @@ class CachedEmbedder:
             out[targets] = fresh[sources]
         with self._lock:
             # Another thread may have won (the mapped rows cannot have changed).
-            new = [j for j, key in enumerate(keys_missing) if key not in self._index]
+            new = [j for j, at in enumerate(self._find(keys_missing)) if at is None]
             if new:
                 vectors = fresh if len(new) == len(keys_missing) else fresh[new]
                 hashes = np.frombuffer(b"".join(keys_missing[j] for j in new), dtype=np.uint8)
@@ -222,5 +229,7 @@ class CachedEmbedder:
                     fh.write(blob.tobytes())
                 for i, j in enumerate(new):
                     self._index[keys_missing[j]] = self._count + i
-                self._append(vectors)
+                self._count += len(new)
+                if len(self._index) > max(65_536, len(self._sorted) // 2):
+                    self._merge()
         return out

@@ -121,3 +121,31 @@ def test_opening_a_large_cache_holds_no_copy_of_its_vectors(tmp_path: Path) -> N
     for i in (0, 1):
         vec = got[i]
         assert vec is not None and np.array_equal(vec, expected[i])
+
+
+def test_appended_vectors_are_read_back_from_the_file_not_held_in_memory(tmp_path: Path) -> None:
+    """Vectors embedded through the cache are appended to its file and read back from it: no
+    in-memory copy grows with them (it held every vector of a 1M rebuild twice, issue 21), and
+    their hashes are folded into the sorted array once there are many."""
+    counting = CountingEmbedder()
+    cache = CachedEmbedder(counting, tmp_path)
+    texts = [f"appended text {i}" for i in range(70_000)]
+    tracemalloc.start()
+    try:
+        for lo in range(0, len(texts), 10_000):
+            cache.embed(texts[lo : lo + 10_000])
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 6_000_000  # the vectors alone are 9 MB; the copy held 16.8 MB
+    probe = ["appended text 3", "appended text 69999", "appended text 66001", "never"]
+    got = cache.cached(probe)
+    expected = counting.inner.embed(probe)
+    assert got[3] is None
+    for i in (0, 1, 2):
+        vec = got[i]
+        assert vec is not None and np.array_equal(vec, expected[i])
+    seen = len(counting.seen)
+    assert np.array_equal(cache.embed(probe[:3]), expected[:3])
+    assert len(counting.seen) == seen  # all found, none embedded again
+    assert len(CachedEmbedder(counting, tmp_path)) == 70_000

@@ -38,9 +38,7 @@ def small_int8(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def exact(model: dict[str, np.ndarray], query: np.ndarray, allowed: set[str], k: int) -> list[str]:
-    ranked = sorted(
-        (u for u in model if u in allowed), key=lambda u: (-float(model[u] @ query), u)
-    )
+    ranked = sorted((u for u in model if u in allowed), key=lambda u: (-float(model[u] @ query), u))
     return ranked[:k]
 
 
