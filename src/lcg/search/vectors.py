@@ -75,7 +75,7 @@ def _sign_words(rows: F32, words: int) -> U64:
     return np.ascontiguousarray(padded.view(np.uint64).T)
 
 
-def _top(sims: Floats, k: int, eligible: Mask, floor: float | None) -> Ints:
+def _top(sims: Floats | F32, k: int, eligible: Mask, floor: float | None) -> Ints:
     """Indices of the k best `sims` among `eligible` and above `floor`, best first (ties by index)."""
     keep = eligible if floor is None else eligible & (sims > floor)
     idx = np.flatnonzero(keep)
@@ -126,10 +126,11 @@ class VectorsView:
             return self._prefiltered(query, k, eligible, floor)
         sims = self.scan(query)
         docs = _top(sims, k, eligible, floor)
-        return docs, sims[docs]
+        return docs, sims[docs].astype(np.float64)
 
-    def scan(self, query: F32) -> Floats:
-        """The cosine of every one of the `n` documents with `query` (exact on the stored rows)."""
+    def scan(self, query: F32) -> Floats | F32:
+        """The cosine of every one of the `n` documents with `query` (exact on the stored rows;
+        float32 for int8 rows, whose cosines are no finer)."""
         n = self.n
         if self.layout == "f32":
             return cosines(cast(F32, self.rows[:n]), query)
@@ -145,7 +146,8 @@ class VectorsView:
             for lo in range(0, n, _BLOCK):
                 hi = min(n, lo + _BLOCK)
                 out[lo:hi] = np.einsum("ij,j->i", self.rows[lo:hi].astype(np.float32), query)
-        return cast(Floats, (out * self.scale[:n]).astype(np.float64))
+        out *= self.scale[:n]
+        return out
 
     def _prefiltered(
         self, query: F32, k: int, eligible: Mask, floor: float | None
