@@ -41,6 +41,13 @@ def _int_range(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def _pool_mb(text: str) -> int:
+    value = int(text.strip())
+    if value != 0 and value < 64:
+        raise ValueError("must be 0 (sized to the database) or an integer >= 64")
+    return value
+
+
 def _fraction(text: str) -> float:
     value = float(text.strip())
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
@@ -279,9 +286,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "kuzu_buffer_pool_mb",
         "LCG_KUZU_BUFFER_POOL_MB",
-        1024,
-        _int_range(64),
-        "Kuzu buffer pool size in MiB.",
+        0,
+        _pool_mb,
+        "Kuzu buffer pool size in MiB (>= 64); 0 (the default): sized to the database when it "
+        "is opened (lcg.storage.store.pool_mb).",
     ),
     Setting(
         "checkpoint_wal_bytes",
@@ -604,7 +612,7 @@ class Settings:
     chunk_text_advisory_max_chars: int = 8000
     embedder: str = "auto"
     embedding_dim: int | None = None
-    kuzu_buffer_pool_mb: int = 1024
+    kuzu_buffer_pool_mb: int = 0
     checkpoint_wal_bytes: int = 16 * 1024 * 1024
     attached_call_timeout_ms: int = 30_000
     # -- embeddings --

@@ -13,7 +13,7 @@ from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import graph, history
 from lcg.storage import store as store_module
 from lcg.storage.schema import FULLTEXT_INDEXES, MIGRATIONS
-from lcg.storage.store import Store
+from lcg.storage.store import Store, pool_mb
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -302,3 +302,19 @@ def test_many_new_facts_are_copied_with_the_hops_their_endpoints_allow(store: St
             assert sorted(f.uuid for f in around) == ["f0", "f1"]
     finally:
         store.close()
+
+
+def test_the_buffer_pool_is_sized_to_the_database(tmp_path: Path) -> None:
+    """Unset (0), the pool is half the database file within 256..1024 MiB, and 1024 MiB for a
+    database not created yet; a configured size is kept (issue 21: 1 GiB for every workspace)."""
+    db = tmp_path / "graph.db"
+    assert pool_mb(db) == 1024  # a rebuild bulk-loads a new database
+    db.write_bytes(b"x" * 4096)
+    assert pool_mb(db) == 256
+    with db.open("r+b") as fh:
+        fh.truncate(1200 * 2**20)  # sparse: no disk used
+    assert pool_mb(db) == 600
+    with db.open("r+b") as fh:
+        fh.truncate(5000 * 2**20)
+    assert pool_mb(db) == 1024
+    assert pool_mb(db, 128) == 128
