@@ -175,7 +175,7 @@ def _calibrate(engine: Any) -> dict[str, Any]:
         for _, view in views:
             sims = np.full(view.n, -np.inf)
             for kind in ("entity_name", "entity_summary"):
-                kind_sims = view.vectors[kind][: view.n] @ vector
+                kind_sims = view.vectors[kind].scan(vector)
                 sims = np.maximum(
                     sims, np.where(view.has_vector[kind][: view.n], kind_sims, -np.inf)
                 )
