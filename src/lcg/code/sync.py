@@ -15,6 +15,7 @@ time, `expired_at` = now), a new one starts at the reference time. Nothing is de
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid as uuidlib
 from collections.abc import Sequence
@@ -22,11 +23,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import anyio
+
 from lcg.code.extract import FileStructure
 from lcg.code.resolve import DesiredFact, EntitySpec, desired_file, qualified
 from lcg.code.state import CodeState, is_symbol, load_state
 from lcg.engine import Engine, EpisodeCommit, Invalidation
+from lcg.engine.follow import lost_race
 from lcg.models import Entity, Episode, Fact, canonical_attributes
+from lcg.storage.backend import GroupMovedError
 from lcg.timeutil import now, to_wal
 
 __all__ = ["BatchResult", "FileChange", "commit_changes", "plan_changes"]
@@ -76,17 +81,27 @@ async def commit_changes(
     """Write one batch of file changes as one episode at reference time `when`.
 
     `state`: what the graph holds, read before (None: read now). It is updated with what the
-    batch wrote; a failed commit leaves it unusable (the caller stops).
+    batch wrote; a failed commit leaves it unusable (the caller stops). In server mode a commit
+    that lost the race to another process (nothing applied, the engine caught up) reads the
+    state again and plans again (no model call; the episode's vectors are computed outside
+    the write lock), up to `follow.ATTEMPTS` times, then `ConflictError`.
     """
-    if state is None:  # only the facts these files can end are read
-        paths = {c.path for c in changes} | {c.old_path for c in changes if c.old_path}
-        state = await load_state(engine, group_id, paths)
-    planned = plan_changes(state, group_id, changes, when, name, description, content)
-    if planned is None:
-        return BatchResult(files=len(changes))
-    commit, result = planned
-    await engine.commit_episode(commit)
-    return result
+    paths = {c.path for c in changes} | {c.old_path for c in changes if c.old_path}
+    for attempt in itertools.count(1):
+        if state is None:  # only the facts these files can end are read
+            state = await load_state(engine, group_id, paths)
+        planned = plan_changes(state, group_id, changes, when, name, description, content)
+        if planned is None:
+            return BatchResult(files=len(changes))
+        commit, result = planned
+        try:
+            await engine.commit_episode(commit)
+        except GroupMovedError as exc:
+            await anyio.sleep(lost_race(exc, attempt))
+            state = None  # `plan_changes` changed it as if committed: read it again
+            continue
+        return result
+    raise AssertionError("unreachable: lost_race raises after the last attempt")
 
 
 def plan_changes(

@@ -7,11 +7,14 @@ row in the WAL's own field names). Embeddings are left out: they are derived and
 
 Import goes through the WAL-first commit path (each page of rows is one WAL batch of its group),
 so the WAL stays the source of truth. It skips rows the graph already holds unchanged, so
-importing the same file twice changes nothing the second time.
+importing the same file twice changes nothing the second time. In server mode a page whose
+commit lost the race to another process is compared with the caught-up graph again and its
+changes committed (`follow.retrying`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -23,6 +26,7 @@ import anyio.to_thread
 import orjson
 
 from lcg.embedding.vectors import embed_plan, plan_for_ops
+from lcg.engine.follow import retrying
 from lcg.errors import ConflictError, InvalidRequestError
 from lcg.fsmodes import private_dir
 from lcg.storage.backend import schema_version
@@ -230,9 +234,8 @@ async def import_graph(
                     ops = _page_ops(kind, page)
                     # Embedded before the lock (the commit then reads the embedding cache).
                     embed_plan(plan_for_ops(group, ops), engine.parts.embedder)
-                    with engine.writer() as w, w.connection() as conn:
-                        fresh = _changed(conn, group, kind, ops)
-                        w.commit([(group, fresh)])
+                    # A lost race (server mode): the page is compared again and re-committed.
+                    fresh = retrying(functools.partial(_commit_page, engine, group, kind, ops))
                     unchanged += len(ops) - len(fresh)
                     written[kind] += len(fresh)
                     done += len(page)
@@ -250,6 +253,14 @@ async def import_graph(
         }
 
     return await anyio.to_thread.run_sync(run)
+
+
+def _commit_page(engine: Engine, group: str, kind: str, ops: list[Op]) -> list[Op]:
+    """Under the write lock: commit what of the page the graph lacks; that part."""
+    with engine.writer() as w, w.connection() as conn:
+        fresh = _changed(conn, group, kind, ops)
+        w.commit([(group, fresh)])
+    return fresh
 
 
 def _page_ops(kind: str, page: list[dict[str, Any]]) -> list[Op]:

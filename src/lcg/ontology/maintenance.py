@@ -8,7 +8,9 @@
 
 Every pass reads its candidates from a reader snapshot, classifies them with no lock held (LLM
 and embedding calls included), then writes in batches, each under the write lock: the batch's
-rows are re-read there and only the typing field is changed, so an edit made meanwhile survives.
+rows are re-read there and only the typing field is changed, so an edit made meanwhile survives
+(in server mode, a batch whose commit lost the race to another process is re-read and
+committed again: `follow.retrying`).
 Changes are ordinary `entity.upsert` / `fact.upsert` WAL operations (the whole row, new labels
 or relation_type), so a rebuild from the WAL reproduces them. Domain failures of the two LLM
 passes are `{"success": false, ...}` results; the other two raise (docs/api.md §error-styles).
@@ -27,6 +29,7 @@ import anyio.to_thread
 import numpy as np
 
 from lcg.engine import Engine
+from lcg.engine.follow import retrying
 from lcg.errors import InvalidRequestError, LcgError
 from lcg.extraction.llm import LlmClient, LlmRequest
 from lcg.models import Entity, Fact
@@ -88,13 +91,19 @@ def _batches(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
 def _write_batch(
     engine: Engine, group_id: str, revise: Callable[[GraphReader], tuple[list[Entity], list[Fact]]]
 ) -> int:
-    """Under the write lock: re-derive rows from their current state and commit them (thread)."""
-    with engine.writer() as w:
-        entities, facts = w.read(revise)
-        ops = [entity_op(e) for e in entities] + [fact_op(f) for f in facts]
-        if ops:
-            w.commit([(group_id, ops)])
-        return len(ops)
+    """Under the write lock: re-derive rows from their current state and commit them (thread).
+    In server mode a commit that lost the race to another process is re-derived from the
+    caught-up graph and committed again (`follow.retrying`; no model call under the lock)."""
+
+    def attempt() -> int:
+        with engine.writer() as w:
+            entities, facts = w.read(revise)
+            ops = [entity_op(e) for e in entities] + [fact_op(f) for f in facts]
+            if ops:
+                w.commit([(group_id, ops)])
+            return len(ops)
+
+    return retrying(attempt)
 
 
 async def _classify(
