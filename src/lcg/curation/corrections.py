@@ -7,10 +7,16 @@
 the file in place — the rest of the text (comments, order, quoting) is kept — written through a
 `.yaml.tmp` sibling and a rename. Every graph change is an ordinary WAL batch of the group it
 touches.
+
+Each entry is its own pass under the write lock (one commit, planned from the graph as it is
+then). In server mode an entry whose commit lost the race to another process is planned again
+from the caught-up graph (`follow.retrying`); if it keeps losing, the entries before it stay
+applied and are stamped, and `ConflictError` names the entry that was not applied.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +25,8 @@ import anyio.to_thread
 import yaml
 
 from lcg.curation.merge import MergeRequest, exact_name_matches, merge_locked
-from lcg.errors import ConfigError, NotFoundError
+from lcg.engine.follow import retrying
+from lcg.errors import ConfigError, ConflictError, NotFoundError
 from lcg.timeutil import now, to_wal
 from lcg.wal.records import Op
 
@@ -155,7 +162,12 @@ def _report(
 
 
 async def apply_corrections(engine: Engine, dry_run: bool) -> dict[str, Any]:
-    """`knowledge_apply_corrections`: apply the unapplied entries, then stamp them in the file."""
+    """`knowledge_apply_corrections`: apply the unapplied entries, then stamp them in the file.
+
+    Raises:
+        ConflictError: server mode, an entry kept losing the race to other processes' commits
+            (nothing of it applied; the entries before it are applied and stamped).
+    """
     path = corrections_path(engine)
 
     def run() -> dict[str, Any]:
@@ -171,20 +183,27 @@ async def apply_corrections(engine: Engine, dry_run: bool) -> dict[str, Any]:
         errors: list[str] = []
         details: list[dict[str, str]] = []
         skipped = 0
-        with engine.writer() as w:
-            for e in entries:
-                if e.raw.get("applied_at") not in (None, ""):
-                    skipped += 1
-                    continue
-                try:
-                    _apply_one(engine, w, e, dry_run)
-                except (NotFoundError, ValueError) as exc:
-                    message = exc.message if isinstance(exc, NotFoundError) else str(exc)
-                    errors.append(f"Correction '{e.id}': {message}")
-                    continue
-                details.append({"id": e.id, "action": f"dry_run:{e.kind}" if dry_run else e.kind})
-                if not dry_run:
-                    applied.append(e.index)
+        for e in entries:
+            if e.raw.get("applied_at") not in (None, ""):
+                skipped += 1
+                continue
+            try:
+                # One pass per entry, so a lost race (server mode) plans that entry again.
+                retrying(functools.partial(_apply_pass, engine, e, dry_run))
+            except (NotFoundError, ValueError) as exc:
+                message = exc.message if isinstance(exc, NotFoundError) else str(exc)
+                errors.append(f"Correction '{e.id}': {message}")
+                continue
+            except ConflictError as exc:
+                if applied:  # those entries are in the graph: say so in the file
+                    stamp_applied(path, text, applied, now().isoformat())
+                raise ConflictError(
+                    f"correction '{e.id}' was not applied: {exc.message}; the {len(applied)} "
+                    f"entries before it were applied and stamped, apply the corrections again"
+                ) from exc
+            details.append({"id": e.id, "action": f"dry_run:{e.kind}" if dry_run else e.kind})
+            if not dry_run:
+                applied.append(e.index)
         if applied:
             stamp_applied(path, text, applied, now().isoformat())
         return _applied(not errors, len(applied), skipped, errors, details)
@@ -210,6 +229,15 @@ def _applied(
     if message is not None:
         out["message"] = message
     return out
+
+
+def _apply_pass(engine: Engine, e: _Entry, dry_run: bool) -> None:
+    """One entry in its own pass under the write lock: each entry is one commit (a retract's
+    invalidation or a merge), planned from the graph as it is then, so in server mode a commit
+    that lost the race to another process is planned again from the caught-up graph
+    (`follow.retrying`, by the caller)."""
+    with engine.writer() as w:
+        _apply_one(engine, w, e, dry_run)
 
 
 def _apply_one(engine: Engine, w: Writer, e: _Entry, dry_run: bool) -> None:
@@ -238,7 +266,7 @@ def _apply_one(engine: Engine, w: Writer, e: _Entry, dry_run: bool) -> None:
             canonical = conn.entity_by_uuid(uuid)
         elif name:
             rows = conn.rows(
-                "MATCH (x:Entity) WHERE x.name = $n AND NOT list_contains(x.labels, 'Merged') "
+                "MATCH (x:Entity) WHERE x.name = $n AND NOT 'Merged' IN x.labels "
                 "RETURN x.uuid ORDER BY x.created_at, x.uuid LIMIT 1",
                 {"n": name},
             )
