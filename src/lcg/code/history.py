@@ -29,8 +29,8 @@ from lcg.code.notes import link_notes
 from lcg.code.state import load_state
 from lcg.code.sync import BatchResult, FileChange, plan_changes
 from lcg.engine import Engine, EpisodeCommit
-from lcg.errors import InvalidRequestError
-from lcg.storage.backend import GraphReader
+from lcg.errors import ConflictError, InvalidRequestError
+from lcg.storage.backend import GraphReader, GroupMovedError
 
 __all__ = ["Change", "Commit", "HistoryReport", "ingest_history", "last_ingested_commit", "walk"]
 
@@ -215,6 +215,8 @@ async def ingest_history(
 
     Raises:
         InvalidRequestError: not a git repository, no commits, a bad selection.
+        ConflictError: server mode, another process committed to the group under a batch
+            (nothing of that batch applied; run again to resume).
         CodeParserUnavailable: tree-sitter is not installed.
     """
     top = Path(_git(root, "rev-parse", "--show-toplevel").strip())
@@ -280,15 +282,37 @@ async def ingest_history(
                 }
             )
             if len(pending) >= batch_episodes or pending_rows >= _BATCH_ROWS:
-                await engine.commit_episode(pending)
+                await _commit(engine, group_id, pending)
                 pending, pending_rows = [], 0
         if pending:
-            await engine.commit_episode(pending)
+            await _commit(engine, group_id, pending)
     finally:
         blobs.close()
     if report.episodes:
         report.notes = await link_notes(engine, group_id)
     return report
+
+
+async def _commit(engine: Engine, group_id: str, pending: list[EpisodeCommit]) -> None:
+    """Commit a batch of planned episodes.
+
+    Raises:
+        ConflictError: server mode, another process committed to the group first. The batch
+            was planned on top of the batches before it against state read at the start, and
+            that other process may be ingesting this same history, so it is not planned again
+            here: nothing of the batch was applied, the batches before it were, and a re-run
+            resumes after the last commit stored.
+    """
+    try:
+        await engine.commit_episode(pending)
+    except GroupMovedError as exc:
+        first, last = pending[0].episode.source_description, pending[-1].episode.source_description
+        raise ConflictError(
+            f"group {group_id!r} moved under the code history ingest (another process committed "
+            f"to it): nothing of the batch {first} .. {last} ({len(pending)} commits) was "
+            f"applied, the batches before it were; run the history ingest again, it resumes "
+            f"after the last commit stored"
+        ) from exc
 
 
 def _shapes_layout(change: Change) -> bool:
