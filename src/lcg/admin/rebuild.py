@@ -286,21 +286,15 @@ def _rebuild(
         exclusive.set_indices_built(engine, cu.warm_search([group_id]))
         cu.emit_replay(report)
         record_ingested_ontology(engine.settings)  # the graph now reflects the current ontology
-        result = report.to_wire(
-            engine.settings.replay_failure_samples, engine.settings.replay_fidelity_threshold
+        return _result(
+            engine,
+            report,
+            dry_run=False,
+            reset=reset,
+            previous=previous,
+            generation=generation,
+            rebind=rebound if reset else None,
         )
-        result.update(
-            {
-                "success": True,
-                "dry_run": False,
-                "indices_built": engine.state.indices_built,
-                "reset_detected": reset,
-                "previous_generation": previous,
-                "generation": generation,
-                "cross_group_rebind": rebound if reset else None,
-            }
-        )
-        return result
 
 
 def _stream_checks(
@@ -421,21 +415,7 @@ def _rebuild_from_stream(
             exclusive.set_indices_built(engine, cu.warm_search([group_id]))
             cu.emit_replay(report)
             record_ingested_ontology(engine.settings)
-        result = report.to_wire(
-            engine.settings.replay_failure_samples, engine.settings.replay_fidelity_threshold
-        )
-        result.update(
-            {
-                "success": True,
-                "dry_run": dry_run,
-                "indices_built": engine.state.indices_built,
-                "reset_detected": False,
-                "previous_generation": None,
-                "generation": None,
-                "cross_group_rebind": None,
-            }
-        )
-        return result
+        return _result(engine, report, dry_run=dry_run)
 
 
 def _dry_run(
@@ -457,17 +437,37 @@ def _dry_run(
     report.corrupt_batch_lines = stats.corrupt_batch_lines
     report.lost = stats.lost
     report.wal_files_processed = stats.files_processed
+    return _result(
+        engine, report, dry_run=True, previous=previous, generation=generation, indices=False
+    )
+
+
+def _result(
+    engine: Engine,
+    report: ReplayReport,
+    *,
+    dry_run: bool,
+    reset: bool = False,
+    previous: str | None = None,
+    generation: str | None = None,
+    rebind: dict[str, int] | None = None,
+    indices: bool = True,
+) -> dict[str, Any]:
+    """The wire result of a rebuild: the report, then what the pass did (`indices`: whether
+    to report `indices_built`; a dry run of the WAL files builds none)."""
     result = report.to_wire(
         engine.settings.replay_failure_samples, engine.settings.replay_fidelity_threshold
     )
+    result["success"] = True
+    result["dry_run"] = dry_run
+    if indices:
+        result["indices_built"] = engine.state.indices_built
     result.update(
         {
-            "success": True,
-            "dry_run": True,
-            "reset_detected": False,
+            "reset_detected": reset,
             "previous_generation": previous,
             "generation": generation,
-            "cross_group_rebind": None,
+            "cross_group_rebind": rebind,
         }
     )
     return result
