@@ -462,3 +462,78 @@ async def test_results_carry_rows_as_last_written(apollo: Engine) -> None:
     )
     ended = next(f for f in everything["facts"] if f["uuid"] == fact["uuid"])
     assert ended["invalid_at"] is not None
+
+
+async def test_rows_read_with_their_group_show_every_later_write(apollo: Engine) -> None:
+    """A search may cache every row of its hits' groups (lcg.search.rows); a later write to a
+    row that was never a hit (summary, labels, a fact's invalidation, a merge, an episode's
+    deletion) shows in the next search that finds it."""
+    group = "liminis"
+    ep = Episode(
+        "ep-q", group, "chunk", "The quokkaship splashed down.", created_at=datetime.now(UTC)
+    )
+    await apollo.commit_episode(EpisodeCommit(group, ep))
+    # Searches that find other rows first: on Kuzu their groups' rows are now in memory.
+    await call(apollo, "knowledge_find_entities", query="Apollo 13")
+    await call(apollo, "knowledge_find_relationships", query="commanded")
+    await call(apollo, "knowledge_search_passages", query="quokkaship", min_score=0)
+    cached = apollo.parts.search.rows
+    if cached is not None:  # Kuzu; FalkorDB reads every row from the server
+        assert len(cached["entity"]) == len(ENTITIES)
+        assert len(cached["fact"]) == len(FACTS)
+
+    target = (await call(apollo, "knowledge_find_entities", query="Eagle"))["nodes"][0]
+    await call(
+        apollo,
+        "knowledge_assert_entity",
+        name="Eagle",
+        entity_uuid=target["uuid"],
+        group_id=group,
+        labels=["Lander"],
+        summary="the wombatian lunar module",
+    )
+    node = (await call(apollo, "knowledge_find_entities", query="wombatian"))["nodes"][0]
+    assert node["uuid"] == target["uuid"]
+    assert node["summary"] == "the wombatian lunar module"
+    assert "Lander" in node["labels"]
+
+    fact = (await call(apollo, "knowledge_find_relationships", query="Saturn V"))["facts"][0]
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    ended = Episode("ep-ended", group, "note", "It ended.", created_at=when)
+    await apollo.commit_episode(
+        EpisodeCommit(group, ended, invalidations=[Invalidation(fact["uuid"], when, when)])
+    )
+    after = await call(
+        apollo,
+        "knowledge_find_relationships",
+        query=fact["fact"],
+        num_results=50,
+        include_invalidated=True,
+    )
+    assert next(f for f in after["facts"] if f["uuid"] == fact["uuid"])["invalid_at"] is not None
+
+    other = await call(
+        apollo, "knowledge_assert_entity", name="Eagle Lander", summary="alias", group_id=group
+    )
+    found = await call(
+        apollo, "knowledge_find_entities", query="Eagle Lander alias", num_results=20
+    )
+    alias = next(n for n in found["nodes"] if n["uuid"] == other["entity_uuid"])
+    assert "Merged" not in alias["labels"]
+    merged = await call(
+        apollo,
+        "knowledge_merge_entities",
+        canonical_uuid=target["uuid"],
+        alias_uuids=[other["entity_uuid"]],
+        group_id=group,
+    )
+    assert merged["success"] is True, str(merged)
+    found = await call(
+        apollo, "knowledge_find_entities", query="Eagle Lander alias", num_results=20
+    )
+    alias = next(n for n in found["nodes"] if n["uuid"] == other["entity_uuid"])
+    assert "Merged" in alias["labels"]  # the tombstone, not the row read before the merge
+
+    await call(apollo, "knowledge_delete_episode", episode_uuid="ep-q")
+    gone = await call(apollo, "knowledge_search_passages", query="quokkaship", min_score=0)
+    assert "ep-q" not in {p["uuid"] for p in gone["passages"]}

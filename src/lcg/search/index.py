@@ -22,8 +22,8 @@ Lifecycle (driven by lcg.engine):
   installed at once, so no search ever mixes vectors of two models. `generation` counts swaps:
   a search that took its views before a swap and its query vector after retries.
 
-The version of a group (`stamp`) also stamps the rows searches hydrated their results with
-(`rows`, lcg.search.rows), so a cached row is served only while no write touched its group.
+The rows searches hydrated their results with (`rows`, lcg.search.rows) are forgotten by the
+commits that name them (`apply`), by `invalidate` (their groups) and by `reset`.
 
 Loading races with commits are settled by versions: a loader installs what it read only if no
 commit touched that partition's group since it started (else it retries, and at worst serves
@@ -46,7 +46,7 @@ from lcg.embedding.base import Embedder, Vectors
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow
 from lcg.search.partition import Partition, View
-from lcg.search.rows import RowCache
+from lcg.search.rows import EPISODE_ROWS, ROWS_PER_FAMILY, RowCache
 from lcg.search.snapshot import Snapshots
 from lcg.search.text import Vocabulary
 from lcg.storage.backend import GraphReader
@@ -56,6 +56,11 @@ from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
 __all__ = ["ALWAYS", "FAMILIES", "NEVER", "SearchIndex", "entity_text", "micros"]
 
 logger = logging.getLogger(__name__)
+
+# Operations that change only the row whose uuid they carry (`SearchIndex._forget_rows`).
+_ROW_OPS = frozenset(
+    ("entity.upsert", "fact.upsert", "fact.invalidate", "episode.add", "episode.delete")
+)
 
 T = TypeVar("T")
 Reader = Callable[[Callable[[GraphReader], Any]], Any]
@@ -123,7 +128,12 @@ class SearchIndex:
         # Hydrated result rows (lcg.search.rows); None where other processes write the same
         # store (server mode): their commits reach this index late, so the rows would too.
         self.rows: dict[str, RowCache[Any]] | None = (
-            {family: RowCache() for family in FAMILIES} if cache_rows else None
+            {
+                family: RowCache(EPISODE_ROWS if family == "episode" else ROWS_PER_FAMILY)
+                for family in FAMILIES
+            }
+            if cache_rows
+            else None
         )
         # Saved partitions (lcg.search.snapshot) are usable only with the vocabulary and codes
         # saved with them, restored here before any text is analysed.
@@ -245,12 +255,6 @@ class SearchIndex:
 
     def _version(self, group: str) -> tuple[int, int]:
         return (self._epoch, self._versions.get(group, 0))
-
-    def stamp(self, group: str) -> tuple[int, int]:
-        """The group's version: it changes after every commit of the group is visible in the
-        database, and at `invalidate` and `reset` (lcg.search.rows)."""
-        with self._lock:
-            return self._version(group)
 
     def _partition(self, family: str, group: str) -> Partition:
         key = (family, group)
@@ -384,6 +388,8 @@ class SearchIndex:
 
     def invalidate(self, groups: Sequence[str]) -> None:
         """Drop the groups' partitions: they reload from the database on the next search."""
+        for cache in (self.rows or {}).values():
+            cache.forget((), groups)
         with self._lock:
             for group in groups:
                 self._versions[group] = self._versions.get(group, 0) + 1
@@ -414,6 +420,7 @@ class SearchIndex:
         Anything that cannot be applied in place (an unknown operation, a missing vector)
         marks the group stale instead.
         """
+        self._forget_rows(group, ops)
         with self._lock:
             self._versions[group] = self._versions.get(group, 0) + 1
             if any(op.name == "cypher.exec" for op in ops):
@@ -433,6 +440,22 @@ class SearchIndex:
             ok = False
         if not ok:
             self.invalidate([group])
+
+    def _forget_rows(self, group: str, ops: Sequence[Op]) -> None:
+        """Drop the cached rows the commit of `ops` changed (lcg.search.rows): those its
+        operations name, or the whole group for an operation that may change others."""
+        if self.rows is None:
+            return
+        uuids: list[str] = []
+        whole = False
+        for op in ops:
+            uuid = op.data.get("uuid")
+            if op.name in _ROW_OPS and isinstance(uuid, str):
+                uuids.append(uuid)
+            elif op.name != "mentions.add":  # MENTIONS edges: no column of a cached row
+                whole = True
+        for cache in self.rows.values():
+            cache.forget(uuids, [group] if whole else ())
 
     def _apply(
         self,
