@@ -292,8 +292,8 @@ def _hydrate(
     if len(found) == len(uuids):
         return found
     missing = [h for h in hits if h.uuid not in found]
-    # At most one whole group a search (~20-40 ms of CPU per thousand rows, measured at 10k): the
-    # first searches after an open share the cost.
+    # At most one whole group a search (~20-40 ms of CPU per thousand rows, measured at 10k):
+    # the first searches after an open share the cost.
     whole = next(
         (g for g in dict.fromkeys(h.group_id for h in missing) if cache.wants_whole(g, views[g].n)),
         None,

@@ -46,7 +46,7 @@ from lcg.embedding.base import Embedder, Vectors
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow
 from lcg.search.partition import Partition, View
-from lcg.search.rows import EPISODE_ROWS, ROWS_PER_FAMILY, RowCache
+from lcg.search.rows import EPISODE_ROWS, LRU_ROWS, ROWS_PER_FAMILY, RowCache
 from lcg.search.snapshot import Snapshots
 from lcg.search.text import Vocabulary
 from lcg.storage.backend import GraphReader
@@ -129,7 +129,9 @@ class SearchIndex:
         # store (server mode): their commits reach this index late, so the rows would too.
         self.rows: dict[str, RowCache[Any]] | None = (
             {
-                family: RowCache(EPISODE_ROWS if family == "episode" else ROWS_PER_FAMILY)
+                family: RowCache(EPISODE_ROWS, EPISODE_ROWS)
+                if family == "episode"
+                else RowCache(ROWS_PER_FAMILY, LRU_ROWS)
                 for family in FAMILIES
             }
             if cache_rows

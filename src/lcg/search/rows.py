@@ -3,9 +3,9 @@
 A search ranks documents in the in-process index, then reads the winning rows (entities, facts,
 episodes) from the database. At 10k entities that read cost about as much as the ranking
 (~5 ms for ten entities, ~8 ms for ten facts: Kuzu's per-statement cost), so rows are kept
-here: the most recently used `capacity` of each family (LRU), and, while the groups fit in
-it, every row of a group searched once (`whole`: read in one paged scan, so the searches after
-it never read the database for rows that did not change).
+here: while the groups fit (`capacity` rows a family), every row of a group searched once
+(`whole`: read in one paged scan, so the searches after it never read the database for rows
+that did not change), and beside them the `lru` most recently used rows of other reads.
 
 Freshness is kept per row. Every commit, after it is visible in the database, forgets the rows
 its operations name (`SearchIndex.apply`: upserts, invalidations, episode adds and deletes);
@@ -25,12 +25,15 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import Generic, Protocol, TypeVar
 
-__all__ = ["EPISODE_ROWS", "ROWS_PER_FAMILY", "RowCache"]
+__all__ = ["EPISODE_ROWS", "LRU_ROWS", "ROWS_PER_FAMILY", "RowCache"]
 
-# Rows kept per family: entities and facts (a row with a 100-word text ~1-2 KB, so at most
-# ~20-40 MB each), episodes (whose texts can be long).
+# Rows kept per family: of groups read whole at most `ROWS_PER_FAMILY`, of other reads at most
+# `LRU_ROWS` (what every graph kept before groups were read whole). Entities and facts: a row
+# with a 100-word text is ~1-2 KB, so ~25-50 MB a family at most. Episodes (whose texts can be
+# long): `EPISODE_ROWS` of each kind, the 4,096 rows they kept before.
 ROWS_PER_FAMILY = 20_000
-EPISODE_ROWS = 4096
+LRU_ROWS = 4096
+EPISODE_ROWS = 2048
 # Forgets remembered for readers in flight (a reader older than these caches nothing).
 _LOG = 256
 
@@ -44,19 +47,22 @@ T = TypeVar("T", bound=_Row)
 
 
 class RowCache(Generic[T]):
-    """Rows by uuid; least recently used go first (module docstring)."""
+    """Rows by uuid: those of groups read whole, and the least recently used others (module
+    docstring)."""
 
-    def __init__(self, capacity: int = ROWS_PER_FAMILY) -> None:
+    def __init__(self, capacity: int = ROWS_PER_FAMILY, lru: int = LRU_ROWS) -> None:
         self.capacity = capacity
-        self._rows: OrderedDict[str, T] = OrderedDict()
+        self._lru = lru
+        self._kept: dict[str, T] = {}  # rows of the groups read whole
+        self._whole: dict[str, int] = {}  # group read whole -> its rows then
+        self._rows: OrderedDict[str, T] = OrderedDict()  # other rows, least recent first
         self._version = 0
         # (version after the forget, uuids forgotten, groups forgotten; None: everything)
         self._log: deque[tuple[int, frozenset[str], frozenset[str] | None]] = deque(maxlen=_LOG)
-        self._whole: dict[str, int] = {}  # group -> rows put when the whole group was read
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._kept) + len(self._rows)
 
     @property
     def version(self) -> int:
@@ -69,10 +75,13 @@ class RowCache(Generic[T]):
         found: dict[str, T] = {}
         with self._lock:
             for uuid in uuids:
-                row = self._rows.get(uuid)
-                if row is not None:
+                row = self._kept.get(uuid)
+                if row is None:
+                    row = self._rows.get(uuid)
+                    if row is None:
+                        continue
                     self._rows.move_to_end(uuid)
-                    found[uuid] = row
+                found[uuid] = row
         return found
 
     def wants_whole(self, group: str, rows: int) -> bool:
@@ -107,16 +116,29 @@ class RowCache(Generic[T]):
                 return  # older than the log: nothing is known to be fresh
             if skip_groups is None:
                 return
-            count = 0
-            for uuid, row in rows:
-                count += 1
-                if uuid in skip_uuids or row.group_id in skip_groups:
-                    continue
+            fresh = [
+                (uuid, row)
+                for uuid, row in rows
+                if uuid not in skip_uuids and row.group_id not in skip_groups
+            ]
+            if whole is not None:
+                taken = sum(self._whole.values())
+                if (
+                    whole in skip_groups
+                    or whole in self._whole
+                    or taken + len(fresh) > self.capacity
+                ):
+                    return  # overtaken, or a concurrent read of it or of others came first
+                self._whole[whole] = len(fresh)
+                for uuid, row in fresh:
+                    self._rows.pop(uuid, None)
+                    self._kept[uuid] = row
+                return
+            for uuid, row in fresh:
+                self._kept.pop(uuid, None)
                 self._rows[uuid] = row
                 self._rows.move_to_end(uuid)
-            if whole is not None and whole not in skip_groups:
-                self._whole[whole] = count
-            while len(self._rows) > self.capacity:
+            while len(self._rows) > self._lru:
                 self._rows.popitem(last=False)
 
     def forget(self, uuids: Iterable[str], groups: Iterable[str] = ()) -> None:
@@ -126,17 +148,20 @@ class RowCache(Generic[T]):
             self._version += 1
             self._log.append((self._version, keys, gone))
             for uuid in keys:
+                self._kept.pop(uuid, None)
                 self._rows.pop(uuid, None)
             if gone:
                 for group in gone:
                     self._whole.pop(group, None)
-                for uuid in [u for u, row in self._rows.items() if row.group_id in gone]:
-                    del self._rows[uuid]
+                for rows in (self._kept, self._rows):
+                    for uuid in [u for u, row in rows.items() if row.group_id in gone]:
+                        del rows[uuid]
 
     def clear(self) -> None:
         """Forget everything."""
         with self._lock:
             self._version += 1
             self._log.append((self._version, frozenset(), None))
-            self._rows.clear()
+            self._kept.clear()
             self._whole.clear()
+            self._rows.clear()

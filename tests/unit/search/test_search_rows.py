@@ -88,10 +88,20 @@ def test_whole_groups_are_read_only_while_they_fit() -> None:
     assert cache.wants_whole("g1", 2)
 
 
-def test_least_recently_used_rows_are_dropped_beyond_capacity() -> None:
-    cache: RowCache[Row] = RowCache(capacity=2)
+def test_least_recently_used_rows_are_dropped_beyond_the_lru_bound() -> None:
+    cache: RowCache[Row] = RowCache(lru=2)
     cache.put(cache.version, items(A1, B1))
     assert cache.get(["a"]) == {"a": A1}  # a is now the most recently used
     cache.put(cache.version, items(C1))  # drops b
     assert len(cache) == 2
     assert cache.get(["a", "b", "c"]) == {"a": A1, "c": C1}
+
+
+def test_rows_outside_whole_groups_keep_to_the_lru_bound() -> None:
+    cache: RowCache[Row] = RowCache(capacity=10, lru=2)
+    cache.put(cache.version, items(A1, B1, C1))
+    assert len(cache) == 2  # no whole group: the LRU bound
+    cache.put(cache.version, [(f"x{i}", Row(f"x{i}", "g3", "")) for i in range(5)], whole="g3")
+    cache.put(cache.version, items(A1, B1, C1))
+    assert len(cache) == 7  # the whole group's 5 rows beside 2 others
+    assert set(cache.get([f"x{i}" for i in range(5)])) == {f"x{i}" for i in range(5)}
