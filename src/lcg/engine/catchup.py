@@ -20,7 +20,7 @@ from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import embedder_for_stamp
 from lcg.engine.commits import Batch, store_commit
-from lcg.engine.names import NameIndex
+from lcg.engine.names import NameIndex, names_stamp
 from lcg.engine.replay import ReplayReport, applied_position, loss_key, position_key
 from lcg.errors import LcgError, StorageError
 from lcg.search.floor import vector_floor
@@ -467,6 +467,34 @@ class CatchUp:
         except GroupMovedError:  # a stream ahead of its graph is repaired before the retry
             self.catch_up_store([batch.group_id])
             raise
+
+    def _names_saved(self) -> Path | None:
+        """Where the name index is saved (lcg.engine.names): next to an embedded database only,
+        as the search index."""
+        if self._store().backend != "kuzu":
+            return None
+        return self.settings.db_path.parent / "name-index"
+
+    def load_names(self) -> None:
+        """(Write lock held.) The name index from its saved copy when that matches the
+        database, else from a scan of every entity."""
+        saved = self._names_saved()
+        if saved is None or not self._names.restore(saved, self._read(names_stamp)):
+            self._names.load(self._read(lambda r: r.name_rows()))
+
+    def save_indexes(self) -> None:
+        """(Write lock held, at close.) Save the search and name indexes for the next open:
+        derived data, so a failed save only means rebuilding it at the next open."""
+        try:
+            self._search.save()
+        except Exception:
+            logger.exception("search index: could not save it for the next open")
+        try:
+            saved = self._names_saved()
+            if saved is not None:
+                self._names.save(saved, self._read(names_stamp))
+        except Exception:
+            logger.exception("name index: could not save it for the next open")
 
     def reload_names(self) -> None:
         try:

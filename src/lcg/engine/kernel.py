@@ -261,7 +261,7 @@ class Engine:
                     reports.append(report)
             if reports:
                 self._catchup.rewire_cross_group()
-            self._names.load(self._read(lambda r: r.name_rows()))
+            self._catchup.load_names()
             self._search.reset()
         self._indices_built = self._catchup.warm_search()
         return reports
@@ -273,10 +273,7 @@ class Engine:
         self._follow.stop()
         with self._write_lock:
             if self._store is not None:
-                try:  # derived data: a failed save only means rebuilding it at the next open
-                    self._search.save()
-                except Exception:
-                    logger.exception("search index: could not save it for the next open")
+                self._catchup.save_indexes()
             self._wal.close()
             self._wal.unlock()
             if self._store is not None:
