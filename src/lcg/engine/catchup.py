@@ -23,6 +23,7 @@ from lcg.engine.commits import Batch, store_commit
 from lcg.engine.names import NameIndex, names_stamp
 from lcg.engine.replay import ReplayReport, applied_position, loss_key, position_key
 from lcg.errors import LcgError, StorageError
+from lcg.gcpause import no_gc
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
 from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
@@ -480,7 +481,8 @@ class CatchUp:
         database, else from a scan of every entity."""
         saved = self._names_saved()
         if saved is None or not self._names.restore(saved, self._read(names_stamp)):
-            self._names.load(self._read(lambda r: r.name_rows()))
+            with no_gc():  # a row object per entity, none of them garbage (lcg.gcpause)
+                self._names.load(self._read(lambda r: r.name_rows()))
 
     def save_indexes(self) -> None:
         """(Write lock held, at close.) Save the search and name indexes for the next open:

@@ -13,15 +13,13 @@ caller computes it) and its digest matches its bytes; anything else is a log lin
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import io
 import json
 import logging
 import zipfile
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ import numpy.typing as npt
 from lcg.engine.replay import position_key
 from lcg.errors import InvalidRequestError
 from lcg.fsmodes import private_dir
+from lcg.gcpause import no_gc
 from lcg.models import Entity, normalize_name
 from lcg.storage.backend import GraphReader
 
@@ -94,16 +93,17 @@ class NameIndex:
     def load(self, rows: Iterable[tuple[str, str, str, datetime | None, bool]]) -> None:
         """Replace the index with `rows`: the same result as `put` of each row in turn (a later
         row of a uuid replaces its earlier one), but each list is sorted once, not per row."""
-        latest: dict[str, tuple[tuple[str, str], tuple[int, str, bool]]] = {}
-        for group, name, uuid, created_at, merged in rows:
-            latest[uuid] = ((group, normalize_name(name)), (_order(created_at), uuid, merged))
-        by_key: dict[tuple[str, str], list[tuple[int, str, bool]]] = defaultdict(list)
-        for key, entry in latest.values():
-            by_key[key].append(entry)
-        for entries in by_key.values():
-            entries.sort()
-        self._by_key = by_key
-        self._key_of = {uuid: key for uuid, (key, _) in latest.items()}
+        with no_gc():
+            latest: dict[str, tuple[tuple[str, str], tuple[int, str, bool]]] = {}
+            for group, name, uuid, created_at, merged in rows:
+                latest[uuid] = ((group, normalize_name(name)), (_order(created_at), uuid, merged))
+            by_key: dict[tuple[str, str], list[tuple[int, str, bool]]] = defaultdict(list)
+            for key, entry in latest.values():
+                by_key[key].append(entry)
+            for entries in by_key.values():
+                entries.sort()
+            self._by_key = by_key
+            self._key_of = {uuid: key for uuid, (key, _) in latest.items()}
         self.trusted = True
         self.changed = True
 
@@ -208,7 +208,7 @@ class NameIndex:
             raw = (directory / "names.npz").read_bytes()
             if hashlib.blake2b(raw, digest_size=16).hexdigest() != digest:
                 raise ValueError("its bytes are not the ones saved")
-            with _no_gc():
+            with no_gc():
                 by_key, key_of = _read_saved(raw)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             logger.warning("name index snapshot unusable (%s): read from the database", exc)
@@ -217,19 +217,6 @@ class NameIndex:
         self.trusted = True
         self.changed = False
         return True
-
-
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """No cyclic garbage collection meanwhile: building a million tuples none of which is
-    garbage otherwise runs collections that walk them all, again and again (~2/3 of a load)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _read_saved(

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lcg.fsmodes import private_dir
+from lcg.gcpause import no_gc
 from lcg.search.partition import Partition
 
 __all__ = ["FORMAT", "Snapshots"]
@@ -66,7 +67,8 @@ class Snapshots:
         """The saved vocabulary and codes, None when absent or unreadable."""
         path = self.directory / "index.json"
         try:
-            saved = json.loads(path.read_text())
+            with no_gc():
+                saved = json.loads(path.read_text())
             if saved.get("format") != FORMAT:
                 return None
             return dict(saved)
@@ -84,7 +86,8 @@ class Snapshots:
         if wanted is None or stamp != wanted:
             return False
         try:
-            part.load(where)
+            with no_gc():  # millions of objects, none of them garbage (lcg.gcpause)
+                part.load(where)
         except (OSError, ValueError, KeyError, TypeError, RuntimeError):
             logger.warning("search index snapshot %s unreadable: rebuilt from the database", where)
             return False
