@@ -121,7 +121,7 @@ class CachedEmbedder:
                 self._map.madvise(mmap.MADV_DONTNEED, start, hi * size - start)
         order = np.argsort(keys, kind="stable")
         self._sorted = keys[order]
-        self._sorted_rows = order.astype(np.int64)
+        self._sorted_rows = order.astype(np.int64, copy=False)
 
     def _remap(self) -> npt.NDArray[np.void]:
         """Map the file's `_count` records (lock held, or still in `__init__`)."""
