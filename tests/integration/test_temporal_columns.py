@@ -13,12 +13,12 @@ import pytest
 
 from lcg import Engine, Settings
 from lcg.engine import EpisodeCommit
-from lcg.models import Entity, Episode, Fact
+from lcg.models import Entity, Episode, Fact, fact_to_wire
 from lcg.service.registry import dispatch
 from lcg.storage import history
 from lcg.storage.backend import GraphReader
 from lcg.temporal.filter import TimeFilter
-from lcg.temporal.timeline import CHANGE_KINDS, successions
+from lcg.temporal.timeline import CHANGE_KINDS, fact_record, successions
 from lcg.timeutil import now
 
 # Both storages: the batched read (`facts_with_hops_by_uuid`) is each backend's own.
@@ -206,13 +206,16 @@ async def test_change_windows_equal_the_store_read(
     assert seen_truncated and seen_whole
 
 
-@pytest.mark.parametrize("key_by_key", [False, True])
+@pytest.mark.parametrize("way", ["offsets", "key_by_key", "union"])
 async def test_the_batched_read_keeps_only_facts_with_both_hops(
-    engine: Engine, settings: Settings, key_by_key: bool, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, settings: Settings, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Kuzu reads few keys one by one and more in one hop query on node offsets (chosen by
-    the Fact table's size): both ways give the facts `facts_with_hops` gives."""
-    monkeypatch.setattr(history, "_SCAN_MS_PER_ROW", 1e9 if key_by_key else 0.0)
+    """Kuzu reads few keys one by one and more in one hop query on node offsets, or in a large
+    table in `UNION ALL` batches (chosen by the Fact table's size): every way gives the facts
+    `facts_with_hops` gives."""
+    monkeypatch.setattr(history, "_SCAN_MS_PER_ROW", 1e9 if way == "key_by_key" else 0.0)
+    if way == "union":
+        monkeypatch.setattr(history, "_UNION_FROM_ROWS", 0)
     broken = await _history(engine, settings, 3)
 
     def read(conn: GraphReader) -> tuple[dict[str, Fact], list[Fact]]:
@@ -250,3 +253,103 @@ async def test_timelines_equal_the_two_step_read(engine: Engine, settings: Setti
                 old for old, news in links.items() if record["uuid"] in news
             )
     assert linked  # the history has successions
+
+
+async def _mentions(engine: Engine, seed: int) -> None:
+    """Episodes of several sources and dates mentioning some of each group's entities, so the
+    endpoints of listed facts have several provenance rows to order and merge."""
+    rng = random.Random(seed)
+    for group in ("g1", "g2"):
+        for k in range(4):
+            mentioned = [f"{group}-e{i:02d}" for i in rng.sample(range(12), 5)]
+            episode = Episode(
+                f"{group}-ep{k}",
+                group,
+                f"n{k}",
+                f"text {k}",
+                source_description=f"doc {k} of {group}",
+                created_at=_at(3 - k) if k != 2 else None,
+            )
+            await engine.commit_episode(EpisodeCommit(group, episode, mentions=mentioned))
+
+
+def _records(conn: GraphReader, facts: list[Fact]) -> list[dict[str, Any]]:
+    """The wire records of `facts` with their endpoints' provenance, read key by key through
+    `GraphReader.provenance` (the read the batched one replaces)."""
+    ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
+    prov = conn.provenance(ends, None) if facts else {}
+    out = []
+    for f in facts:
+        merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
+        out.append(fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged]))
+    return out
+
+
+@pytest.mark.parametrize("union", [False, True])
+async def test_as_of_records_equal_the_store_read_record_for_record(
+    engine: Engine, settings: Settings, union: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole records, provenance included, over supersessions, pages and group filters: the
+    columns' candidates hydrated in batches give the records of `facts_at` plus `provenance`
+    (on Kuzu also with the `UNION ALL` batches of a large table forced)."""
+    if union:
+        monkeypatch.setattr(history, "_UNION_FROM_ROWS", 0)
+    await _history(engine, settings, 11)
+    await _mentions(engine, 11)
+    rng = random.Random(11)
+    with_provenance = 0
+    for groups in (["g1"], ["g2", "g1"], None):
+        for time in _filters(rng):
+            for limit in (1, 7, 50, 500):
+                params: dict[str, Any] = {**_wire(time), "num_results": limit}
+                if groups is not None:
+                    params["group_ids"] = groups
+                got = await dispatch(engine, "knowledge_list_relationships", params)
+                at = now()
+
+                def expected(
+                    conn: GraphReader,
+                    groups: Any = groups,
+                    t: Any = time,
+                    n: int = limit,
+                    at: datetime = at,
+                ) -> list[dict[str, Any]]:
+                    if t == TimeFilter():
+                        return _records(conn, conn.facts_with_hops(groups, limit=n))
+                    return _records(conn, conn.facts_at(groups, t, at, n))
+
+                want = await engine.read(expected)
+                assert got["facts"] == want, (groups, time, limit)
+                with_provenance += sum(len(r["episode_uuids"]) > 1 for r in want)
+    assert with_provenance  # endpoints with several episodes were merged and ordered
+
+
+@pytest.mark.parametrize("union", [False, True])
+async def test_change_records_equal_the_store_read_record_for_record(
+    engine: Engine, settings: Settings, union: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole change records (both system-time columns, attributes) equal the Cypher read's."""
+    if union:
+        monkeypatch.setattr(history, "_UNION_FROM_ROWS", 0)
+    await _history(engine, settings, 13)
+    for groups in (["g1"], ["g1", "g2"], None):
+        for start, days, limit in ((0, 7, 3), (20, 60, 25), (-10, 400, 1000)):
+            since, until = _at(start), _at(start + days)
+            params: dict[str, Any] = {
+                "since": since.isoformat(),
+                "until": until.isoformat(),
+                "num_results": limit,
+            }
+            if groups is not None:
+                params["group_ids"] = groups
+            got = await dispatch(engine, "knowledge_get_changes", params)
+
+            def read(
+                conn: GraphReader, groups: Any = groups, s: Any = since, u: Any = until
+            ) -> dict[str, Fact]:
+                return {f.uuid: f for f in conn.fact_changes(groups, s, u)}
+
+            facts = await engine.read(read)
+            assert got["changes"], (groups, start, days)
+            for change in got["changes"]:
+                assert change["fact"] == fact_record(facts[change["fact"]["uuid"]])

@@ -80,7 +80,7 @@ def _entities_with_provenance(
 
 def _facts_with_provenance(conn: GraphReader, facts: list[Fact]) -> list[dict[str, Any]]:
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
-    prov = conn.provenance(ends, None) if facts else {}
+    prov = conn.endpoint_provenance(ends) if facts else {}
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))

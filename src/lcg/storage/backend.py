@@ -243,6 +243,11 @@ class GraphReader(Protocol):
         fact once."""
         ...
 
+    def endpoint_provenance(self, entity_uuids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """`provenance(entity_uuids, None)` for the endpoints of a page of facts (any group),
+        read in batches where the backend has them."""
+        ...
+
 
 @runtime_checkable
 class GraphWriter(GraphReader, Protocol):

@@ -7,6 +7,7 @@ return only facts whose two structural hops (source -> fact -> target) both exis
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import to_db
 
 __all__ = [
+    "endpoint_provenance",
     "fact_changes",
     "facts_around",
     "facts_at",
@@ -157,13 +159,15 @@ _HOPS_AT = f"MATCH {_HOPS} WHERE offset(id(f)) IN $offsets RETURN DISTINCT offse
 
 def facts_with_hops_by_uuid(conn: Conn, uuids: Iterable[str]) -> dict[str, Fact]:
     """The facts among `uuids` whose two structural hops exist (`_HOPS`), by uuid; the others
-    are absent. A few keys are read one by one from the fact (the `_HOPS` pattern with the uuid
-    fixed is planned from the entities: ~27 ms a key at 100k facts); more are read by primary
-    key and their hops checked in one query on the rows' node offsets (a hop found is matched
+    are absent. In a large Fact table they are read in batches (`_facts_with_hops_union`);
+    otherwise a few keys are read one by one from the fact (the `_HOPS` pattern with the uuid
+    fixed is planned from the entities: ~27 ms a key at 100k facts), more by primary key and their hops checked in one query on the rows' node offsets (a hop found is matched
     on offset and uuid, so a row deleted and its offset reused in between is not mistaken)."""
     keys = list(dict.fromkeys(uuids))
     if not keys:
         return {}
+    if conn.table_rows("Fact") >= _UNION_FROM_ROWS:
+        return _facts_with_hops_union(conn, keys)
     out: dict[str, Fact] = {}
     if len(keys) * _PER_FACT_MS <= conn.table_rows("Fact") * _SCAN_MS_PER_ROW:
         for uuid in keys:
@@ -176,3 +180,65 @@ def facts_with_hops_by_uuid(conn: Conn, uuids: Iterable[str]) -> dict[str, Fact]
         return {}
     hopped = {(r[0], r[1]) for r in conn.rows(_HOPS_AT, {"offsets": [r[0] for r in rows]})}
     return {row[1]: _fact(row[1:]) for row in rows if (row[0], row[1]) in hopped}
+
+
+# From how many rows in its table a batch of keys is read with `_union_rows` rather than one
+# prepared statement per key. A statement per key costs more as the table grows (at 1M facts,
+# 500k entities, 100k episodes: ~3.2 ms CPU a fact with its hops, ~2.3 ms an entity's
+# provenance, whose plan joins the Episode table) while a `UNION ALL` branch stays near ~1.8 ms
+# and ~1.3 ms; at 100k facts the statements per key are the cheaper (Kuzu 0.11, the shared
+# 2-core machine, bench/scale.py's workspaces).
+_UNION_FROM_ROWS = 300_000
+# Keys per statement of `_union_rows`: one prepared statement per count up to this per pattern.
+_UNION_MAX = 16
+
+
+def _union_rows(conn: Conn, branch: str, keys: Sequence[str]) -> list[list[Any]]:
+    """`branch`, a statement on one primary key `$u`, for every key: one statement per
+    `_UNION_MAX` keys, the branches joined by `UNION ALL` (each a primary-key lookup: an
+    `UNWIND $keys ... MATCH {uuid: u}` is a hash join that scans the table, seconds at 1M
+    facts), so Kuzu's per-statement cost is paid once per 16 keys."""
+    out: list[list[Any]] = []
+    for start in range(0, len(keys), _UNION_MAX):
+        chunk = keys[start : start + _UNION_MAX]
+        query = " UNION ALL ".join(branch.replace("$u", f"$u{i}") for i in range(len(chunk)))
+        out += conn.rows(query, {f"u{i}": key for i, key in enumerate(chunk)})
+    return out
+
+
+_UNION_ROW_OUT = f"MATCH (f:Fact {{uuid: $u}})-[:RELATES_TO]->(:Entity) RETURN {FACT_COLS}"
+_UNION_HOP_IN = "MATCH (:Entity)-[:RELATES_TO]->(f:Fact {uuid: $u}) RETURN f.uuid"
+
+
+def _facts_with_hops_union(conn: Conn, keys: Sequence[str]) -> dict[str, Fact]:
+    """`facts_with_hops_by_uuid` in two batched reads: the rows with their outgoing hop, then
+    the incoming hop of the facts found (both hops in one branch are planned from the
+    entities: seconds for 100 keys)."""
+    rows: dict[str, list[Any]] = {}
+    for row in _union_rows(conn, _UNION_ROW_OUT, keys):
+        rows.setdefault(row[0], row)  # one row per outgoing hop
+    hopped = {row[0] for row in _union_rows(conn, _UNION_HOP_IN, list(rows))}
+    return {uuid: _fact(row) for uuid, row in rows.items() if uuid in hopped}
+
+
+_MENTIONED = (
+    "MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {uuid: $u}) "
+    "RETURN e.uuid, ep.uuid, ep.source_description, ep.created_at"
+)
+
+
+def endpoint_provenance(
+    conn: Conn, entity_uuids: Iterable[str]
+) -> dict[str, list[tuple[str, str]]]:
+    """`graph.provenance(conn, entity_uuids, None)`, in batched reads (`_union_rows`) when the
+    Entity table is large: for the ~200 endpoints of a page of facts."""
+    keys = list(dict.fromkeys(entity_uuids))
+    if conn.table_rows("Entity") < _UNION_FROM_ROWS:
+        return graph.provenance(conn, keys, None)
+    rows = _union_rows(conn, _MENTIONED, keys)
+    rows.sort(key=lambda r: (r[3] is None, r[3] or 0, r[1]))  # created_at, nulls last
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for entity, episode, desc, _ in rows:
+        if all(episode != seen for seen, _ in out[entity]):
+            out[entity].append((episode, desc or ""))
+    return out

@@ -204,6 +204,9 @@ class KuzuReader:
     def facts_with_hops_by_uuid(self, uuids: Sequence[str]) -> dict[str, Fact]:
         return history.facts_with_hops_by_uuid(self.conn, uuids)
 
+    def endpoint_provenance(self, entity_uuids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        return history.endpoint_provenance(self.conn, entity_uuids)
+
 
 class KuzuWriter(KuzuReader):
     """`GraphWriter` over the writer connection inside a Kuzu transaction."""

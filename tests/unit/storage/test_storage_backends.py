@@ -751,6 +751,7 @@ def snapshot(b: GraphBackend, at: datetime) -> dict[str, Any]:
             r.neighbor_facts(e, ["g1"], 10) for e in ents[:3]
         ]
         out["provenance"] = [r.provenance(ents, None), r.provenance(ents, ["g2"])]
+        assert r.endpoint_provenance([*ents, ents[0], "missing"]) == r.provenance(ents, None)
         out["by_source"] = [r.entities_by_source(s, None, 3) for s in SOURCES]
         out["recent"] = [r.episodes_recent(g, 2) for g in GROUPS]
         out["mentions"] = r.episode_mentions(eps)

@@ -781,6 +781,11 @@ class FalkorReader:
         )
         return {row[0]: cy.fact(row) for row in rows}
 
+    def endpoint_provenance(self, entity_uuids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """`provenance(entity_uuids, None)`: one `UNWIND` over the uuid index per group graph
+        already reads them in one round trip each."""
+        return self.provenance(entity_uuids, None)
+
 
 class FalkorWriter(FalkorReader):
     """`GraphWriter` of one `FalkorBackend.transaction()`: statements are collected per group
