@@ -57,6 +57,10 @@ class EpisodeCommit:
     facts: Sequence[Fact] = ()
     invalidations: Sequence[Invalidation] = ()
     mentions: Sequence[str] = ()
+    # Uuids of the episode, entities and facts above that the caller minted while planning (so
+    # no stored row has them): they are created without being looked up first. A stored uuid
+    # given here makes the commit fail on the primary key, writing nothing.
+    new: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Batch:
 
     `apply`, when given, applies the operations in the commit's transaction instead of
     `GraphWriter.apply_ops` (a raw statement whose rows its caller keeps: lcg.admin.cypher).
+    `new`: uuids of rows the operations create that the caller minted (`EpisodeCommit.new`).
     """
 
     group_id: str
@@ -72,6 +77,7 @@ class Batch:
     vectors: list[EmbeddingRow] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     apply: Callable[[GraphWriter], object] | None = None
+    new: frozenset[str] = frozenset()
 
 
 def check_commit_shape(commit: EpisodeCommit) -> None:

@@ -381,9 +381,9 @@ class Engine:
                     if batch.apply is not None:
                         batch.apply(tx)
                     else:
-                        tx.apply_ops(batch.group_id, batch.ops)
+                        tx.apply_ops(batch.group_id, batch.ops, batch.new)
                     stamps = first_vectors(tx, batch)
-                    tx.put_embeddings(batch.vectors)
+                    tx.put_embeddings(batch.vectors, new=batch.new)
                     tx.delete_embeddings(batch.stale)
                     settle_stamp(tx, batch, stamps, self.parts.embedder.identity)
                 # Several batches: each head line names the seqs of all (a crash between two
@@ -500,6 +500,7 @@ class Engine:
         ops = episode_ops(commits)
         group = commits[0].group_id
         batch = await self._run(self._prepare, group, ops)
+        batch.new = frozenset(u for c in commits for u in c.new)
 
         def write() -> list[tuple[int, int]]:
             with self.writer():

@@ -529,6 +529,8 @@ class IngestPipeline:
                         facts.rows,
                         list(facts.invalidations.values()),
                         mentions,
+                        # Minted here: created without a lookup (lcg.engine.commits).
+                        frozenset([episode_uuid, *plan.minted, *(f.uuid for f in facts.new_facts)]),
                     ),
                     at=expected[1] if expected is not None else None,
                 )

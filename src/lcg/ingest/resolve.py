@@ -274,6 +274,7 @@ class EntityPlan:
     uuid_of: dict[str, str] = field(default_factory=dict)  # canon(name or alias) -> uuid
     names: list[tuple[str, str]] = field(default_factory=list)  # (name or alias, uuid)
     mentions: list[str] = field(default_factory=list)
+    minted: set[str] = field(default_factory=set)  # uuids of the entities created here
     created: int = 0
     merged: int = 0
     reclassified: int = 0
@@ -307,6 +308,7 @@ def plan_entities(
             attrs["original_entity_type"] = original
         if not target:
             target = str(uuidlib.uuid4())
+            plan.minted.add(target)
             row = Entity(
                 uuid=target,
                 group_id=group_id,

@@ -255,10 +255,21 @@ class GraphWriter(GraphReader, Protocol):
     for a sharded backend). Reads through a writer of a backend without interactive
     transactions (FalkorDB) do not see the transaction's own pending writes."""
 
-    def apply_ops(self, group_id: str, ops: Sequence[Op]) -> None: ...
+    def apply_ops(self, group_id: str, ops: Sequence[Op], new: Collection[str] = ...) -> None:
+        """Apply the ops; `new`: uuids of rows they create that the caller minted (stored
+        nowhere), which a store may create without looking them up first."""
+        ...
+
     def put_embeddings(
-        self, rows: Sequence[EmbeddingRow], stored: Collection[str] | None = None
-    ) -> None: ...
+        self,
+        rows: Sequence[EmbeddingRow],
+        stored: Collection[str] | None = None,
+        new: Collection[str] = ...,
+    ) -> None:
+        """Replace-or-create the rows; `stored`: every stored key among them, when known;
+        `new`: owners minted by the caller (their rows are new)."""
+        ...
+
     def delete_embeddings(self, keys: Sequence[str], group_id: str | None = None) -> None: ...
     def set_meta(self, key: str, value: str | None, group_id: str | None = None) -> None: ...
     def load_folded(self, folded: FoldedGroup, embeddings: Sequence[EmbeddingRow]) -> None: ...

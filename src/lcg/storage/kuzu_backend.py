@@ -211,13 +211,16 @@ class KuzuReader:
 class KuzuWriter(KuzuReader):
     """`GraphWriter` over the writer connection inside a Kuzu transaction."""
 
-    def apply_ops(self, group_id: str, ops: Sequence[Op]) -> None:
-        graph.apply_ops(self.conn, group_id, ops)
+    def apply_ops(self, group_id: str, ops: Sequence[Op], new: Collection[str] = ()) -> None:
+        graph.apply_ops(self.conn, group_id, ops, new)
 
     def put_embeddings(
-        self, rows: Sequence[EmbeddingRow], stored: Collection[str] | None = None
+        self,
+        rows: Sequence[EmbeddingRow],
+        stored: Collection[str] | None = None,
+        new: Collection[str] = (),
     ) -> None:
-        graph.put_embeddings(self.conn, rows, stored)
+        graph.put_embeddings(self.conn, rows, stored, new)
 
     def delete_embeddings(self, keys: Sequence[str], group_id: str | None = None) -> None:
         graph.delete_embeddings(self.conn, keys)

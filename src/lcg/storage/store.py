@@ -64,12 +64,15 @@ _KEEPS_PREPARED = frozenset({"BEGIN TRANSACTION", "COMMIT", "CHECKPOINT"})
 _PREPARED_MAX = 512
 # How a lookup of k keys is run (`point_limit`): one prepared primary-key statement per key costs
 # ~0.3 ms a key at any table size; one `UNWIND` query, which Kuzu 0.11 plans as a hash join over
-# the whole table, costs ~0.45 ms + 0.12 ms per 1,000 rows of the table, whatever k (measured,
-# storage/README.md: 16 keys 2.5 vs 0.7 ms at 2k rows, 4.7 vs 12.5 ms at 100k; 64 keys 21 vs
-# 1.0 ms at 2k, 17 vs 15 ms at 100k). So keys go one by one while k * per-key cost is below the
-# UNWIND's cost at the table's size: up to ~2 keys at 2k rows, ~41 at 100k.
+# the whole table, costs ~0.45 ms plus, per 1,000 rows of the table, ~0.2 ms for each column it
+# returns or sets and ~0.1 ms on top, whatever k (measured, storage/README.md: 8 keys at 20k
+# rows 7-11 ms returning the key, 16-20 ms returning an Entity's 8 columns, against 2.2-3.2 ms
+# key by key; 90 ms for the 8 columns at 100k). So keys go one by one while k * per-key cost is
+# below the UNWIND's cost at the table's size and width: for a whole Entity row ~5 keys at 2k
+# rows, ~55 at 20k; for one column ~3 at 2k, ~100 at 100k.
 _UNWIND_BASE_MS = 0.45
-_UNWIND_MS_PER_ROW = 0.00012
+_UNWIND_MS_PER_ROW = 0.0001
+_UNWIND_MS_PER_ROW_COLUMN = 0.0001
 _POINT_MS = 0.3
 # A table's row count is an estimate, recounted (~0.7 ms at 100k rows) after this many uses.
 _RECOUNT_EVERY = 128
@@ -225,10 +228,12 @@ class Conn:
         entry[1] -= 1
         return entry[0]
 
-    def point_limit(self, table: str, per_key_ms: float = _POINT_MS) -> int:
+    def point_limit(self, table: str, per_key_ms: float = _POINT_MS, columns: int = 1) -> int:
         """The most keys worth handling one prepared statement per key (`per_key_ms` each) in
-        `table` rather than one `UNWIND` that scans the table (see `_UNWIND_BASE_MS`)."""
-        unwind_ms = _UNWIND_BASE_MS + self.table_rows(table) * _UNWIND_MS_PER_ROW
+        `table` rather than one `UNWIND` that scans the table and carries `columns` of each
+        row (see `_UNWIND_BASE_MS`)."""
+        per_row = _UNWIND_MS_PER_ROW + _UNWIND_MS_PER_ROW_COLUMN * max(1, columns)
+        unwind_ms = _UNWIND_BASE_MS + self.table_rows(table) * per_row
         return int(unwind_ms / per_key_ms)
 
     def point_rows(
@@ -239,15 +244,16 @@ class Conn:
         params: dict[str, Any] | None = None,
         *,
         table: str,
+        columns: int = 1,
     ) -> list[list[Any]]:
         """Rows for each key: `one` matches a primary key `$u` of `table`, `many` is the same
-        query over `UNWIND $keys AS u`. Up to `point_limit(table)` keys are looked up one by one
-        with the connection's prepared statement; more go in one `many` query. `params` are
-        passed to both."""
+        query over `UNWIND $keys AS u`; both return `columns` columns. Up to
+        `point_limit(table)` keys are looked up one by one with the connection's prepared
+        statement; more go in one `many` query. `params` are passed to both."""
         if not keys:
             return []
         extra = params or {}
-        if len(keys) > self.point_limit(table):
+        if len(keys) > self.point_limit(table, columns=columns):
             return self.rows(many, {**extra, "keys": list(keys)})
         out: list[list[Any]] = []
         for key in keys:

@@ -797,11 +797,15 @@ class FalkorWriter(FalkorReader):
         self.pending: dict[str, list[cy.Statement]] = defaultdict(list)
         self.global_meta: dict[str, str | None] = {}
 
-    def apply_ops(self, group_id: str, ops: Sequence[Op]) -> None:
+    def apply_ops(self, group_id: str, ops: Sequence[Op], new: Collection[str] = ()) -> None:
+        # `new` is a hint for stores that look rows up before writing; these statements MERGE.
         self.pending[group_id] += cy.op_statements(group_id, ops)
 
     def put_embeddings(
-        self, rows: Sequence[EmbeddingRow], stored: Collection[str] | None = None
+        self,
+        rows: Sequence[EmbeddingRow],
+        stored: Collection[str] | None = None,
+        new: Collection[str] = (),
     ) -> None:
         by_group: dict[str, list[EmbeddingRow]] = defaultdict(list)
         for r in rows:
