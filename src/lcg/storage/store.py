@@ -68,8 +68,8 @@ _PREPARED_MAX = 512
 # returns or sets and ~0.1 ms on top, whatever k (measured, storage/README.md: 8 keys at 20k
 # rows 7-11 ms returning the key, 16-20 ms returning an Entity's 8 columns, against 2.2-3.2 ms
 # key by key; 90 ms for the 8 columns at 100k). So keys go one by one while k * per-key cost is
-# below the UNWIND's cost at the table's size and width: for a whole Entity row ~5 keys at 2k
-# rows, ~55 at 20k; for one column ~3 at 2k, ~100 at 100k.
+# below the UNWIND's cost at the table's size and width: for a whole Entity row ~7 keys at 2k
+# rows, ~60 at 20k; for one column ~2 at 2k, ~68 at 100k.
 _UNWIND_BASE_MS = 0.45
 _UNWIND_MS_PER_ROW = 0.0001
 _UNWIND_MS_PER_ROW_COLUMN = 0.0001
