@@ -64,7 +64,7 @@ _KEEPS_PREPARED = frozenset({"BEGIN TRANSACTION", "COMMIT", "CHECKPOINT"})
 _PREPARED_MAX = 512
 # How a lookup of k keys is run (`point_limit`): one prepared primary-key statement per key costs
 # ~0.3 ms a key at any table size; one `UNWIND` query, which Kuzu 0.11 plans as a hash join over
-# the whole table, costs ~0.45 ms plus, per 1,000 rows of the table, ~0.2 ms for each column it
+# the whole table, costs ~0.45 ms plus, per 1,000 rows of the table, ~0.1 ms for each column it
 # returns or sets and ~0.1 ms on top, whatever k (measured, storage/README.md: 8 keys at 20k
 # rows 7-11 ms returning the key, 16-20 ms returning an Entity's 8 columns, against 2.2-3.2 ms
 # key by key; 90 ms for the 8 columns at 100k). So keys go one by one while k * per-key cost is
