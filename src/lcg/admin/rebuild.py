@@ -251,6 +251,7 @@ def _rebuild(
             with db.transaction() as tx:
                 tx.purge_group(group_id)
                 write_position(tx, group_id, None, generation)
+        prebuilt = cu.prebuilt_search()
         report = cu.replay(
             db,
             directory,
@@ -262,6 +263,7 @@ def _rebuild(
             bulk_load=from_seq == 0,
             batch_size=engine.settings.replay_batch_size,
             progress=progress,
+            loaded=prebuilt,
         )
         cu.stamp_replayed(group_id, full=from_seq == 0)
         cu.record_losses(report, full=from_seq == 0)
@@ -278,6 +280,7 @@ def _rebuild(
                 write_position(tx, group_id, report.last_committed_seq, generation, max_seq)
         cu.reload_names()
         engine.parts.search.invalidate([group_id])
+        prebuilt.install(group_id)
         cu.rewire_cross_group()
         # Pointers into a re-derived group are re-resolved by name, ignoring the staleness
         # gate: after a reset or a bounded restore, positions are not comparable.

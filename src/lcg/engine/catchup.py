@@ -21,14 +21,16 @@ from lcg.embedding.base import Embedder
 from lcg.embedding.select import embedder_for_stamp
 from lcg.engine.commits import Batch, store_commit
 from lcg.engine.names import NameIndex, names_stamp
-from lcg.engine.replay import ReplayReport, applied_position, loss_key, position_key
+from lcg.engine.replay import Loaded, ReplayReport, applied_position, loss_key, position_key
 from lcg.errors import LcgError, StorageError
 from lcg.gcpause import no_gc
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
+from lcg.search.partition import Partition
 from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
 from lcg.telemetry import EventSink
 from lcg.wal import marks
+from lcg.wal.fold import FoldedGroup
 from lcg.wal.layout import GENERATION_FILE, generation_damaged, restore_generation
 from lcg.wal.writer import TornTail, Wal
 
@@ -59,7 +61,39 @@ class Replay(Protocol):
         bulk_load: bool = False,
         batch_size: int = ...,
         progress: Callable[[dict[str, Any]], None] | None = None,
+        loaded: Loaded | None = None,
     ) -> ReplayReport: ...
+
+
+class PrebuiltSearch:
+    """A group's search partitions built from the rows of its bulk replay (`loaded` of
+    lcg.engine.replay, `SearchIndex.build_from_rows`), installed by `install` once the replay's
+    aftermath (which drops the group's partitions) is done: no read of the rows back from the
+    database, no second pass over the embedding cache by text."""
+
+    def __init__(self, search: SearchIndex) -> None:
+        self._search = search
+        self._parts: dict[str, Partition] = {}
+        self._model = ""
+
+    def __call__(self, folded: FoldedGroup) -> None:
+        model = self._search.embedder.identity.model
+        try:
+            self._parts = self._search.build_from_rows(
+                list(folded.entities.values()),
+                list(folded.facts.values()),
+                list(folded.episodes.values()),
+            )
+        except Exception:  # derived data: the partitions then load from the database
+            logger.exception("search partitions of a bulk replay not built; loaded later")
+            self._parts = {}
+        self._model = model
+
+    def install(self, group_id: str) -> None:
+        """Serve the partitions (write lock held; the database holds exactly their rows)."""
+        if self._parts:
+            self._search.install(group_id, self._parts, self._model)
+        self._parts = {}
 
 
 class CatchUp:
@@ -88,6 +122,10 @@ class CatchUp:
     def _read(self, fn: Callable[[GraphReader], Any]) -> Any:
         with self._store().read() as conn:
             return fn(conn)
+
+    def prebuilt_search(self) -> PrebuiltSearch:
+        """The `loaded` step of a bulk replay that builds the group's search partitions."""
+        return PrebuiltSearch(self._search)
 
     def position(self, conn: GraphReader, group_id: str) -> tuple[int | None, str | None] | None:
         return applied_position(conn, group_id)
@@ -334,6 +372,7 @@ class CatchUp:
         directory = self._wal.directory(group_id)
         with self._store().read_for_write() as conn:
             position = self.position(conn, group_id)
+        prebuilt = self.prebuilt_search()
         if plan[0] == "bulk":
             report = self.replay(
                 self._store(),
@@ -343,6 +382,7 @@ class CatchUp:
                 generation=generation,
                 bulk_load=True,
                 batch_size=self.settings.replay_batch_size,
+                loaded=prebuilt,
             )
         else:
             assert position is not None and position[0] is not None
@@ -358,6 +398,7 @@ class CatchUp:
         self.stamp_replayed(group_id, full=plan[0] == "bulk")
         self.record_losses(report, full=plan[0] == "bulk")
         self._search.invalidate([group_id])
+        prebuilt.install(group_id)
         self.emit_replay(report)
         return report
 

@@ -252,6 +252,8 @@ class Engine:
             self._catchup.check_database_ahead()
             self._catchup.catch_up_store()
             self._follow.reset()  # before the indexes load: they hold at least that much
+            # Before the replays: a bulk replay installs the partitions it built from its rows.
+            self._search.reset()
             found = [(g, self._catchup.catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
             reports: list[ReplayReport] = []
@@ -262,7 +264,6 @@ class Engine:
             if reports:
                 self._catchup.rewire_cross_group()
             self._catchup.load_names()
-            self._search.reset()
         self._indices_built = self._catchup.warm_search()
         return reports
 

@@ -32,11 +32,12 @@ from lcg.embedding.base import Embedder
 from lcg.embedding.vectors import embed_for_bulk, embed_plan, plan_for_ops, plan_for_rows
 from lcg.errors import StorageError
 from lcg.storage.backend import GraphBackend, GraphReader
-from lcg.wal.fold import fold
+from lcg.wal.fold import FoldedGroup, fold
 from lcg.wal.reader import LostBatch, ReadStats, iter_records
 from lcg.wal.records import Op, WalRecord
 
 __all__ = [
+    "Loaded",
     "ReplayReport",
     "applied_position",
     "applied_seq",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 Progress = Callable[[dict[str, Any]], None]
+# Called with a bulk replay's rows once they are committed (they are the group's whole content):
+# the engine builds the group's search partitions from them instead of reading them back.
+Loaded = Callable[[FoldedGroup], None]
 
 
 def position_key(group_id: str) -> str:
@@ -206,10 +210,12 @@ def replay_group(
     bulk_load: bool = False,
     batch_size: int = 64,
     progress: Progress | None = None,
+    loaded: Loaded | None = None,
 ) -> ReplayReport:
     """Replay `[from_seq, to_seq]` of a group's stream; see the module docstring for the modes.
 
-    `bulk_load` may only be asked for when the group holds no rows.
+    `bulk_load` may only be asked for when the group holds no rows. `loaded` is called with the
+    folded rows after a bulk load committed them (not after an incremental replay).
     """
     started = time.perf_counter()
     report = ReplayReport(group_id, from_seq, to_seq)
@@ -248,7 +254,7 @@ def replay_group(
                 )
             else:
                 report.mode = "bulk"
-                _bulk(store, group_id, embedder, folded, report, generation)
+                _bulk(store, group_id, embedder, folded, report, generation, loaded)
     else:
         _incremental(
             store,
@@ -298,6 +304,7 @@ def _bulk(
     folded: Any,
     report: ReplayReport,
     generation: str | None,
+    loaded: Loaded | None,
 ) -> None:
     report.unrecognised_lines = folded.unrecognised
     report.noop_lines = folded.noops
@@ -320,6 +327,8 @@ def _bulk(
     report.transactions_committed += 1
     report.mutations_replayed = folded.applied
     report.last_committed_seq = folded.last_seq
+    if loaded is not None:
+        loaded(folded)
 
 
 def _apply_batch(

@@ -44,12 +44,13 @@ import numpy.typing as npt
 
 from lcg.embedding.base import Embedder, Vectors
 from lcg.embedding.cache import CachedEmbedder, text_hash
-from lcg.models import EmbeddingRow
+from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.search.partition import Partition, View
 from lcg.search.rows import EPISODE_ROWS, LRU_ROWS, ROWS_PER_FAMILY, RowCache
 from lcg.search.snapshot import Snapshots
 from lcg.search.text import Vocabulary
 from lcg.storage.backend import GraphReader
+from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
 from lcg.timeutil import from_wal
 from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
 
@@ -308,9 +309,21 @@ class SearchIndex:
             if self._snapshots.load(family, group, part, identity.model, identity.dim):
                 return part
         embedder = embedder or self._embedder
+        if family == "entity":
+            columns = self._read(lambda c: c.entity_columns(group))
+        elif family == "fact":
+            columns = self._read(lambda c: c.fact_columns(group, NEVER, ALWAYS))
+        else:
+            columns = self._read(lambda c: c.episode_columns(group))
+        return self._assemble(family, columns, embedder)
+
+    def _assemble(self, family: str, columns: Any, embedder: Embedder) -> Partition:
+        """A compacted partition of the family's rows, given as `lcg.storage.search_rows`
+        columns (read from the database by `_build`, or made from folded rows by
+        `build_from_rows`)."""
         part = self._new(family, embedder.identity.dim)
         if family == "entity":
-            e = self._read(lambda c: c.entity_columns(group))
+            e = columns
             texts = [entity_text(n, s) for n, s in zip(e.name, e.summary, strict=True)]
             part.add(
                 e.uuid,
@@ -323,8 +336,8 @@ class SearchIndex:
                 bulk=True,
             )
         elif family == "fact":
-            f = self._read(lambda c: c.fact_columns(group, NEVER, ALWAYS))
-            columns: dict[str, Any] = {
+            f = columns
+            values: dict[str, Any] = {
                 "valid_at": f.valid_at,
                 "invalid_at": f.invalid_at,
                 "created_at": f.created_at,
@@ -336,11 +349,9 @@ class SearchIndex:
             }
             texts = [f"{n} {t}" for n, t in zip(f.name, f.fact, strict=True)]
             vec_texts = [t or n for n, t in zip(f.name, f.fact, strict=True)]
-            part.add(
-                f.uuid, texts, {"fact": self._vectors(embedder, vec_texts)}, columns, bulk=True
-            )
+            part.add(f.uuid, texts, {"fact": self._vectors(embedder, vec_texts)}, values, bulk=True)
         else:
-            ep = self._read(lambda c: c.episode_columns(group))
+            ep = columns
             part.add(
                 ep.uuid, ep.content, {"episode": self._vectors(embedder, ep.content)}, bulk=True
             )
@@ -557,6 +568,66 @@ class SearchIndex:
                     return False
         flush()
         return True
+
+    # -- a bulk replay's rows -----------------------------------------------------------------
+
+    def build_from_rows(
+        self,
+        entities: Sequence[Entity],
+        facts: Sequence[Fact],
+        episodes: Sequence[Episode],
+    ) -> dict[str, Partition]:
+        """One group's partitions made from the rows a bulk replay just loaded (lcg.engine.replay),
+        in the order it loaded them, rather than read back from the database: the same
+        partitions `_build` makes of those rows (the columns are what the database returns for
+        them). Vectors come from the embedder, i.e. the embedding cache the replay just filled.
+        Install them with `install` once the database holds the rows."""
+        embedder = self._embedder
+        cols = {
+            "entity": EntityColumns(
+                uuid=[e.uuid for e in entities],
+                name=[e.name or "" for e in entities],
+                summary=[e.summary or "" for e in entities],
+                labels=[tuple(e.labels or ()) for e in entities],
+            ),
+            "fact": FactColumns(
+                uuid=[f.uuid for f in facts],
+                name=[f.name or "" for f in facts],
+                fact=[f.fact or "" for f in facts],
+                relation_type=[f.relation_type for f in facts],
+                source_uuid=[f.source_uuid or "" for f in facts],
+                target_uuid=[f.target_uuid or "" for f in facts],
+                valid_at=_micros_of([f.valid_at for f in facts], ALWAYS),
+                invalid_at=_micros_of([f.invalid_at for f in facts], NEVER),
+                created_at=_micros_of([f.created_at for f in facts], ALWAYS),
+                expired_at=_micros_of([f.expired_at for f in facts], NEVER),
+            ),
+            "episode": EpisodeColumns(
+                uuid=[ep.uuid for ep in episodes], content=[ep.content or "" for ep in episodes]
+            ),
+        }
+        return {family: self._assemble(family, cols[family], embedder) for family in FAMILIES}
+
+    def install(self, group: str, parts: Mapping[str, Partition], model: str) -> bool:
+        """Serve `parts` (from `build_from_rows`) as the group's partitions, as if loaded: the
+        caller holds the write lock and the database holds exactly their rows. Refused (False)
+        when the index now answers with another model than `model`, the one they were built
+        with (an embedder swap rebuilds every partition anyway)."""
+        with self._lock:
+            if self._embedder.identity.model != model:
+                return False
+            for family, part in parts.items():
+                self._parts[(family, group)] = part
+                known = self._groups[family]
+                if known is not None:
+                    known.add(group)
+                else:
+                    self._pending[family].add(group)
+        return True
+
+
+def _micros_of(values: Sequence[datetime | None], missing: int) -> npt.NDArray[np.int64]:
+    return np.fromiter((micros(v, missing) for v in values), dtype=np.int64, count=len(values))
 
 
 class _Run:
