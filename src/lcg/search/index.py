@@ -69,6 +69,8 @@ Reader = Callable[[Callable[[GraphReader], Any]], Any]
 NEVER = int(np.iinfo(np.int64).max)  # an absent invalid_at / expired_at
 ALWAYS = int(np.iinfo(np.int64).min)  # an absent valid_at / created_at
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Texts whose vectors a partition build asks the embedder for at once (see `_vectors`).
+_EMBED_CHUNK = 65_536
 
 FAMILIES: dict[str, tuple[str, ...]] = {
     "entity": ("entity_name", "entity_summary"),
@@ -297,9 +299,10 @@ class SearchIndex:
         n = len(texts)
         present = np.fromiter((bool(t) for t in texts), dtype=bool, count=n)
         out = np.zeros((n + n // 4 + 1024, embedder.identity.dim), dtype=np.float32)
-        wanted = [t for t in texts if t]
-        if wanted:
-            out[:n][present] = embedder.embed(wanted)
+        at = np.flatnonzero(present)
+        for lo in range(0, len(at), _EMBED_CHUNK):  # never a second full-size matrix
+            rows = at[lo : lo + _EMBED_CHUNK]
+            out[rows] = embedder.embed([texts[i] for i in rows.tolist()])
         return out, present
 
     def _build(self, family: str, group: str, embedder: Embedder | None = None) -> Partition:
