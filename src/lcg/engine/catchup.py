@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -75,25 +76,36 @@ class PrebuiltSearch:
         self._search = search
         self._parts: dict[str, Partition] = {}
         self._model = ""
+        self._discarded = False
+        self._lock = threading.Lock()
 
-    def __call__(self, folded: FoldedGroup) -> None:
+    def build(self, folded: FoldedGroup) -> None:
+        """(The replay's `Loaded.build`: in a thread, while the rows load.)"""
         model = self._search.embedder.identity.model
         try:
-            self._parts = self._search.build_from_rows(
+            parts = self._search.build_from_rows(
                 list(folded.entities.values()),
                 list(folded.facts.values()),
                 list(folded.episodes.values()),
             )
         except Exception:  # derived data: the partitions then load from the database
             logger.exception("search partitions of a bulk replay not built; loaded later")
+            parts = {}
+        with self._lock:
+            if not self._discarded:
+                self._parts, self._model = parts, model
+
+    def discard(self) -> None:
+        with self._lock:
+            self._discarded = True
             self._parts = {}
-        self._model = model
 
     def install(self, group_id: str) -> None:
         """Serve the partitions (write lock held; the database holds exactly their rows)."""
-        if self._parts:
-            self._search.install(group_id, self._parts, self._model)
-        self._parts = {}
+        with self._lock:
+            parts, self._parts = self._parts, {}
+        if parts:
+            self._search.install(group_id, parts, self._model)
 
 
 class CatchUp:

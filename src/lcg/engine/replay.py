@@ -21,12 +21,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lcg.embedding.base import Embedder
 from lcg.embedding.vectors import embed_for_bulk, embed_plan, plan_for_ops, plan_for_rows
@@ -47,10 +49,21 @@ __all__ = [
     "write_position",
 ]
 
+logger = logging.getLogger(__name__)
+
 Progress = Callable[[dict[str, Any]], None]
-# Called with a bulk replay's rows once they are committed (they are the group's whole content):
-# the engine builds the group's search partitions from them instead of reading them back.
-Loaded = Callable[[FoldedGroup], None]
+
+
+class Loaded(Protocol):
+    """What a bulk replay's rows also feed (the group's search partitions,
+    lcg.engine.catchup.PrebuiltSearch), so that nothing reads them back from the database."""
+
+    def build(self, folded: FoldedGroup) -> None:
+        """Build from the rows: runs in a thread of its own while the database loads them
+        (Kuzu's COPY releases the GIL), so it must not touch the store."""
+
+    def discard(self) -> None:
+        """The load failed: what `build` made must never be used."""
 
 
 def position_key(group_id: str) -> str:
@@ -214,8 +227,8 @@ def replay_group(
 ) -> ReplayReport:
     """Replay `[from_seq, to_seq]` of a group's stream; see the module docstring for the modes.
 
-    `bulk_load` may only be asked for when the group holds no rows. `loaded` is called with the
-    folded rows after a bulk load committed them (not after an incremental replay).
+    `bulk_load` may only be asked for when the group holds no rows. A bulk load hands its
+    rows to `loaded` too (an incremental replay does not).
     """
     started = time.perf_counter()
     report = ReplayReport(group_id, from_seq, to_seq)
@@ -313,12 +326,18 @@ def _bulk(
         report.failures[(failure.op, failure.error)] += 1
     plan = plan_for_rows(folded.entities.values(), folded.facts.values(), folded.episodes.values())
     vectors = embed_for_bulk(plan, embedder)
+    beside = _Beside(loaded, folded) if loaded is not None else None
     try:
         with store.transaction() as tx:
             tx.load_folded(folded, vectors)
             if folded.last_seq is not None:
                 write_position(tx, group_id, folded.last_seq, generation)
-    except StorageError as exc:
+    except BaseException as exc:
+        if beside is not None:
+            beside.join()
+            beside.loaded.discard()
+        if not isinstance(exc, StorageError):
+            raise
         report.transactions_rolled_back += 1
         report.rolled_back_lines += folded.applied
         report.failed_lines += folded.applied
@@ -327,8 +346,24 @@ def _bulk(
     report.transactions_committed += 1
     report.mutations_replayed = folded.applied
     report.last_committed_seq = folded.last_seq
-    if loaded is not None:
-        loaded(folded)
+    if beside is not None:
+        beside.join()
+
+
+class _Beside(threading.Thread):
+    """`loaded.build(folded)` in a thread, alongside the load."""
+
+    def __init__(self, loaded: Loaded, folded: FoldedGroup) -> None:
+        super().__init__(name="replay-derive", daemon=True)
+        self.loaded, self._folded = loaded, folded
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.loaded.build(self._folded)
+        except Exception:  # derived state: the caller's own fallback applies
+            logger.exception("building from a bulk replay's rows failed")
+            self.loaded.discard()
 
 
 def _apply_batch(

@@ -98,3 +98,34 @@ def test_a_stream_with_a_raw_statement_is_read_again_and_replayed_op_by_op(
             assert graph.group_counts(conn, "g")["edges"] == 1
     finally:
         store.close()
+
+
+def test_prebuilt_partitions_are_installed_unless_discarded(tmp_path: Path) -> None:
+    """A bulk load that fails discards what was built beside it (`Loaded.discard`): nothing is
+    installed, even when the build finishes after the discard."""
+    from lcg.engine.catchup import PrebuiltSearch
+    from lcg.search.index import FAMILIES, SearchIndex
+    from lcg.wal.fold import fold
+    from lcg.wal.reader import iter_records
+
+    def no_reads(fn: object) -> object:
+        raise AssertionError("no partition is loaded from the database here")
+
+    folded = fold("g", iter_records(_wal(tmp_path)))
+    for discard_first in (False, True):
+        index = SearchIndex(no_reads, HashEmbedder(16))
+        index.invalidate(["g"])
+        prebuilt = PrebuiltSearch(index)
+        if discard_first:
+            prebuilt.discard()
+        prebuilt.build(folded)
+        prebuilt.install("g")
+        if discard_first:
+            with pytest.raises(AssertionError, match="no partition is loaded"):
+                index.views("entity", ["g"])
+        else:
+            assert {f: len(index.views(f, ["g"])[0][1].uuids) for f in FAMILIES} == {
+                "entity": 2,
+                "fact": 1,
+                "episode": 0,
+            }

@@ -169,6 +169,14 @@ def test_partitions_from_folded_rows_equal_those_read_back_from_the_database(
     backend = KuzuBackend(store)
     embedder = HashEmbedder(64)
     folded: list[FoldedGroup] = []
+
+    class Keep:
+        def build(self, rows: FoldedGroup) -> None:
+            folded.append(rows)
+
+        def discard(self) -> None:
+            raise AssertionError("the load failed")
+
     try:
         report = replay_group(
             backend,
@@ -177,7 +185,7 @@ def test_partitions_from_folded_rows_equal_those_read_back_from_the_database(
             embedder,
             generation=None,
             bulk_load=True,
-            loaded=folded.append,
+            loaded=Keep(),
         )
         assert report.mode == "bulk" and len(folded) == 1
         rows = folded[0]
