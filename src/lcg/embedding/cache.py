@@ -186,8 +186,7 @@ class CachedEmbedder:
         """Whether each `text_hash` (of this identity's model) has a cached vector, reading no
         vector: a bulk replay asks this of every text before embedding only the others."""
         with self._lock:
-            at = self._find([h.encode() for h in hashes])
-        return np.fromiter((i is not None for i in at), dtype=bool, count=len(at))
+            return self._find_rows([h.encode() for h in hashes]) >= 0
 
     def cached(self, texts: list[str]) -> list[Vectors | None]:
         """Each text's cached vector, or None where this identity never embedded it. Never
