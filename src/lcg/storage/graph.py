@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import rows as records
 from lcg.storage.bulk import fact_table
@@ -635,13 +636,29 @@ def entities_by_uuids(conn: Conn, uuids: Iterable[str]) -> dict[str, Entity]:
 
 
 def name_rows(conn: Conn) -> list[tuple[str, str, str, datetime | None, bool]]:
-    """(group_id, name, uuid, created_at, is_merged) of every entity: the name index source."""
-    return [
-        (row[0], row[1] or "", row[2], from_db(row[3]), "Merged" in (row[4] or ()))
-        for row in conn.rows(
-            "MATCH (e:Entity) RETURN e.group_id, e.name, e.uuid, e.created_at, e.labels"
+    """(group_id, name, uuid, created_at, is_merged) of every entity: the name index source.
+
+    Read as Arrow columns: row by row cost ~40% more at 100k entities."""
+    result = conn.run(
+        "MATCH (e:Entity) RETURN e.group_id AS g, e.name AS n, e.uuid AS u, "
+        "e.created_at AS c, list_contains(e.labels, 'Merged') AS m"
+    )
+    try:
+        t = result.get_as_arrow()
+    except RuntimeError as exc:
+        raise StorageError(str(exc)) from exc
+    finally:
+        result.close()
+    return list(
+        zip(
+            t.column("g").to_pylist(),
+            [n or "" for n in t.column("n").to_pylist()],
+            t.column("u").to_pylist(),
+            map(from_db, t.column("c").to_pylist()),
+            [bool(m) for m in t.column("m").to_pylist()],
+            strict=True,
         )
-    ]
+    )
 
 
 def entities_in_groups(
