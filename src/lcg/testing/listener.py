@@ -3,6 +3,7 @@ request in its own thread, started and stopped as a context manager. Standard li
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -19,11 +20,25 @@ __all__ = ["JsonHandler", "Listener"]
 
 
 class _QuietErrors:
-    """A client that gave up (timeout, cancellation) is not a server error worth printing."""
+    """A client that gave up (timeout, cancellation) is not a server error worth printing.
+
+    Also counts the connections accepted and keeps the open ones, so that `Listener.stop`
+    closes them as a server process that exits does (a keep-alive client notices).
+    """
+
+    listener: Listener
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
             traceback.print_exc(file=sys.stderr)
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        self.listener._opened(request)
+        return True
+
+    def shutdown_request(self, request: Any) -> None:
+        self.listener._closed(request)
+        super().shutdown_request(request)  # type: ignore[misc]  # the socketserver base's
 
 
 class _TcpHTTPServer(_QuietErrors, ThreadingHTTPServer):
@@ -75,6 +90,30 @@ class Listener:
         self._servers: list[socketserver.BaseServer] = []
         self._threads: list[threading.Thread] = []
         self._port: int | None = None
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._accepted = 0
+
+    @property
+    def accepted(self) -> int:
+        """Connections accepted since the first start (restarts included)."""
+        with self._lock:
+            return self._accepted
+
+    @property
+    def open_connections(self) -> int:
+        """Connections accepted and not closed yet."""
+        with self._lock:
+            return len(self._open)
+
+    def _opened(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._accepted += 1
+            self._open.add(connection)
+
+    def _closed(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(connection)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         raise NotImplementedError
@@ -92,9 +131,10 @@ class Listener:
         return self._uds_path
 
     def start(self) -> Self:
+        """Listen; after a `stop`, on the same port and socket path (a server restart)."""
         handler = self._handler()
         if self._tcp:
-            tcp_server = _TcpHTTPServer(("127.0.0.1", 0), handler)
+            tcp_server = _TcpHTTPServer(("127.0.0.1", self._port or 0), handler)
             self._port = int(tcp_server.server_address[1])
             self._servers.append(tcp_server)
         if self._uds_path is not None:
@@ -102,6 +142,7 @@ class Listener:
                 self._uds_path.unlink()
             self._servers.append(_UnixHTTPServer(str(self._uds_path), handler))
         for server in self._servers:
+            server.listener = self  # type: ignore[attr-defined]  # both classes mix it in
             thread = threading.Thread(
                 target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
             )
@@ -110,9 +151,17 @@ class Listener:
         return self
 
     def stop(self) -> None:
-        """Stop listening: later connections are refused."""
+        """Stop listening and close the open connections: later connections are refused."""
         for server in self._servers:
             server.shutdown()
+        with self._lock:
+            still_open, self._open = list(self._open), set()
+        for connection in still_open:
+            # A keep-alive connection idles in its handler's read: end it as an exiting
+            # process would (the handler thread then returns, and server_close can join it).
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        for server in self._servers:
             server.server_close()
         for thread in self._threads:
             thread.join(timeout=5)

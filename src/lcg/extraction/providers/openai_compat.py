@@ -5,7 +5,8 @@ server rejects it, json_object (with the schema both as `response_format.schema`
 llama-cpp-python and llama-server enforce with a grammar, and in the system prompt); when that
 is rejected too, plain text with the schema in the prompt. The mode that worked is remembered
 per endpoint for the process lifetime, so the next call goes straight to it. The reply text is
-parsed by `jsonrepair`.
+parsed by `jsonrepair`. Connections are kept alive across calls, one pool per event loop
+(`lcg.loopclients`).
 
 A rejection is read from the body as well as the status: servers turn an unsupported
 `response_format` down with 400/404/415/422/501 and a message naming it, but llama-cpp-python's
@@ -30,6 +31,7 @@ from lcg.errors import ExtractionError, ProviderTransportError
 from lcg.extraction.jsonrepair import parse_json_object
 from lcg.extraction.llm import LlmRequest, LlmResponse, LlmUsage
 from lcg.extraction.providers._tls import shared_ssl_context
+from lcg.loopclients import LoopClients
 
 __all__ = ["MODES", "OpenAICompatProvider", "chat_completions_url", "schema_instruction"]
 
@@ -94,6 +96,8 @@ class OpenAICompatProvider:
         self.endpoint = f"unix:{uds_path}" if uds_path is not None else self.url
         self._timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # One client (one keep-alive pool) per event loop the provider is called from.
+        self._clients = LoopClients(self._new_client, lambda client: client.aclose())
         _warm_transport()
 
     @property
@@ -106,22 +110,29 @@ class OpenAICompatProvider:
         with _modes_lock:
             return _working_mode.get(self.endpoint, MODES[0])
 
-    async def complete(self, request: LlmRequest) -> LlmResponse:
-        started = time.monotonic()
+    def _new_client(self) -> httpx2.AsyncClient:
         # Plain http:// and Unix sockets never use TLS: skip building a verifying context.
         verify = shared_ssl_context() if self.url.startswith("https://") else False
         transport = httpx2.AsyncHTTPTransport(uds=self.uds_path, verify=verify)
-        async with httpx2.AsyncClient(transport=transport, timeout=self._timeout) as client:
-            index = MODES.index(self.mode)
-            while True:
-                mode = MODES[index]
-                response = await self._post(client, self._body(request, mode))
-                if response.status_code < 400:
-                    break
-                if index + 1 < len(MODES) and _rejects_format(response, mode):
-                    index += 1
-                    continue
-                raise self._status_error(response)
+        return httpx2.AsyncClient(transport=transport, timeout=self._timeout)
+
+    async def aclose(self) -> None:
+        """Close the running loop's connections now (a loop's shutdown closes them anyway)."""
+        await self._clients.aclose()
+
+    async def complete(self, request: LlmRequest) -> LlmResponse:
+        started = time.monotonic()
+        client = await self._clients.get()
+        index = MODES.index(self.mode)
+        while True:
+            mode = MODES[index]
+            response = await self._post(client, self._body(request, mode))
+            if response.status_code < 400:
+                break
+            if index + 1 < len(MODES) and _rejects_format(response, mode):
+                index += 1
+                continue
+            raise self._status_error(response)
         with _modes_lock:
             _working_mode[self.endpoint] = mode
         return self._parse(response, mode, time.monotonic() - started)
