@@ -12,6 +12,12 @@ small async generator on that loop whose `finally` closes the client. Every loop
 loop (`loop.shutdown_asyncgens()`) before closing the loop, so the client's sockets are closed
 on their own loop, while it still runs, with nothing left for the garbage collector (no
 ResourceWarning).
+
+The keepers are held here, by loop, not by their owner: an owner dropped while its loop runs
+must not leave live sockets to the garbage collector, whose finalizers would close them behind
+the loop's back (the loop's selector then holds a stale registration for a descriptor number
+that the next connection reuses, and that connection's replies are lost). Such an owner's idle
+connections stay open until its loop shuts down (or the server closes them).
 """
 
 from __future__ import annotations
@@ -20,11 +26,18 @@ import asyncio
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = ["LoopClients"]
 
 C = TypeVar("C")
+
+_keepers_lock = threading.Lock()
+# Every open client's keeper, by loop and id(client); a keeper removes itself when it closes
+# its client.
+_keepers: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[int, AsyncGenerator[None, None]]
+] = weakref.WeakKeyDictionary()
 
 
 class LoopClients(Generic[C]):
@@ -47,23 +60,15 @@ class LoopClients(Generic[C]):
         if entry is not None:
             return entry[0]
         client = self._factory()
-        keeper = self._keep(loop, client)
+        keeper = _keep(self._by_loop, self._lock, loop, client, self._close)
         with self._lock:
             self._by_loop[loop] = (client, keeper)
+        with _keepers_lock:
+            _keepers.setdefault(loop, {})[id(client)] = keeper
         # The first step registers the generator with the loop (its firstiter hook) and parks
         # it at its `yield`; the loop's shutdown (or `aclose`) resumes it into the `finally`.
         await anext(keeper)
         return client
-
-    async def _keep(self, loop: asyncio.AbstractEventLoop, client: C) -> AsyncGenerator[None, None]:
-        try:
-            yield
-        finally:
-            with self._lock:
-                # Drop the entry: the closed client no longer pins its loop in the mapping.
-                if (found := self._by_loop.get(loop)) is not None and found[0] is client:
-                    del self._by_loop[loop]
-            await self._close(client)
 
     async def aclose(self) -> None:
         """Close the running loop's client now (the next `get` on this loop builds another).
@@ -81,3 +86,27 @@ class LoopClients(Generic[C]):
         """How many loops hold an open client (for tests)."""
         with self._lock:
             return len(self._by_loop)
+
+
+async def _keep(
+    by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[C, Any]],
+    lock: threading.Lock,
+    loop: asyncio.AbstractEventLoop,
+    client: C,
+    close: Callable[[C], Awaitable[None]],
+) -> AsyncGenerator[None, None]:
+    """Park until the loop's shutdown (or the owner's `aclose`), then close `client`.
+
+    A function, not a method: the keeper must not hold its owner alive.
+    """
+    try:
+        yield
+    finally:
+        with lock:
+            # Drop the entry: the closed client no longer pins its loop in the mapping.
+            if (found := by_loop.get(loop)) is not None and found[0] is client:
+                del by_loop[loop]
+        with _keepers_lock:
+            if (mine := _keepers.get(loop)) is not None:
+                mine.pop(id(client), None)
+        await close(client)

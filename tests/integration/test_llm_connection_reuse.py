@@ -3,6 +3,7 @@ against the scripted server over HTTP and a Unix socket (counting the connection
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
@@ -123,3 +124,28 @@ def test_each_loop_has_its_own_client_closed_when_the_loop_ends(
     assert server.accepted == 4
     assert provider._clients.loops() == 0
     assert wait_until(lambda: server.open_connections == 0)
+
+
+@pytest.mark.anyio
+async def test_a_provider_dropped_while_its_loop_runs_does_not_break_the_next_ones_calls(
+    server: ScriptedLlmServer, transport: str
+) -> None:
+    """The garbage collector must not close a dropped provider's sockets behind the loop's back:
+    the next connections reuse those descriptor numbers, and the loop's stale registrations for
+    them lost replies (calls hung until their timeout)."""
+    dropped = provider_for(server, transport)
+    async with anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(dropped.complete, REQUEST)
+    del dropped
+    gc.collect()
+    provider = OpenAICompatProvider(
+        uds_path=str(server.uds_path) if transport == "uds" else None,
+        base_url=server.url if transport == "http" else None,
+        timeout_s=5.0,
+    )
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            for _ in range(16):
+                tg.start_soon(provider.complete, REQUEST)
+    assert server.count == 24
