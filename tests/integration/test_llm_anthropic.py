@@ -235,3 +235,13 @@ def test_model_spec_is_primary_or_primary_colon_fallback() -> None:
     for bad in ("a:", ":b", "a:b:c"):
         with pytest.raises(ValueError):
             parse_model_spec(bad)
+
+
+@pytest.mark.anyio
+async def test_calls_from_one_loop_share_one_connection(server: ScriptedLlmServer) -> None:
+    server.push(*[message(PRIMARY) for _ in range(5)])
+    client = provider(server)
+    for _ in range(5):
+        assert (await client.complete(request())).data == ANSWER
+    assert server.count == 5
+    assert server.accepted == 1

@@ -1,8 +1,8 @@
 """One TLS context per process for every provider call.
 
-Building a verifying SSL context loads the trust store (around 100 ms here); providers open a
-fresh HTTP client per call (a client's pool belongs to one event loop), so they share this one
-context instead of building one per call.
+Building a verifying SSL context loads the trust store (around 100 ms here); providers open an
+HTTP client per event loop they are called from (a client's pool belongs to one loop), so they
+share this one context instead of building one per client.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ The system prompt carries `cache_control` (prompt caching: tools + system form t
 prefix, identical across the chunks of one extraction stage). No sampling parameters are sent
 (current models reject non-default ones). Models come from `LCG_EXTRACTION_LLM` as `primary` or
 `primary:fallback`; the fallback is tried when the primary is overloaded (529), failing (5xx) or
-unknown (404), and an `llm_fallback` event says so.
+unknown (404), and an `llm_fallback` event says so. The SDK client (its keep-alive pool) is kept
+across calls, one per event loop (`lcg.loopclients`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from lcg.extraction.llm import LlmRequest, LlmResponse, LlmUsage
 from lcg.extraction.providers._tls import shared_ssl_context
 from lcg.extraction.providers.anthropic_models import DEFAULT_ANTHROPIC_MODEL, parse_model_spec
 from lcg.extraction.providers.openai_compat import schema_instruction
+from lcg.loopclients import LoopClients
 from lcg.telemetry import EventSink, NullSink
 
 __all__ = ["ANTHROPIC_MODES", "DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider", "parse_model_spec"]
@@ -77,6 +79,8 @@ class AnthropicProvider:
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._events = events or NullSink()
+        # One SDK client (one keep-alive pool) per event loop the provider is called from.
+        self._clients = LoopClients(self._new_client, lambda client: client.close())
 
     @property
     def name(self) -> str:
@@ -87,9 +91,7 @@ class AnthropicProvider:
         with _modes_lock:
             return _working_mode.get(f"{self._base_url}|{model}", ANTHROPIC_MODES[0])
 
-    def _client(self) -> anthropic.AsyncAnthropic:
-        # One client per call: an SDK client's connection pool belongs to one event loop, and
-        # closing it after the call leaves no socket behind (a call lasts seconds anyway).
+    def _new_client(self) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(
             api_key=self._api_key,
             base_url=self._base_url,
@@ -97,6 +99,10 @@ class AnthropicProvider:
             max_retries=self._max_retries,
             http_client=anthropic.DefaultAsyncHttpxClient(verify=shared_ssl_context()),
         )
+
+    async def aclose(self) -> None:
+        """Close the running loop's connections now (a loop's shutdown closes them anyway)."""
+        await self._clients.aclose()
 
     async def complete(self, request: LlmRequest) -> LlmResponse:
         for index, model in enumerate(self.models):
@@ -159,14 +165,14 @@ class AnthropicProvider:
         else:
             system = f"{system}\n\n{schema_instruction(request.schema)}"
         started = time.monotonic()
-        async with self._client() as client:
-            message = await client.messages.create(
-                model=model,
-                max_tokens=request.max_tokens,
-                system=[{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
-                messages=[{"role": "user", "content": request.user}],
-                **extra,
-            )
+        client = await self._clients.get()
+        message = await client.messages.create(
+            model=model,
+            max_tokens=request.max_tokens,
+            system=[{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+            messages=[{"role": "user", "content": request.user}],
+            **extra,
+        )
         latency = time.monotonic() - started
         if message.stop_reason == "refusal":
             raise ExtractionError(f"model {model} refused the {request.stage} request")
