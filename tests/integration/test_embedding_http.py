@@ -140,3 +140,26 @@ def test_lcg_serve_refuses_bad_embedder_flags_before_starting(tmp_path: Path) ->
         cli, ["--home", home, "serve", "--embedder-uds", str(sock), "--embedder-http", "http://h"]
     )
     assert both.exit_code == 2 and "mutually exclusive" in both.output
+
+
+@pytest.mark.parametrize("transport", ["http", "uds"])
+def test_calls_share_one_connection_and_survive_a_server_restart(
+    tmp_path: Path, transport: str
+) -> None:
+    uds = tmp_path / "emb.sock"
+    server = (
+        ScriptedEmbeddingServer(dim=8)
+        if transport == "http"
+        else ScriptedEmbeddingServer(dim=8, uds_path=uds, tcp=False)
+    )
+    with server:
+        endpoint = Endpoint(url=server.url) if transport == "http" else Endpoint(uds=str(uds))
+        embedder = connect_http(endpoint, model="m", dim=None, batch_size=2)
+        for i in range(4):
+            assert embedder.embed([f"text {i}", "other", "third"]).shape == (3, 8)
+        assert server.accepted == 2  # the probe's, then one for the embedder's 8 requests
+        server.stop()  # closes the kept-alive connection, as an exiting server process does
+        server.start()  # the same port / socket path
+        assert embedder.embed(["after the restart"]).shape == (1, 8)
+        assert server.accepted == 3
+        embedder.close()

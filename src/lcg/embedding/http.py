@@ -8,15 +8,17 @@ reports):
   `LCG_EMBEDDING_DIM` is set, in which case startup goes on with that dimension;
 - a probe that succeeds with a dimension other than a configured `LCG_EMBEDDING_DIM` is fatal.
 
-Unlike the reference (one text per request), texts are sent in batches of `batch_size`. Each
-call opens its own short-lived connection pool, so the embedder holds no sockets between calls
-and needs no closing. Rows are L2-normalised on arrival.
+Unlike the reference (one text per request), texts are sent in batches of `batch_size`. The
+embedder keeps one synchronous client (a thread-safe keep-alive pool, bound to no event loop)
+across calls; it is closed by `close()`, or when the embedder is collected or the process exits.
+Rows are L2-normalised on arrival.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,13 @@ class HttpEmbedder:
         self.timeout_s = timeout_s
         # The name sent in requests: the configured one, even when the server reports another.
         self._request_model = request_model or identity.model
+        self._client = endpoint.client(timeout_s)
+        # Closes the pool's sockets before the client is collected (no ResourceWarning).
+        self._close = weakref.finalize(self, self._client.close)
+
+    def close(self) -> None:
+        """Close the kept connections (idempotent)."""
+        self._close()
 
     @property
     def identity(self) -> EmbedderIdentity:
@@ -114,24 +123,23 @@ class HttpEmbedder:
         out = np.empty((len(texts), dim), dtype=np.float32)
         if not texts:
             return out
-        with self.endpoint.client(self.timeout_s) as client:
-            for start in range(0, len(texts), self.batch_size):
-                batch = texts[start : start + self.batch_size]
-                try:
-                    rows, _ = _request(client, self.endpoint, self._request_model, batch)
-                except httpx2.TransportError as exc:
-                    raise ExtractionError(
-                        f"embedder at {self.endpoint.where} unreachable: {_describe(exc)}"
-                    ) from exc
-                except _ProbeError as exc:
-                    raise ExtractionError(f"embedder at {self.endpoint.where}: {exc}") from exc
-                if rows.shape[1] != dim:
-                    raise ExtractionError(
-                        f"embedder at {self.endpoint.where} returned {rows.shape[1]}-dimensional "
-                        f"vectors; this workspace embeds with {dim} dimensions "
-                        f"({self._identity.model})"
-                    )
-                out[start : start + len(batch)] = rows
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start : start + self.batch_size]
+            try:
+                rows, _ = _request(self._client, self.endpoint, self._request_model, batch)
+            except httpx2.TransportError as exc:
+                raise ExtractionError(
+                    f"embedder at {self.endpoint.where} unreachable: {_describe(exc)}"
+                ) from exc
+            except _ProbeError as exc:
+                raise ExtractionError(f"embedder at {self.endpoint.where}: {exc}") from exc
+            if rows.shape[1] != dim:
+                raise ExtractionError(
+                    f"embedder at {self.endpoint.where} returned {rows.shape[1]}-dimensional "
+                    f"vectors; this workspace embeds with {dim} dimensions "
+                    f"({self._identity.model})"
+                )
+            out[start : start + len(batch)] = rows
         return out
 
 

@@ -90,29 +90,29 @@ class Listener:
         self._servers: list[socketserver.BaseServer] = []
         self._threads: list[threading.Thread] = []
         self._port: int | None = None
-        self._lock = threading.Lock()
+        self._conn_lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._accepted = 0
 
     @property
     def accepted(self) -> int:
         """Connections accepted since the first start (restarts included)."""
-        with self._lock:
+        with self._conn_lock:
             return self._accepted
 
     @property
     def open_connections(self) -> int:
         """Connections accepted and not closed yet."""
-        with self._lock:
+        with self._conn_lock:
             return len(self._open)
 
     def _opened(self, connection: socket.socket) -> None:
-        with self._lock:
+        with self._conn_lock:
             self._accepted += 1
             self._open.add(connection)
 
     def _closed(self, connection: socket.socket) -> None:
-        with self._lock:
+        with self._conn_lock:
             self._open.discard(connection)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -154,7 +154,7 @@ class Listener:
         """Stop listening and close the open connections: later connections are refused."""
         for server in self._servers:
             server.shutdown()
-        with self._lock:
+        with self._conn_lock:
             still_open, self._open = list(self._open), set()
         for connection in still_open:
             # A keep-alive connection idles in its handler's read: end it as an exiting
