@@ -28,7 +28,13 @@ import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["LoopClients"]
+__all__ = ["KEEPALIVE", "LoopClients"]
+
+# How long an idle kept-alive connection is reused. Below the 5 s after which common servers
+# (uvicorn under vLLM and llama-cpp-python, Node and Go defaults) close an idle connection
+# themselves: at httpx's own default of 5 s a request could go out on a connection the server
+# is closing at that moment, and fail with no reply to retry on.
+KEEPALIVE = 2.0
 
 C = TypeVar("C")
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from lcg.embedding.base import EmbedderIdentity, Vectors
 from lcg.errors import ConfigError, ExtractionError
+from lcg.loopclients import KEEPALIVE
 
 __all__ = ["DEFAULT_HTTP_MODEL", "Endpoint", "HttpEmbedder", "connect_http", "embeddings_url"]
 
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_HTTP_MODEL = "bge-base-en-v1.5"  # the reference's LCG_EMBEDDING_MODEL default
 _PROBE_TEXT = "dimension probe"
 _ERROR_BODY_CHARS = 200
+# Idle connections reused for at most `KEEPALIVE` s (lcg.loopclients says why).
+_LIMITS = httpx2.Limits(keepalive_expiry=KEEPALIVE)
 
 
 def embeddings_url(base: str) -> str:
@@ -66,11 +69,13 @@ class Endpoint:
 
     def client(self, timeout_s: float) -> httpx2.Client:
         transport = (
-            httpx2.HTTPTransport(uds=self.uds)
+            httpx2.HTTPTransport(uds=self.uds, limits=_LIMITS)
             if self.uds
             # Headers and body go out as two writes: without TCP_NODELAY the body can wait
             # for a delayed ACK (~40 ms a request on loopback).
-            else httpx2.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+            else httpx2.HTTPTransport(
+                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)], limits=_LIMITS
+            )
         )
         return httpx2.Client(
             transport=transport,

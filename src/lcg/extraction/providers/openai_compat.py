@@ -31,7 +31,7 @@ from lcg.errors import ExtractionError, ProviderTransportError
 from lcg.extraction.jsonrepair import parse_json_object
 from lcg.extraction.llm import LlmRequest, LlmResponse, LlmUsage
 from lcg.extraction.providers._tls import shared_ssl_context
-from lcg.loopclients import LoopClients
+from lcg.loopclients import KEEPALIVE, LoopClients
 
 __all__ = ["MODES", "OpenAICompatProvider", "chat_completions_url", "schema_instruction"]
 
@@ -113,7 +113,9 @@ class OpenAICompatProvider:
     def _new_client(self) -> httpx2.AsyncClient:
         # Plain http:// and Unix sockets never use TLS: skip building a verifying context.
         verify = shared_ssl_context() if self.url.startswith("https://") else False
-        transport = httpx2.AsyncHTTPTransport(uds=self.uds_path, verify=verify)
+        transport = httpx2.AsyncHTTPTransport(
+            uds=self.uds_path, verify=verify, limits=httpx2.Limits(keepalive_expiry=KEEPALIVE)
+        )
         return httpx2.AsyncClient(transport=transport, timeout=self._timeout)
 
     async def aclose(self) -> None:
