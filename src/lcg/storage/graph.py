@@ -394,8 +394,8 @@ def add_mentions(
 ) -> None:
     """MENTIONS edges from the episode to each existing entity, once each (idempotent).
 
-    A few are created one prepared statement each (~0.3-0.5 ms), after reading the episode's
-    edges through its adjacency list; many, or any in a small table, in one `UNWIND` (a hash
+    A few are created up to `_MENTIONS_CHUNK` per prepared statement (~0.35 ms an edge at 500k
+    entities), after reading the episode's edges through its adjacency list; many, or any in a small table, in one `UNWIND` (a hash
     join over Entity: ~1 ms at 2k rows, ~20 ms at 100k, for 8 entities). An episode created in
     the same transaction (`new_episode`) has no edges yet: none are read, and the `UNWIND`
     creates rather than merges (half the cost).
@@ -422,13 +422,31 @@ def add_mentions(
             )
         }
     )
-    for uuid in wanted:
-        if uuid not in have:
-            conn.run(
-                "MATCH (ep:Episode {uuid: $ep}), (e:Entity {uuid: $u}) "
-                "CREATE (ep)-[:MENTIONS]->(e)",
-                {"ep": episode_uuid, "u": uuid},
-            )
+    missing = [uuid for uuid in wanted if uuid not in have]
+    for start in range(0, len(missing), _MENTIONS_CHUNK):
+        chunk = missing[start : start + _MENTIONS_CHUNK]
+        params = {"ep": episode_uuid, **{f"u{i}": uuid for i, uuid in enumerate(chunk)}}
+        if not conn.rows(_mentions_statement(len(chunk)), params) and len(chunk) > 1:
+            # Some entity of the chunk is not stored, so its MATCH found nothing and nothing
+            # was created: the chunk's others get their edges one by one, as a lone key would.
+            for uuid in chunk:
+                conn.run(_mentions_statement(1), {"ep": episode_uuid, "u0": uuid})
+
+
+# MENTIONS edges created per statement by `add_mentions`: one statement that matches the
+# episode and k entities by primary key (k index lookups) and creates k edges costs ~3.1 ms for
+# 8 edges against ~5.2 ms for 8 one-edge statements at 500k entities (measured in one
+# transaction: a 4-edge statement 2.7 ms for 8, a 16-edge one no better per edge). A chunk of
+# k < 8 has its own statement, so at most 8 statements are prepared and reused.
+_MENTIONS_CHUNK = 8
+
+
+def _mentions_statement(k: int) -> str:
+    """Create MENTIONS edges from episode `$ep` to entities `$u0`..`$u{k-1}` (distinct),
+    returning one row if all k + 1 nodes exist and none (creating nothing) otherwise."""
+    entities = ", ".join(f"(e{i}:Entity {{uuid: $u{i}}})" for i in range(k))
+    edges = ", ".join(f"(ep)-[:MENTIONS]->(e{i})" for i in range(k))
+    return f"MATCH (ep:Episode {{uuid: $ep}}), {entities} CREATE {edges} RETURN 1"
 
 
 def delete_episodes(conn: Conn, uuids: Sequence[str]) -> None:

@@ -318,3 +318,29 @@ def test_the_buffer_pool_is_sized_to_the_database(tmp_path: Path) -> None:
         fh.truncate(5000 * 2**20)
     assert pool_mb(db) == 1024
     assert pool_mb(db, 128) == 128
+
+
+@pytest.mark.usefixtures("lookup_path")
+def test_mentions_beyond_one_chunk_are_created_once_each(store: Store) -> None:
+    """19 entities (more than two statements' worth) with a repeat and, in the second chunk, a
+    missing entity: each stored one gets exactly one edge, for a new episode and an old one."""
+    names = [f"e{n:02d}" for n in range(19)]
+    try:
+        with store.transaction() as tx:
+            graph.upsert_entities(tx, [_entity(u, u.upper()) for u in names])
+            graph.add_episodes(
+                tx,
+                [
+                    Episode(uuid="new", group_id="g", name="n", content="x"),
+                    Episode(uuid="old", group_id="g", name="n", content="y"),
+                ],
+            )
+            graph.add_mentions(
+                tx, "new", [*names[:12], "missing", names[3], *names[12:]], new_episode=True
+            )
+            graph.add_mentions(tx, "old", names[5:7])
+        with store.transaction() as tx:  # two edges exist already: the other 17 are added
+            graph.add_mentions(tx, "old", [names[0], *names, "missing", names[18]])
+        assert _mentions(store) == sorted([("new", u) for u in names] + [("old", u) for u in names])
+    finally:
+        store.close()
