@@ -819,12 +819,7 @@ def provenance(
         params,
         table="Entity",
     )
-    rows.sort(key=lambda r: (r[3] is None, r[3] or 0, r[1]))  # created_at, nulls last
-    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for entity, episode, desc, _ in rows:
-        if all(episode != seen for seen, _ in out[entity]):
-            out[entity].append((episode, desc or ""))
-    return out
+    return records.provenance_of(rows)
 
 
 def entities_by_source(

@@ -7,7 +7,6 @@ return only facts whose two structural hops (source -> fact -> target) both exis
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from lcg.models import Fact
 from lcg.storage import graph
 from lcg.storage.graph import _HOPS, FACT_COLS, _fact, _group_filter, _where
+from lcg.storage.rows import provenance_of
 from lcg.storage.store import Conn
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import to_db
@@ -236,9 +236,4 @@ def endpoint_provenance(
     if conn.table_rows("Entity") < _UNION_FROM_ROWS:
         return graph.provenance(conn, keys, None)
     rows = _union_rows(conn, _MENTIONED, keys)
-    rows.sort(key=lambda r: (r[3] is None, r[3] or 0, r[1]))  # created_at, nulls last
-    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for entity, episode, desc, _ in rows:
-        if all(episode != seen for seen, _ in out[entity]):
-            out[entity].append((episode, desc or ""))
-    return out
+    return provenance_of(rows)

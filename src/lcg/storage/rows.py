@@ -5,7 +5,8 @@ decodes either, for raw `GraphReader.rows` answers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -72,3 +73,15 @@ def episode(row: Sequence[Any], when: When) -> Episode:
         created_at=when(row[8]),
         valid_at=when(row[9]),
     )
+
+
+def provenance_of(rows: Iterable[Sequence[Any]]) -> dict[str, list[tuple[str, str]]]:
+    """(entity uuid, episode uuid, source_description, created_at) rows, in any order, as each
+    entity's (episode uuid, source_description) pairs: oldest episode first (no created_at
+    last, then by uuid), each episode once."""
+    ordered = sorted(rows, key=lambda r: (r[3] is None, r[3] or 0, r[1]))
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for entity, episode, desc, _ in ordered:
+        if all(episode != seen for seen, _ in out[entity]):
+            out[entity].append((episode, desc or ""))
+    return out

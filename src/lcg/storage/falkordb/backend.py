@@ -77,6 +77,7 @@ from lcg.storage.falkordb.keys import (
     to_micros,
 )
 from lcg.storage.history import time_clause
+from lcg.storage.rows import provenance_of
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, Micros
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import now, to_wal
@@ -395,12 +396,7 @@ class FalkorReader:
             "RETURN e.uuid, ep.uuid, ep.source_description, ep.created_at",
             {"keys": keys},
         )
-        rows.sort(key=lambda r: (r[3] is None, r[3] or 0, r[1]))  # created_at, nulls last
-        out: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for entity, episode, desc, _ in rows:
-            if all(episode != seen for seen, _ in out[entity]):
-                out[entity].append((episode, desc or ""))
-        return out
+        return provenance_of(rows)
 
     def entities_by_source(
         self, source: str, groups: Sequence[str] | None, limit: int
