@@ -17,6 +17,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -36,21 +37,30 @@ __all__ = [
 _STOPWORDS = frozenset({"of", "and", "the", "for", "a", "an", "in", "on", "at", "to", "de", "&"})
 _PAREN_ACRONYM = re.compile(r"\(([A-Z][A-Z0-9.&-]{1,11})\)")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*|\d+")
-_POSSESSIVE = re.compile(r"['’]s$")
+_POSSESSIVES = ("'s", "’s")  # cut from a word's end
 _MENTION_WORDS = 6  # the longest name run `GroupIndex.mentioned` looks up
+_NON_WORD = re.compile(r"[\W_]+")
+_DIGITS = re.compile(r"\d+")
+# The name keys below are pure functions of a string, asked again and again for the same words
+# and names (every word of every episode by `mentioned`, every candidate by resolution): each
+# remembers its last answers.
+_KEYS_CACHED = 1 << 16
 
 
+@lru_cache(maxsize=_KEYS_CACHED)
 def canon(name: str) -> str:
     """Case-folded with every non-word character removed: `N.A.S.A.` -> `nasa`."""
-    key = re.sub(r"[\W_]+", "", name.casefold())
+    key = _NON_WORD.sub("", name.casefold())
     return key or normalize_name(name)
 
 
+@lru_cache(maxsize=_KEYS_CACHED)
 def numbers(name: str) -> tuple[str, ...]:
     """The digit runs of a name: names with different numbers never match fuzzily."""
-    return tuple(re.findall(r"\d+", name))
+    return tuple(_DIGITS.findall(name))
 
 
+@lru_cache(maxsize=_KEYS_CACHED)
 def is_acronym_like(name: str) -> bool:
     """`NASA`, `N.A.S.A.`, `ESA`: 2-8 letters, all upper case."""
     if name[:1].isalpha() and not name[:1].isupper():
@@ -59,6 +69,7 @@ def is_acronym_like(name: str) -> bool:
     return 2 <= len(letters) <= 8 and all(c.isupper() for c in letters) and not numbers(name)
 
 
+@lru_cache(maxsize=_KEYS_CACHED)
 def acronym(name: str) -> str | None:
     """Initials of the significant words of a multi-word name without digits, or None."""
     words = _WORD.findall(name)
@@ -189,7 +200,7 @@ class GroupIndex:
         punctuation-free key is an entity's name or alias key ("N.A.S.A." finds "NASA"), or an
         acronym-like word matching a name's initials. Costs O(words), never a pass over the group.
         """
-        words = [_POSSESSIVE.sub("", w) for w in _WORD.findall(text)]
+        words = [w[:-2] if w.endswith(_POSSESSIVES) else w for w in _WORD.findall(text)]
         keys = [canon(w) for w in words]
         by_key, count = self.by_key, len(words)
         out: dict[str, None] = {}

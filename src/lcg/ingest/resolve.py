@@ -23,6 +23,7 @@ import uuid as uuidlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,7 @@ _MIN_FUZZY_LEN = 5
 _TOP_CANDIDATES = 3
 _BLAS_ROWS = 20_000
 _GENERIC = frozenset({"Entity", UNCLASSIFIED_ENTITY, "Merged"})
+_CACHED = 1 << 14  # names' shingles and summaries' sentences remembered (pure functions)
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,20 @@ class Match:
     score: float = 1.0
 
 
-def _shingles(name: str) -> set[str]:
+@lru_cache(maxsize=_CACHED)
+def _shingles(name: str) -> frozenset[str]:
     text = f" {' '.join(normalize_name(name).split())} "
-    return {text[i : i + 3] for i in range(max(1, len(text) - 2))}
+    return frozenset(text[i : i + 3] for i in range(max(1, len(text) - 2)))
+
+
+@lru_cache(maxsize=_CACHED)
+def _sentences(text: str) -> tuple[str, ...]:
+    """`sentences(text)`, remembered: an entity's summary is split again whenever it is merged."""
+    return tuple(sentences(text))
+
+
+def _sentence_key(sentence: str) -> str:
+    return " ".join(sentence.casefold().split())
 
 
 def jaccard(a: str, b: str) -> float:
@@ -131,16 +144,17 @@ def _similar(
     else:
         order = np.argsort(-sims)
     best_ambiguous: Match | None = None
+    digits, length, acronym_like = numbers(e.name), len(canon(e.name)), is_acronym_like(e.name)
     for row in order:
         uuid = ids[int(row)]
         other = index.entities.get(uuid)
-        if other is None or numbers(other.name) != numbers(e.name):
+        if other is None or numbers(other.name) != digits:
             continue
         if not _compatible(labels, other.labels):
             continue
         score = float(sims[row])
-        long_enough = min(len(canon(e.name)), len(canon(other.name))) >= _MIN_FUZZY_LEN
-        short = is_acronym_like(e.name) or is_acronym_like(other.name)
+        long_enough = min(length, len(canon(other.name))) >= _MIN_FUZZY_LEN
+        short = acronym_like or is_acronym_like(other.name)
         if long_enough and not short and jaccard(e.name, other.name) >= FUZZY_JACCARD:
             return Match("fuzzy", uuid, score=score)
         if short:
@@ -229,8 +243,8 @@ def merge_summary(old: str, new: str, cap: int) -> str:
     """Newest sentences first, each once (case-insensitively), cut at `cap` characters."""
     parts: list[str] = []
     seen: set[str] = set()
-    for sentence in [*sentences(new), *sentences(old)]:
-        key = " ".join(sentence.casefold().split())
+    for sentence in (*_sentences(new), *_sentences(old)):
+        key = _sentence_key(sentence)
         if key and key not in seen:
             seen.add(key)
             parts.append(sentence)
@@ -250,8 +264,8 @@ def _grown_summary(old: str, new: str, cap: int) -> str:
     episodes): it stops growing at the cap instead of churning.
     """
     merged = merge_summary(old, new, cap)
-    kept = {" ".join(x.casefold().split()) for x in sentences(merged)}
-    if all(" ".join(x.casefold().split()) in kept for x in sentences(old)):
+    kept = {_sentence_key(x) for x in _sentences(merged)}
+    if all(_sentence_key(x) in kept for x in _sentences(old)):
         return merged
     return old
 
