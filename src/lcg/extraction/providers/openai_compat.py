@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 import httpx2
+import orjson
 
 from lcg.errors import ExtractionError, ProviderTransportError
 from lcg.extraction.jsonrepair import parse_json_object
@@ -94,8 +95,11 @@ class OpenAICompatProvider:
         self.uds_path = uds_path
         self.url = chat_completions_url(base_url or "http://localhost/v1")
         self.endpoint = f"unix:{uds_path}" if uds_path is not None else self.url
+        self._url = httpx2.URL(self.url)  # parsed once, not per request
         self._timeout = httpx2.Timeout(timeout_s, connect=connect_timeout_s)
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
         # One client (one keep-alive pool) per event loop the provider is called from.
         self._clients = LoopClients(self._new_client, lambda client: client.aclose())
         _warm_transport()
@@ -167,7 +171,9 @@ class OpenAICompatProvider:
 
     async def _post(self, client: httpx2.AsyncClient, body: dict[str, Any]) -> httpx2.Response:
         try:
-            return await client.post(self.url, json=body, headers=self._headers)
+            # orjson: the compact JSON httpx2's `json=` would send, encoded in one C call.
+            content = orjson.dumps(body)
+            return await client.post(self._url, content=content, headers=self._headers)
         except httpx2.TimeoutException as exc:
             raise ProviderTransportError(
                 f"extraction endpoint {self.endpoint} timed out ({type(exc).__name__})"
