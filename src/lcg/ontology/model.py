@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 __all__ = [
@@ -60,11 +61,15 @@ def _words(text: str) -> list[str]:
     return words
 
 
+# The normalisations are pure and asked for the same few type names again and again (every
+# extracted entity and fact, every supersession rule lookup): answers are remembered.
+@lru_cache(maxsize=4096)
 def normalize_entity_type(text: str) -> str:
     """PascalCase: `"person"` -> `"Person"`, `"PEER_REVIEWED paper"` -> `"PeerReviewedPaper"`."""
     return "".join(w[:1].upper() + w[1:].lower() for w in _words(text))
 
 
+@lru_cache(maxsize=4096)
 def normalize_relation_type(text: str) -> str:
     """SCREAMING_SNAKE_CASE: `"authored by"` -> `"AUTHORED_BY"`, `"worksAt"` -> `"WORKS_AT"`."""
     return "_".join(w.upper() for w in _words(text))
