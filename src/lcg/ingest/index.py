@@ -44,7 +44,7 @@ _DIGITS = re.compile(r"\d+")
 # The name keys below are pure functions of a string, asked again and again for the same words
 # and names (every word of every episode by `mentioned`, every candidate by resolution): each
 # remembers its last answers.
-_KEYS_CACHED = 1 << 16
+_KEYS_CACHED = 1 << 13  # strings a function (a few MB at most)
 
 
 @lru_cache(maxsize=_KEYS_CACHED)

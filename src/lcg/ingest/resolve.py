@@ -57,7 +57,8 @@ _MIN_FUZZY_LEN = 5
 _TOP_CANDIDATES = 3
 _BLAS_ROWS = 20_000
 _GENERIC = frozenset({"Entity", UNCLASSIFIED_ENTITY, "Merged"})
-_CACHED = 1 << 14  # names' shingles and summaries' sentences remembered (pure functions)
+# Names' shingles and summaries' sentences remembered (pure functions; a few MB at most).
+_CACHED = 1 << 10
 
 
 @dataclass(frozen=True)
