@@ -45,10 +45,13 @@ import numpy.typing as npt
 from lcg.embedding.base import Embedder, Vectors
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.search import vectors as vectors_mod
 from lcg.search.partition import Partition, View
 from lcg.search.rows import EPISODE_ROWS, LRU_ROWS, ROWS_PER_FAMILY, RowCache
 from lcg.search.snapshot import Snapshots
 from lcg.search.text import Vocabulary
+from lcg.search.vectors import SAMPLE_ROWS, layout_for
+from lcg.search.vectors import Vectors as VectorStore
 from lcg.storage.backend import GraphReader
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
 from lcg.timeutil import from_wal
@@ -291,15 +294,32 @@ class SearchIndex:
         return part
 
     @staticmethod
-    def _vectors(embedder: Embedder, texts: list[str]) -> tuple[Vectors, npt.NDArray[np.bool_]]:
+    def _vectors(
+        embedder: Embedder, texts: list[str], quantize: bool = False
+    ) -> tuple[Vectors | VectorStore, npt.NDArray[np.bool_]]:
         """The texts' vectors (zero where a text is empty), in a matrix with spare rows after
         them: the partition adopts it, and the commits after a load fill the spare rows instead
         of copying the whole matrix into one twice its size (at 1M facts the first episode
-        after opening copied ~3 GB). Spare rows are never written, so never resident."""
+        after opening copied ~3 GB). Spare rows are never written, so never resident.
+
+        `quantize`: an int8 store instead (`VectorStore.quantized`, the layout the partition's
+        compaction would pick), filled `_EMBED_CHUNK` rows at a time, so the float32 matrix
+        (~1.5 GB for 1M facts) never exists whole."""
         n = len(texts)
         present = np.fromiter((bool(t) for t in texts), dtype=bool, count=n)
-        out = np.zeros((n + n // 4 + 1024, embedder.identity.dim), dtype=np.float32)
+        dim, cap = embedder.identity.dim, n + n // 4 + 1024
         at = np.flatnonzero(present)
+        if quantize:
+            sample = embedder.embed([texts[i] for i in at[:SAMPLE_ROWS].tolist()])
+            store = VectorStore.quantized(dim, layout_for(sample), cap)
+            bounds = np.searchsorted(at, np.arange(0, n + _EMBED_CHUNK, _EMBED_CHUNK))
+            for chunk, lo in enumerate(range(0, n, _EMBED_CHUNK)):
+                block = np.zeros((min(n, lo + _EMBED_CHUNK) - lo, dim), dtype=np.float32)
+                rows = at[bounds[chunk] : bounds[chunk + 1]]
+                block[rows - lo] = embedder.embed([texts[i] for i in rows.tolist()])
+                store.put(lo, block)
+            return store, present
+        out = np.zeros((cap, dim), dtype=np.float32)
         for lo in range(0, len(at), _EMBED_CHUNK):  # never a second full-size matrix
             rows = at[lo : lo + _EMBED_CHUNK]
             out[rows] = embedder.embed([texts[i] for i in rows.tolist()])
@@ -325,6 +345,10 @@ class SearchIndex:
         columns (read from the database by `_build`, or made from folded rows by
         `build_from_rows`)."""
         part = self._new(family, embedder.identity.dim)
+        uuids = columns.uuid
+        # A partition that will be int8 once compacted (as many live documents as rows: no
+        # uuid twice) gets its vectors quantised as they are looked up (`_vectors`).
+        q = len(uuids) >= vectors_mod.QUANTIZE_MIN_ROWS and len(set(uuids)) == len(uuids)
         if family == "entity":
             e = columns
             texts = [entity_text(n, s) for n, s in zip(e.name, e.summary, strict=True)]
@@ -332,8 +356,8 @@ class SearchIndex:
                 e.uuid,
                 texts,
                 {
-                    "entity_name": self._vectors(embedder, e.name),
-                    "entity_summary": self._vectors(embedder, e.summary),
+                    "entity_name": self._vectors(embedder, e.name, q),
+                    "entity_summary": self._vectors(embedder, e.summary, q),
                 },
                 tags=e.labels,
                 bulk=True,
@@ -352,11 +376,12 @@ class SearchIndex:
             }
             texts = [f"{n} {t}" for n, t in zip(f.name, f.fact, strict=True)]
             vec_texts = [t or n for n, t in zip(f.name, f.fact, strict=True)]
-            part.add(f.uuid, texts, {"fact": self._vectors(embedder, vec_texts)}, values, bulk=True)
+            vecs = {"fact": self._vectors(embedder, vec_texts, q)}
+            part.add(f.uuid, texts, vecs, values, bulk=True)
         else:
             ep = columns
             part.add(
-                ep.uuid, ep.content, {"episode": self._vectors(embedder, ep.content)}, bulk=True
+                ep.uuid, ep.content, {"episode": self._vectors(embedder, ep.content, q)}, bulk=True
             )
         part.compact()
         return part

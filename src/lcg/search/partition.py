@@ -183,7 +183,7 @@ class Partition:
         self,
         uuids: Sequence[str],
         texts: Sequence[str],
-        vectors: Mapping[str, tuple[Vecs, Mask]] | None = None,
+        vectors: Mapping[str, tuple[Vecs | Vectors, Mask]] | None = None,
         columns: Mapping[str, Ints] | None = None,
         tags: Sequence[tuple[str, ...]] | None = None,
         *,
@@ -191,7 +191,8 @@ class Partition:
     ) -> None:
         """Add (or replace, by uuid) documents. `vectors[kind]` is (rows, present flags).
 
-        `bulk`: a whole partition being loaded, compacted once by the caller afterwards.
+        `bulk`: a whole partition being loaded, compacted once by the caller afterwards; only
+        then may rows be a `Vectors` store (adopted as is).
         """
         m = len(uuids)
         if not m:
@@ -215,12 +216,18 @@ class Partition:
                 given = vectors.get(kind) if vectors is not None else None
                 if bulk and start == 0 and given is not None and store.layout == "f32":
                     # A bulk load into an empty partition adopts the caller's (fresh) arrays,
-                    # spare rows after the m documents included.
-                    store.adopt(given[0])
+                    # spare rows after the m documents included: float32 rows, or a store
+                    # already quantised (`Vectors.quantized`, lcg.search.index `_vectors`).
+                    if isinstance(given[0], Vectors):
+                        self._vectors[kind] = given[0]
+                    else:
+                        store.adopt(given[0])
                     self._has[kind] = np.asarray(given[1], dtype=bool)
                     continue
                 has = _fit(self._has[kind], need)
                 if given is not None:
+                    if isinstance(given[0], Vectors):
+                        raise TypeError("a Vectors store is only adopted by a bulk load")
                     store.put(start, np.asarray(given[0][:m], dtype=np.float32))
                     has[start:need] = given[1][:m]
                 else:

@@ -34,13 +34,21 @@ import numpy.typing as npt
 
 from lcg.search.scoring import cosines
 
-__all__ = ["PREFILTER_MIN_ROWS", "QUANTIZE_MIN_ROWS", "Vectors", "VectorsView"]
+__all__ = [
+    "PREFILTER_MIN_ROWS",
+    "QUANTIZE_MIN_ROWS",
+    "SAMPLE_ROWS",
+    "Vectors",
+    "VectorsView",
+    "layout_for",
+]
 
 # Partitions of at least this many documents hold int8 rows (tests lower it).
 QUANTIZE_MIN_ROWS = 50_000
 # Dense stores with at least this many eligible documents use the sign-bit prefilter.
 PREFILTER_MIN_ROWS = 100_000
 _SPARSE_SHARE = 0.5  # at most this share of non-zero cells: the sparse layout
+SAMPLE_ROWS = 20_000  # present rows `layout_for` decides from
 _BLOCK = 16_384  # documents per block of a scan (the float32 scratch stays in cache)
 _NO_MATCH = np.uint16(65535)
 
@@ -59,11 +67,24 @@ def _rescored(n: int, k: int) -> int:
 
 def _quantize(rows: F32) -> tuple[I8, F32]:
     """int8 rows and their scales (a zero row: scale 0, all zeros)."""
-    peak = np.abs(rows).max(axis=1) if rows.size else np.zeros(len(rows), dtype=np.float32)
+    if rows.size:  # max |x| without an |x| temporary the size of `rows`
+        peak = np.maximum(rows.max(axis=1), -rows.min(axis=1))
+    else:
+        peak = np.zeros(len(rows), dtype=np.float32)
     scale = (peak / 127.0).astype(np.float32)
     safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    q = np.clip(np.rint(rows / safe[:, None]), -127, 127).astype(np.int8)
-    return q, scale
+    work = np.divide(rows, safe[:, None], dtype=np.float32)  # one float32 temporary, in place
+    np.rint(work, out=work)
+    np.clip(work, -127, 127, out=work)
+    return work.astype(np.int8), scale
+
+
+def layout_for(sample: F32) -> str:
+    """The int8 layout of rows whose first present ones are `sample` (the first `SAMPLE_ROWS`
+    are looked at): sparse when at most `_SPARSE_SHARE` of their cells are non-zero."""
+    sample = sample[:SAMPLE_ROWS]
+    nonzero = float(np.count_nonzero(sample)) / max(1, sample.size)
+    return "sparse" if nonzero <= _SPARSE_SHARE else "dense"
 
 
 def _sign_words(rows: F32, words: int) -> U64:
@@ -251,27 +272,31 @@ class Vectors:
         if self.layout == "dense":
             self._bits = np.ascontiguousarray(self._bits[:, keep])
 
+    @classmethod
+    def quantized(cls, dim: int, layout: str, capacity: int) -> Vectors:
+        """An int8 store of `layout` ("sparse" or "dense") with room for `capacity` rows, all
+        zero (a zero row is an absent vector: scale 0); `put` quantises rows into it."""
+        store = cls(dim)
+        store.layout = layout
+        store._scale = np.zeros(capacity, dtype=np.float32)
+        if layout == "sparse":
+            store._rows = np.zeros((dim, capacity), dtype=np.int8)
+        else:
+            store._rows = np.zeros((capacity, dim), dtype=np.int8)
+            store._bits = np.zeros((store._words, capacity), dtype=np.uint64)
+        return store
+
     def quantize(self, n: int, present: Mask) -> None:
         """Turn the first `n` float32 rows into int8 (their layout chosen by content), keeping
         spare rows for later documents; the float32 rows are released."""
         if self.layout != "f32":
             return
         rows = cast(F32, self._rows)
-        sample = rows[:n][present[:n]]
-        nonzero = float(np.count_nonzero(sample[:20_000])) / max(1, sample[:20_000].size)
-        layout = "sparse" if nonzero <= _SPARSE_SHARE else "dense"
-        cap = n + n // 4 + 1024
-        fresh = Vectors(self.dim)
-        fresh.layout = layout
-        fresh._scale = np.zeros(cap, dtype=np.float32)
-        if layout == "sparse":
-            fresh._rows = np.zeros((self.dim, cap), dtype=np.int8)
-        else:
-            fresh._rows = np.zeros((cap, self.dim), dtype=np.int8)
-            fresh._bits = np.zeros((self._words, cap), dtype=np.uint64)
+        sample = rows[np.flatnonzero(present[:n])[:SAMPLE_ROWS]]  # not a copy of every row
+        fresh = Vectors.quantized(self.dim, layout_for(sample), n + n // 4 + 1024)
         for lo in range(0, n, 65_536):  # no second full-size float32 temporary
             fresh.put(lo, rows[lo : min(n, lo + 65_536)])
-        self.layout = layout
+        self.layout = fresh.layout
         self._rows, self._scale, self._bits = fresh._rows, fresh._scale, fresh._bits
 
     # -- persistence (lcg.search.snapshot, through Partition.save / load) --------------------

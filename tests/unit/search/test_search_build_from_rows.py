@@ -9,14 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from lcg.embedding import HashEmbedder
+from lcg.embedding.base import EmbedderIdentity
 from lcg.engine.replay import replay_group
 from lcg.models import Entity, Episode, Fact
+from lcg.search import index as index_mod
 from lcg.search import vectors as vectors_mod
 from lcg.search.index import FAMILIES, SearchIndex
 from lcg.search.partition import Partition
+from lcg.search.vectors import Vectors as VectorStore
 from lcg.storage.backend import GraphReader
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
@@ -231,3 +235,79 @@ def test_install_serves_the_partitions_and_refuses_another_models(tmp_path: Path
     for family in FAMILIES:
         ((group, view),) = index.views(family, ["g"])
         assert group == "g" and view.uuids[: view.n] == [made[family].view().uuids[0]]
+
+
+class _Dense:
+    """Dense vectors (every cell non-zero, unlike the hash embedder's): the "dense" layout."""
+
+    def __init__(self, dim: int) -> None:
+        self._hash = HashEmbedder(dim)
+        rotation, _ = np.linalg.qr(np.random.default_rng(3).standard_normal((dim, dim)))
+        self._rotation = rotation.astype(np.float32)
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return EmbedderIdentity(model="dense-test", dim=self._hash.identity.dim)
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        # Row by row: a text's vector must not depend on the batch it came in (a matrix
+        # product's rounding does), as a cached vector does not.
+        out = np.zeros((len(texts), self.identity.dim), dtype=np.float32)
+        for i, row in enumerate(self._hash.embed(texts)):
+            out[i] = row @ self._rotation
+        return out
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_vectors_quantised_as_looked_up_equal_those_quantised_at_compaction(
+    monkeypatch: pytest.MonkeyPatch, dense: bool
+) -> None:
+    """A large partition's build quantises its vectors chunk by chunk (no float32 matrix of
+    the whole family): the same int8 store as quantising the float32 rows afterwards."""
+    monkeypatch.setattr(index_mod, "_EMBED_CHUNK", 7)
+    monkeypatch.setattr(vectors_mod, "SAMPLE_ROWS", 5)
+    monkeypatch.setattr(index_mod, "SAMPLE_ROWS", 5)
+    embedder: Any = _Dense(64) if dense else HashEmbedder(64)
+    texts = [
+        "" if i % 3 == 0 or 20 <= i < 35 else f"moon landing {i} crew {i % 7}" for i in range(60)
+    ]
+    built, present = SearchIndex._vectors(embedder, texts, quantize=True)
+    rows, present_f32 = SearchIndex._vectors(embedder, texts)
+    assert isinstance(built, VectorStore) and not isinstance(rows, VectorStore)
+    assert np.array_equal(present, present_f32)
+    old = VectorStore(64)
+    old.adopt(rows)
+    old.quantize(len(texts), present)
+    assert built.layout == old.layout == ("dense" if dense else "sparse")
+    assert built.capacity == old.capacity
+    n = len(texts)
+    mine, theirs = built.view(n), old.view(n)
+    assert np.array_equal(mine.rows, theirs.rows)
+    assert np.array_equal(mine.scale, theirs.scale)
+    assert np.array_equal(mine.bits, theirs.bits)
+    assert not mine.scale[:n][~present].any()  # an absent vector stays a zero row
+
+
+def test_a_large_partition_is_built_int8_without_a_float32_matrix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(vectors_mod, "QUANTIZE_MIN_ROWS", 3)
+    adopted: list[str] = []
+    real = VectorStore.adopt
+
+    def adopt(self: VectorStore, rows: Any) -> None:
+        adopted.append("f32")
+        real(self, rows)
+
+    monkeypatch.setattr(VectorStore, "adopt", adopt)
+    index = SearchIndex(lambda fn: None, HashEmbedder(64))
+    made = index.build_from_rows(
+        [Entity(str(i), "g", f"Ada {i}", summary="first programmer") for i in range(4)],
+        [Fact("f", "g", "0", "1", "IS", "Ada is Ada")],
+        [Episode("p", "g", "one", "Ada wrote")],
+    )
+    assert {k: v.layout for k, v in made["entity"]._vectors.items()} == {
+        "entity_name": "sparse",
+        "entity_summary": "sparse",
+    }
+    assert adopted == ["f32", "f32"]  # the fact and episode partitions: below the threshold
