@@ -314,9 +314,14 @@ class SearchIndex:
             store = VectorStore.quantized(dim, layout_for(sample), cap)
             bounds = np.searchsorted(at, np.arange(0, n + _EMBED_CHUNK, _EMBED_CHUNK))
             for chunk, lo in enumerate(range(0, n, _EMBED_CHUNK)):
-                block = np.zeros((min(n, lo + _EMBED_CHUNK) - lo, dim), dtype=np.float32)
+                size = min(n, lo + _EMBED_CHUNK) - lo
                 rows = at[bounds[chunk] : bounds[chunk + 1]]
-                block[rows - lo] = embedder.embed([texts[i] for i in rows.tolist()])
+                found = embedder.embed([texts[i] for i in rows.tolist()])
+                if len(rows) == size:  # no empty text in the chunk: no scatter
+                    store.put(lo, np.asarray(found, dtype=np.float32))
+                    continue
+                block = np.zeros((size, dim), dtype=np.float32)
+                block[rows - lo] = found
                 store.put(lo, block)
             return store, present
         out = np.zeros((cap, dim), dtype=np.float32)
