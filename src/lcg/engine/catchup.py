@@ -21,7 +21,7 @@ from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import embedder_for_stamp
 from lcg.engine.commits import Batch, store_commit
-from lcg.engine.names import NameIndex, names_stamp
+from lcg.engine.names import NameIndex, NameRow, name_rows_of, names_stamp
 from lcg.engine.replay import Loaded, ReplayReport, applied_position, loss_key, position_key
 from lcg.errors import LcgError, StorageError
 from lcg.gcpause import no_gc
@@ -70,18 +70,21 @@ class PrebuiltSearch:
     """A group's search partitions built from the rows of its bulk replay (`loaded` of
     lcg.engine.replay, `SearchIndex.build_from_rows`), installed by `install` once the replay's
     aftermath (which drops the group's partitions) is done: no read of the rows back from the
-    database, no second pass over the embedding cache by text."""
+    database, no second pass over the embedding cache by text. Also the group's name index
+    rows (`name_rows_of`), which `CatchUp.load_names` may use instead of a scan."""
 
     def __init__(self, search: SearchIndex) -> None:
         self._search = search
         self._parts: dict[str, Partition] = {}
         self._model = ""
+        self._names: list[NameRow] | None = None
         self._discarded = False
         self._lock = threading.Lock()
 
     def build(self, folded: FoldedGroup) -> None:
         """(The replay's `Loaded.build`: in a thread, while the rows load.)"""
         model = self._search.embedder.identity.model
+        names = name_rows_of(folded.entities.values())
         try:
             parts = self._search.build_from_rows(
                 list(folded.entities.values()),
@@ -93,12 +96,13 @@ class PrebuiltSearch:
             parts = {}
         with self._lock:
             if not self._discarded:
-                self._parts, self._model = parts, model
+                self._parts, self._model, self._names = parts, model, names
 
     def discard(self) -> None:
         with self._lock:
             self._discarded = True
             self._parts = {}
+            self._names = None
 
     def install(self, group_id: str) -> None:
         """Serve the partitions (write lock held; the database holds exactly their rows)."""
@@ -106,6 +110,11 @@ class PrebuiltSearch:
             parts, self._parts = self._parts, {}
         if parts:
             self._search.install(group_id, parts, self._model)
+
+    def name_rows(self) -> list[NameRow] | None:
+        """The group's name index rows (None: the load failed, or did not hand its rows over)."""
+        with self._lock:
+            return self._names
 
 
 class CatchUp:
@@ -130,6 +139,9 @@ class CatchUp:
         self._names = names
         self._search = search
         self.replay = replay
+        # The name index rows of the bulk replays since the last `load_names`, and the
+        # database's `names_stamp` after the last of them (`_note_names`).
+        self._replayed_names: tuple[list[NameRow], dict[str, Any]] | None = None
 
     def _read(self, fn: Callable[[GraphReader], Any]) -> Any:
         with self._store().read() as conn:
@@ -411,8 +423,19 @@ class CatchUp:
         self.record_losses(report, full=plan[0] == "bulk")
         self._search.invalidate([group_id])
         prebuilt.install(group_id)
+        self._note_names(prebuilt.name_rows() if plan[0] == "bulk" else None)
         self.emit_replay(report)
         return report
+
+    def _note_names(self, rows: list[NameRow] | None) -> None:
+        """(After a group's replay.) Keep a bulk replay's name index rows for `load_names`, with
+        the database's stamp now; a replay that handed over none forgets them all."""
+        if rows is None:
+            self._replayed_names = None
+            return
+        kept = self._replayed_names[0] if self._replayed_names is not None else []
+        kept.extend(rows)
+        self._replayed_names = (kept, self._read(names_stamp))
 
     def stamp_replayed(self, group_id: str, full: bool) -> None:
         """After a replay (write lock held): a group re-derived whole (`full`) holds only vectors
@@ -531,11 +554,21 @@ class CatchUp:
 
     def load_names(self) -> None:
         """(Write lock held.) The name index from its saved copy when that matches the
-        database, else from a scan of every entity."""
+        database, else from the rows of the bulk replays just done when they are every entity
+        of the database (an open with no database: no read of 500k entities back), else from a
+        scan of every entity."""
         saved = self._names_saved()
-        if saved is None or not self._names.restore(saved, self._read(names_stamp)):
-            with no_gc():  # a row object per entity, none of them garbage (lcg.gcpause)
-                self._names.load(self._read(lambda r: r.name_rows()))
+        replayed, self._replayed_names = self._replayed_names, None
+        stamp = self._read(names_stamp) if saved is not None or replayed is not None else None
+        if saved is not None and self._names.restore(saved, stamp or {}):
+            return
+        if replayed is not None and replayed[1] == stamp and len(replayed[0]) == stamp["entities"]:
+            # Nothing changed since the bulk replays, and the database holds no other entity
+            # than the ones they loaded: their rows are what the scan would read.
+            self._names.load(replayed[0])
+            return
+        with no_gc():  # a row object per entity, none of them garbage (lcg.gcpause)
+            self._names.load(self._read(lambda r: r.name_rows()))
 
     def save_indexes(self) -> None:
         """(Write lock held, at close.) Save the search and name indexes for the next open:

@@ -20,7 +20,7 @@ import logging
 import zipfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from lcg.gcpause import no_gc
 from lcg.models import Entity, normalize_name
 from lcg.storage.backend import GraphReader
 
-__all__ = ["NameIndex", "Names", "names_stamp"]
+__all__ = ["NameIndex", "NameRow", "Names", "name_rows_of", "names_stamp"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,28 @@ def names_stamp(conn: GraphReader) -> dict[str, Any]:
     raw meta values) and the entity count."""
     positions = conn.meta_with_prefix(position_key(""))
     return {"positions": dict(sorted(positions.items())), "entities": conn.counts()["entities"]}
+
+
+# (group_id, name, uuid, created_at, is_merged): `GraphReader.name_rows`' rows, `NameIndex.load`'s.
+NameRow = tuple[str, str, str, datetime | None, bool]
+
+
+def name_rows_of(entities: Iterable[Entity]) -> list[NameRow]:
+    """The name index's rows of entities a bulk replay loaded, as the database returns them
+    (`GraphReader.name_rows`: no name is "", created_at in UTC, merged is the "Merged" label),
+    so the index is made without reading every entity back (lcg.engine.catchup)."""
+    return [
+        (
+            e.group_id,
+            e.name or "",
+            e.uuid,
+            e.created_at
+            if e.created_at is None or e.created_at.tzinfo is UTC
+            else e.created_at.astimezone(UTC),
+            "Merged" in e.labels,
+        )
+        for e in entities
+    ]
 
 
 def _order(created_at: datetime | None) -> int:
@@ -90,7 +112,7 @@ class NameIndex:
         self.trusted = True
         self.changed = True  # since the last `save` or `restore` (a saved copy is current)
 
-    def load(self, rows: Iterable[tuple[str, str, str, datetime | None, bool]]) -> None:
+    def load(self, rows: Iterable[NameRow]) -> None:
         """Replace the index with `rows`: the same result as `put` of each row in turn (a later
         row of a uuid replaces its earlier one), but each list is sorted once, not per row."""
         with no_gc():
