@@ -4,7 +4,7 @@ ones `_build` makes of the same rows read back from a real Kuzu database."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from lcg.engine.replay import replay_group
 from lcg.models import Entity, Episode, Fact
 from lcg.search import index as index_mod
 from lcg.search import vectors as vectors_mod
-from lcg.search.index import FAMILIES, SearchIndex
+from lcg.search.index import ALWAYS, FAMILIES, NEVER, SearchIndex, micros
 from lcg.search.partition import Partition
 from lcg.search.vectors import Vectors as VectorStore
 from lcg.storage.backend import GraphReader
@@ -312,3 +312,20 @@ def test_a_large_partition_is_built_int8_without_a_float32_matrix(
         "entity_summary": "sparse",
     }
     assert adopted == ["f32", "f32"]  # the fact and episode partitions: below the threshold
+
+
+def test_times_converted_at_once_equal_micros_one_at_a_time() -> None:
+    zone = timezone(timedelta(hours=5, minutes=30))
+    values = [
+        AT,
+        None,
+        datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(1900, 1, 1, tzinfo=UTC),
+        datetime(2024, 2, 29, 1, 2, 3, 456789, tzinfo=zone),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ]
+    for missing in (ALWAYS, NEVER):
+        assert index_mod._micros_of(values, missing).tolist() == [
+            micros(v, missing) for v in values
+        ]
+    assert index_mod._micros_of([], NEVER).tolist() == []
