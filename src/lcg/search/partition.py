@@ -240,9 +240,9 @@ class Partition:
                     grown[start:need] = columns[name]
                 self._columns[name] = grown
             if len(terms):
-                width = int(terms.max()) + 1
-                pairs, tf = np.unique(owner * width + terms, return_counts=True)
-                triplets = np.stack([pairs % width, pairs // width + start, tf], axis=1)
+                # In (term, doc) order, a compaction's order: a bulk load's is not sorted again.
+                pairs, tf = np.unique(terms * m + owner, return_counts=True)
+                triplets = np.stack([pairs // m, pairs % m + start, tf], axis=1)
                 end = self._delta_len + len(triplets)
                 self._delta = _fit(self._delta, end)
                 self._delta[self._delta_len : end] = triplets
@@ -300,8 +300,10 @@ class Partition:
         tf = np.concatenate([self._post_tf, delta[:, 2]])
         live = doc >= 0
         term, doc, tf = term[live], doc[live], tf[live]
-        order = np.argsort(term * (len(keep) + 1) + doc)  # (term, doc) order; pairs are unique
-        term, doc, tf = term[order], doc[order], tf[order]
+        key = term * (len(keep) + 1) + doc  # (term, doc) order; pairs are unique
+        if not bool((key[1:] > key[:-1]).all()):  # sorted already after a bulk load's one add
+            order = np.argsort(key)
+            term, doc, tf = term[order], doc[order], tf[order]
         vocab = max(len(self._vocab), int(term.max()) + 1 if len(term) else 0)
         self._indptr = np.searchsorted(term, np.arange(vocab + 1)).astype(np.int64)
         self._base_terms = vocab
