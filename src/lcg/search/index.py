@@ -37,7 +37,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -183,9 +183,13 @@ class SearchIndex:
     def codes(self, texts: Sequence[str | None]) -> npt.NDArray[np.int64]:
         """`code` of many values at once."""
         found = self._codes
-        for text in set(texts).difference(found):
+        distinct = set(texts)
+        for text in distinct.difference(found):
             self.code(text)
-        return np.fromiter((found[t or ""] for t in texts), dtype=np.int64, count=len(texts))
+        if None in distinct:
+            return np.fromiter((found[t or ""] for t in texts), dtype=np.int64, count=len(texts))
+        strings = cast("Sequence[str]", texts)  # no None among them
+        return np.fromiter(map(found.__getitem__, strings), dtype=np.int64, count=len(texts))
 
     def known_code(self, text: str) -> int | None:
         """The code of a value if any row ever had it (filters on unseen values match nothing)."""

@@ -305,17 +305,19 @@ class Partition:
             order = np.argsort(key)
             term, doc, tf = term[order], doc[order], tf[order]
         vocab = max(len(self._vocab), int(term.max()) + 1 if len(term) else 0)
-        self._indptr = np.searchsorted(term, np.arange(vocab + 1)).astype(np.int64)
+        self._indptr = np.zeros(vocab + 1, dtype=np.int64)  # term t: [indptr[t], indptr[t + 1])
+        np.cumsum(np.bincount(term, minlength=vocab), out=self._indptr[1:])
         self._base_terms = vocab
         self._post_docs, self._post_tf = doc, tf
         self._delta = np.zeros((0, 3), dtype=np.int64)
         self._delta_len = 0
-        self._uuids = [self._uuids[i] for i in keep]
-        self._tags = [self._tags[i] for i in keep]
-        self._pos = {u: i for i, u in enumerate(self._uuids)}
+        renumbered = len(keep) != n
+        if renumbered:  # else uuids, tags and positions stay as they are
+            self._uuids = [self._uuids[i] for i in keep]
+            self._tags = [self._tags[i] for i in keep]
+            self._pos = {u: i for i, u in enumerate(self._uuids)}
         self._alive = np.ones(len(keep), dtype=bool)
         self._doc_len = self._doc_len[keep]
-        renumbered = len(keep) != n
         if not renumbered:  # nothing dead: no copy, and the vectors keep their spare rows
             self._has = {k: m[:n] for k, m in self._has.items()}
             self._columns = {k: c[:n] for k, c in self._columns.items()}
