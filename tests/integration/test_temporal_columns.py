@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from lcg import Engine, Settings
-from lcg.engine import EpisodeCommit
+from lcg import Engine, Settings, open_engine
+from lcg.engine import EpisodeCommit, Invalidation
+from lcg.graph import deletes
 from lcg.models import Entity, Episode, Fact, fact_to_wire
 from lcg.service.registry import dispatch
 from lcg.storage import history
@@ -353,3 +354,165 @@ async def test_change_records_equal_the_store_read_record_for_record(
             assert got["changes"], (groups, start, days)
             for change in got["changes"]:
                 assert change["fact"] == fact_record(facts[change["fact"]["uuid"]])
+
+
+async def _same_as_the_store(engine: Engine, rng: random.Random) -> int:
+    """`as_of` pages and change windows, whole records, equal the Cypher reads' (the rows held
+    in memory or not); how many records were compared."""
+    compared = 0
+    for groups in (["g1"], ["g2", "g1"], None):
+        for time in _filters(rng)[:8]:
+            for limit in (7, 500):
+                params: dict[str, Any] = {**_wire(time), "num_results": limit}
+                if groups is not None:
+                    params["group_ids"] = groups
+                got = await dispatch(engine, "knowledge_list_relationships", params)
+                at = now()
+
+                def page(
+                    conn: GraphReader, g: Any = groups, t: Any = time, n: int = limit, a: Any = at
+                ) -> list[dict[str, Any]]:
+                    if t == TimeFilter():
+                        return _records(conn, conn.facts_with_hops(g, limit=n))
+                    return _records(conn, conn.facts_at(g, t, a, n))
+
+                assert got["facts"] == await engine.read(page), (groups, time, limit)
+                compared += len(got["facts"])
+        for start, days, limit in ((0, 7, 3), (20, 60, 25), (-10, 400, 1000)):
+            since, until = _at(start), _at(start + days)
+            params = {"since": since.isoformat(), "until": until.isoformat()}
+            params["num_results"] = limit
+            if groups is not None:
+                params["group_ids"] = groups
+            got = await dispatch(engine, "knowledge_get_changes", params)
+
+            def changed(
+                conn: GraphReader, g: Any = groups, s: Any = since, u: Any = until
+            ) -> list[Fact]:
+                return conn.fact_changes(g, s, u)
+
+            facts = await engine.read(changed)
+            by_uuid = {f.uuid: f for f in facts}
+            entries = sorted(
+                (getattr(f, KIND_COLUMN[kind]), rank, f.uuid, kind)
+                for f in facts
+                for rank, kind in enumerate(CHANGE_KINDS)
+                if getattr(f, KIND_COLUMN[kind]) is not None
+                and since <= getattr(f, KIND_COLUMN[kind]) < until
+            )
+            assert [(c["kind"], c["fact"]) for c in got["changes"]] == [
+                (e[3], fact_record(by_uuid[e[2]])) for e in entries[:limit]
+            ], (groups, start, days, limit)
+            compared += len(got["changes"])
+    return compared
+
+
+async def _served_from_memory(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after a build, pages and change windows read no fact row, hop or provenance
+    from the store (Kuzu; a FalkorDB server keeps its reads)."""
+    held = engine.parts.search.temporal
+    if held is None:
+        return
+    from lcg.storage.kuzu_backend import KuzuReader
+
+    def refuse(*_: Any) -> Any:
+        raise AssertionError("read from the store")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(KuzuReader, "facts_with_hops_by_uuid", refuse)
+        patch.setattr(KuzuReader, "endpoint_provenance", refuse)
+        got = await dispatch(
+            engine, "knowledge_list_relationships", {"as_of": _at(120).isoformat()}
+        )
+        changes = await dispatch(
+            engine,
+            "knowledge_get_changes",
+            {"since": _at(-10).isoformat(), "until": _at(400).isoformat(), "num_results": 50},
+        )
+    assert got["facts"] and changes["changes"]
+    assert any(r["episode_uuids"] for r in got["facts"])
+
+
+async def test_rows_held_in_memory_follow_every_write(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporal lists' rows held in memory (lcg.search.factrows) stay exact through every
+    write path: supersessions and edits by ingest commits, a re-added episode with another
+    source, mentions added, a raw Cypher write, an episode delete, a group purge and a
+    reopen; missing hops and episodes of several sources included. After each, whole records
+    equal the Cypher reads', and right after a build nothing is read from the store."""
+    rng = random.Random(17)
+    await _history(engine, settings, 17)
+    await _mentions(engine, 17)
+    assert await _same_as_the_store(engine, rng)
+    await _served_from_memory(engine, monkeypatch)
+    held = engine.parts.search.temporal
+    builds = held.builds if held is not None else 0
+
+    # An ingest commit: a fact's text and target edited, another superseded, mentions and a
+    # re-added episode (same uuid) with another source description and date.
+    def first(conn: GraphReader) -> list[Fact]:
+        return conn.facts_with_hops(["g1"])
+
+    old, ended = (await engine.read(first))[:2]
+    edited = Fact(
+        old.uuid,
+        "g1",
+        old.source_uuid,
+        "g1-e11" if old.target_uuid != "g1-e11" else "g1-e10",
+        old.name,
+        "an edited sentence",
+        valid_at=old.valid_at,
+        created_at=old.created_at,
+    )
+    episode = Episode(
+        "g1-ep1", "g1", "n1", "text 1", source_description="moved doc", created_at=_at(9)
+    )
+    await engine.commit_episode(
+        EpisodeCommit(
+            "g1",
+            episode,
+            facts=[edited],
+            invalidations=[Invalidation(ended.uuid, _at(150), _at(151))],
+            mentions=["g1-e00", "g1-e01", "g1-e02"],
+        )
+    )
+    assert await _same_as_the_store(engine, rng)
+    if held is not None:
+        assert held.builds == builds  # followed row by row: no rebuild
+
+    # A raw Cypher write the rows cannot follow (embedded store only): they are dropped and
+    # rebuilt.
+    if settings.storage != "falkordb":
+        query = f"MATCH (f:Fact {{uuid: '{ended.uuid}'}}) SET f.fact = 'rewritten by cypher'"
+        await dispatch(engine, "knowledge_query_cypher", {"query": query})
+        got = await _same_as_the_store(engine, rng)
+        assert got
+        await _served_from_memory(engine, monkeypatch)
+
+    await deletes.delete_episode(engine, "g2-ep")
+    assert await _same_as_the_store(engine, rng)
+    await deletes.delete_by_group(engine, ["g2"], dry_run=False, confirm=True)
+    assert await _same_as_the_store(engine, rng)
+    if held is not None:
+        assert held.builds > builds
+
+
+async def test_rows_held_in_memory_after_a_reopen(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reopened from its saved search index, the engine builds the rows again and serves the
+    same records."""
+    engine = open_engine(settings)
+    try:
+        await _history(engine, settings, 19)
+        await _mentions(engine, 19)
+        before = await _same_as_the_store(engine, random.Random(19))
+    finally:
+        engine.close()
+    engine = open_engine(settings)
+    try:
+        assert await _same_as_the_store(engine, random.Random(19)) == before
+        await _served_from_memory(engine, monkeypatch)
+    finally:
+        engine.close()

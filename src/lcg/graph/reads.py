@@ -11,6 +11,7 @@ from typing import Any
 
 from lcg.engine import Engine
 from lcg.models import Entity, Fact, entity_to_wire, episode_to_wire, fact_to_wire
+from lcg.search.factrows import FactRows
 from lcg.storage.backend import GraphReader
 from lcg.temporal import columns
 from lcg.temporal.filter import TimeFilter
@@ -78,9 +79,18 @@ def _entities_with_provenance(
     ]
 
 
-def _facts_with_provenance(conn: GraphReader, facts: list[Fact]) -> list[dict[str, Any]]:
+def _facts_with_provenance(
+    conn: GraphReader, facts: list[Fact], held: FactRows | None
+) -> list[dict[str, Any]]:
+    """Wire records of `facts` with their endpoints' provenance (from the rows `held` in
+    memory where there are some, lcg.search.factrows)."""
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
-    prov = conn.endpoint_provenance(ends) if facts else {}
+    if not facts:
+        prov = {}
+    elif held is not None:
+        prov = held.endpoint_provenance(conn, ends)
+    else:
+        prov = conn.endpoint_provenance(ends)
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
@@ -103,14 +113,15 @@ async def list_relationships(
     engine: Engine, num_results: int, group_ids: list[str] | None, time: TimeFilter | None = None
 ) -> dict[str, Any]:
     views = None if time is None else await columns.fact_views(engine.parts.search, group_ids)
+    held = engine.parts.search.temporal
 
     def read(conn: GraphReader) -> dict[str, Any]:
         facts = (
             conn.facts_with_hops(group_ids, limit=num_results)
             if time is None or views is None
-            else columns.visible_newest(views, conn, time, now(), num_results)
+            else columns.visible_newest(views, conn, time, now(), num_results, held)
         )
-        out = _facts_with_provenance(conn, facts)
+        out = _facts_with_provenance(conn, facts, held)
         return {"facts": out, "count": len(out)}
 
     return await engine.read(read)
@@ -136,7 +147,7 @@ async def get_entity_neighbors(
         )
         found = conn.entities_by_uuids(others)
         nodes = _entities_with_provenance(conn, [found[u] for u in others if u in found], None)
-        edges = _facts_with_provenance(conn, facts)
+        edges = _facts_with_provenance(conn, facts, engine.parts.search.temporal)
         return {
             "center_uuid": entity_uuid,
             "nodes": nodes,

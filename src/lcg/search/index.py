@@ -48,6 +48,7 @@ from lcg.embedding.base import Embedder, Vectors
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.search import vectors as vectors_mod
+from lcg.search.factrows import FactRows
 from lcg.search.partition import Partition, View
 from lcg.search.rows import EPISODE_ROWS, LRU_ROWS, ROWS_PER_FAMILY, RowCache
 from lcg.search.snapshot import Snapshots
@@ -146,6 +147,10 @@ class SearchIndex:
             if cache_rows
             else None
         )
+        # The temporal lists' rows in memory (lcg.search.factrows), kept in step with the same
+        # commits and drops as the partitions; like `rows`, only where this process alone
+        # writes the store.
+        self.temporal: FactRows | None = FactRows(read) if cache_rows else None
         # Saved partitions (lcg.search.snapshot) are usable only with the vocabulary and codes
         # saved with them, restored here before any text is analysed.
         self._snapshots: Snapshots | None = None
@@ -401,6 +406,8 @@ class SearchIndex:
     def save(self) -> int:
         """Write the loaded partitions to the snapshot directory (lcg.search.snapshot), changed
         ones in full; how many. The caller holds the engine's write lock (no commit runs)."""
+        if self.temporal is not None:
+            self.temporal.close()  # its build reads the store being closed
         if self._snapshots is None:
             return 0
         with self._lock:
@@ -421,6 +428,8 @@ class SearchIndex:
         """Load the partitions of `groups` (None: every group) now, instead of on the first search."""
         for family in FAMILIES:
             self.views(family, groups)
+        if self.temporal is not None:
+            self.temporal.start()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -431,6 +440,8 @@ class SearchIndex:
 
     def reset(self) -> None:
         """Forget everything: partitions reload from the database on the next search."""
+        if self.temporal is not None:
+            self.temporal.drop()
         with self._lock:
             self._parts.clear()
             self._epoch += 1
@@ -441,6 +452,8 @@ class SearchIndex:
 
     def invalidate(self, groups: Sequence[str]) -> None:
         """Drop the groups' partitions: they reload from the database on the next search."""
+        if self.temporal is not None:
+            self.temporal.drop()
         for cache in (self.rows or {}).values():
             cache.forget((), groups)
         with self._lock:
@@ -474,6 +487,8 @@ class SearchIndex:
         marks the group stale instead.
         """
         self._forget_rows(group, ops)
+        if self.temporal is not None:
+            self.temporal.note_commit(ops)
         with self._lock:
             self._versions[group] = self._versions.get(group, 0) + 1
             if any(op.name == "cypher.exec" for op in ops):
@@ -653,6 +668,8 @@ class SearchIndex:
         caller holds the write lock and the database holds exactly their rows. Refused (False)
         when the index now answers with another model than `model`, the one they were built
         with (an embedder swap rebuilds every partition anyway)."""
+        if self.temporal is not None:
+            self.temporal.drop()
         with self._lock:
             if self._embedder.identity.model != model:
                 return False

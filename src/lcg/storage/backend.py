@@ -35,7 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
+from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, TemporalTables
 from lcg.temporal.filter import TimeFilter
 from lcg.wal.fold import FoldedGroup
 from lcg.wal.records import Op, WalRecord
@@ -246,6 +246,12 @@ class GraphReader(Protocol):
     def endpoint_provenance(self, entity_uuids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
         """`provenance(entity_uuids, None)` for the endpoints of a page of facts (any group),
         read in batches where the backend has them."""
+        ...
+
+    def temporal_tables(self) -> TemporalTables | None:
+        """Every fact row, hop and MENTIONS edge, scanned for the temporal lists' rows held in
+        memory (lcg.search.factrows); None where the backend does not build them (a server:
+        other processes write it)."""
         ...
 
 

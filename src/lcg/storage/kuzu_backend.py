@@ -16,7 +16,7 @@ from typing import Any
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import bulk, crossgroup, dump, graph, history, search_rows
 from lcg.storage.backend import Commit, NameRow
-from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
+from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, TemporalTables
 from lcg.storage.store import Conn, Store
 from lcg.temporal.filter import TimeFilter
 from lcg.wal.fold import FoldedGroup
@@ -206,6 +206,9 @@ class KuzuReader:
 
     def endpoint_provenance(self, entity_uuids: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
         return history.endpoint_provenance(self.conn, entity_uuids)
+
+    def temporal_tables(self) -> TemporalTables | None:
+        return search_rows.temporal_tables(self.conn)
 
 
 class KuzuWriter(KuzuReader):

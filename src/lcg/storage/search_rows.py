@@ -24,6 +24,7 @@ __all__ = [
     "EntityColumns",
     "EpisodeColumns",
     "FactColumns",
+    "TemporalTables",
     "entities_by_uuids",
     "entity_columns",
     "episode_columns",
@@ -31,6 +32,7 @@ __all__ = [
     "fact_columns",
     "facts_by_uuids",
     "group_ids",
+    "temporal_tables",
 ]
 
 Micros = npt.NDArray[np.int64]
@@ -135,3 +137,67 @@ def episode_columns(conn: Conn, group_id: str) -> EpisodeColumns:
         {"g": group_id},
     )
     return EpisodeColumns(uuid=t.column("uuid").to_pylist(), content=_texts(t, "content"))
+
+
+@dataclass(frozen=True)
+class TemporalTables:
+    """What the temporal lists' in-memory rows (lcg.search.factrows) are built from, as Arrow
+    tables: every fact row (`graph.FACT_COLS`, times as `timestamp[us]`), the uuids of the facts
+    missing a structural hop, every MENTIONS edge (entity uuid, episode uuid) and every
+    episode's provenance columns (uuid, source_description, created_at)."""
+
+    facts: pa.Table
+    hopless: list[str]
+    mentions: pa.Table
+    episodes: pa.Table
+
+
+# Fact columns in `graph.FACT_COLS` order; the string columns with few distinct values are
+# dictionary encoded (at 1M facts the entity uuids of the endpoints alone are ~70 MB plain).
+_ENCODED = ("group_id", "source_uuid", "target_uuid", "name", "relation_type")
+
+
+def temporal_tables(conn: Conn) -> TemporalTables:
+    """Scan the tables `TemporalTables` holds (seconds at 1M facts: a background build)."""
+    facts = _table(
+        conn,
+        "MATCH (f:Fact) RETURN f.uuid AS uuid, f.group_id AS group_id, "
+        "f.source_uuid AS source_uuid, f.target_uuid AS target_uuid, f.name AS name, "
+        "f.fact AS fact, f.relation_type AS relation_type, f.attributes AS attributes, "
+        "f.episodes AS episodes, f.valid_at AS valid_at, f.invalid_at AS invalid_at, "
+        "f.created_at AS created_at, f.expired_at AS expired_at",
+        {},
+    ).combine_chunks()
+    columns = []
+    for name in facts.column_names:
+        col = facts.column(name)
+        if name in _ENCODED:
+            col = col.dictionary_encode()
+        elif name.endswith("_at"):
+            col = col.cast(pa.timestamp("us"))
+        columns.append(col)
+    facts = pa.table(columns, names=facts.column_names)
+    hopless = conn.rows(
+        "MATCH (f:Fact) WHERE NOT EXISTS { MATCH (:Entity)-[:RELATES_TO]->(f) } "
+        "OR NOT EXISTS { MATCH (f)-[:RELATES_TO]->(:Entity) } RETURN f.uuid"
+    )
+    mentions = _table(
+        conn,
+        "MATCH (ep:Episode)-[:MENTIONS]->(e:Entity) RETURN e.uuid AS entity, ep.uuid AS episode",
+        {},
+    ).combine_chunks()
+    episodes = _table(
+        conn,
+        "MATCH (ep:Episode) RETURN ep.uuid AS uuid, "
+        "ep.source_description AS source_description, ep.created_at AS created_at",
+        {},
+    )
+    episodes = pa.table(
+        [
+            episodes.column("uuid"),
+            episodes.column("source_description"),
+            episodes.column("created_at").cast(pa.timestamp("us")),
+        ],
+        names=["uuid", "source_description", "created_at"],
+    ).combine_chunks()
+    return TemporalTables(facts, [row[0] for row in hopless], mentions, episodes)

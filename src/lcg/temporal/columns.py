@@ -31,6 +31,7 @@ from lcg.models import Fact
 from lcg.temporal.filter import TimeFilter
 
 if TYPE_CHECKING:
+    from lcg.search.factrows import FactRows
     from lcg.search.index import SearchIndex
     from lcg.search.partition import View
     from lcg.storage.backend import GraphReader
@@ -93,12 +94,18 @@ def _newest(view: View, mask: npt.NDArray[np.bool_], count: int) -> tuple[list[s
     return picked[:count], int(mask.sum()) > count
 
 
-def _read(conn: GraphReader, uuids: Sequence[str], seen: dict[str, Fact | None]) -> None:
-    """Read the rows of the `uuids` not in `seen` yet in one batched read; a fact whose hops
-    are missing is recorded as None."""
+def _read(
+    conn: GraphReader, held: FactRows | None, uuids: Sequence[str], seen: dict[str, Fact | None]
+) -> None:
+    """Read the rows of the `uuids` not in `seen` yet in one batched read (from the rows held
+    in memory where there are some); a fact whose hops are missing is recorded as None."""
     wanted = [u for u in dict.fromkeys(uuids) if u not in seen]
     if wanted:
-        found = conn.facts_with_hops_by_uuid(wanted)
+        found = (
+            held.facts_with_hops(conn, wanted)
+            if held is not None
+            else conn.facts_with_hops_by_uuid(wanted)
+        )
         for uuid in wanted:
             seen[uuid] = found.get(uuid)
 
@@ -116,9 +123,10 @@ def visible_newest(
     time: TimeFilter,
     at: datetime,
     limit: int,
+    held: FactRows | None = None,
 ) -> list[Fact]:
     """`GraphReader.facts_at(groups, time, at, limit)` from the groups' `views` (module
-    docstring)."""
+    docstring); the rows from `held` where given."""
     masks: list[tuple[View, npt.NDArray[np.bool_]]] = []
     for view in views:
         c, n = view.columns, view.n
@@ -141,7 +149,7 @@ def visible_newest(
                 more = True
                 floor = max(floor, picked[-1])
         ordered = [u for u in sorted(set(candidates), reverse=True) if u >= floor]
-        _read(conn, ordered, seen)
+        _read(conn, held, ordered, seen)
         out = [fact for u in ordered if (fact := seen[u]) is not None][:limit]
         if len(out) == limit or not more:
             return out
@@ -155,6 +163,7 @@ def changed_facts(
     until: datetime,
     kinds: Sequence[str],
     limit: int,
+    held: FactRows | None = None,
 ) -> list[Fact]:
     """Facts of the groups' `views` with a column of `kinds` in `[since, until)`
     (`GraphReader.fact_changes` without an entity): enough of them for the first `limit + 1`
@@ -178,7 +187,7 @@ def changed_facts(
     while True:
         # The distinct facts of the first entries, up to `want` of them, in one batch.
         batch = list(dict.fromkeys(uuid for _, _, uuid in entries))[:want]
-        _read(conn, batch, seen)
+        _read(conn, held, batch, seen)
         facts: dict[str, Fact] = {}
         kept = 0
         for _, _, uuid in entries:  # in order, until the entry after the last one wanted

@@ -142,7 +142,8 @@ async def fact_changes(
         if views is None:
             return conn.fact_changes(group_ids, since, end, entity_uuid)
         kinds = [_COLUMNS[kind] for kind in CHANGE_KINDS]
-        return columns.changed_facts(views, conn, since, end, kinds, limit)
+        held = engine.parts.search.temporal
+        return columns.changed_facts(views, conn, since, end, kinds, limit, held)
 
     facts = await engine.read(read)
     entries: list[tuple[datetime, int, str, Fact]] = []

@@ -78,7 +78,13 @@ from lcg.storage.falkordb.keys import (
 )
 from lcg.storage.history import time_clause
 from lcg.storage.rows import provenance_of
-from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, Micros
+from lcg.storage.search_rows import (
+    EntityColumns,
+    EpisodeColumns,
+    FactColumns,
+    Micros,
+    TemporalTables,
+)
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import now, to_wal
 from lcg.wal.fold import FoldedGroup, fold
@@ -781,6 +787,9 @@ class FalkorReader:
         """`provenance(entity_uuids, None)`: one `UNWIND` over the uuid index per group graph
         already reads them in one round trip each."""
         return self.provenance(entity_uuids, None)
+
+    def temporal_tables(self) -> TemporalTables | None:
+        return None  # other processes write the server: its reads stay on the server
 
 
 class FalkorWriter(FalkorReader):

@@ -1,0 +1,360 @@
+"""`FactRows`: the rows the temporal lists read, held in memory (issue 21).
+
+An `as_of` page or a change window picks its candidates from the search index's fact columns
+(lcg.temporal.columns); what it then needs from the store, each candidate's row, whether its
+two structural hops exist and its endpoints' provenance (the episodes that mention them), cost
+~300-400 Kuzu statements a page at 1M facts (0.3-1.3 ms each, however they are batched). This
+holds them instead:
+
+- every fact row as Arrow columns (endpoints, group, predicate and relation type dictionary
+  encoded), found by uuid through a sorted array of the uuids' bytes;
+- the uuids of the facts missing a hop (a set: few or none);
+- every MENTIONS edge, sorted by entity, pointing into the episodes' (uuid,
+  source_description, created_at) columns.
+
+Built from one scan of each table (`GraphReader.temporal_tables`) in a background thread: when
+the search index warms (open), else on the first read that needs them (which waits for it, at
+most `WAIT_S`, then reads the store). Kept exact per row: each commit the search index applies
+(`note_commit`) marks *dirty* the rows it may change (the facts it upserts or invalidates, the
+entities it adds mentions to, those mentioning an episode it re-adds), and reads ask the store
+for dirty rows as before. Anything whose effect it cannot follow row by row (an episode
+delete, a purge, raw Cypher, an unknown operation, and the index's own `invalidate`, `reset`
+and `install`: deletes, rebuilds, bulk replays) drops everything (`drop`); the next read
+rebuilds. A build logs the commits that arrive while it scans and replays them on its result
+(a row they change is dirty); a drop during a build discards it. Past `REBUILD_AT` dirty rows
+a rebuild folds them in (the old rows serve meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lcg.models import Fact
+from lcg.storage.rows import fact as fact_record
+from lcg.storage.rows import provenance_of
+from lcg.timeutil import from_db
+
+if TYPE_CHECKING:
+    from lcg.storage.backend import GraphReader
+    from lcg.storage.search_rows import TemporalTables
+    from lcg.wal.records import Op
+
+__all__ = ["REBUILD_AT", "WAIT_S", "FactRows"]
+
+logger = logging.getLogger(__name__)
+
+Reader = Callable[[Callable[["GraphReader"], Any]], Any]
+Keys = npt.NDArray[np.bytes_]
+Ints = npt.NDArray[np.int64]
+
+WAIT_S = 60.0  # how long a read waits for a build before it reads the store
+REBUILD_AT = 50_000  # dirty rows (facts + entities) from which a rebuild folds them in
+_RETRY_S = 60.0  # after a failed build, reads go to the store this long before another try
+_ATTEMPTS = 3  # builds a run of drops may discard before the next read tries again
+_CHUNK = 65_536
+# Operations whose rows `note_commit` follows; any other drops everything.
+_FOLLOWED = frozenset(
+    ("entity.upsert", "fact.upsert", "fact.invalidate", "episode.add", "mentions.add")
+)
+
+
+def _keys(column: pa.ChunkedArray | pa.Array) -> tuple[Keys, list[int]]:
+    """The UTF-8 bytes of a string column as a fixed-width array, and the rows whose value
+    that cannot hold exactly (numpy drops trailing NUL bytes): those are never served."""
+    n = len(column)
+    widths = pc.binary_length(column)
+    width = max(1, int(pc.max(widths).as_py() or 1)) if n else 1
+    out = np.empty(n, dtype=f"S{width}")
+    odd: list[int] = []
+    for lo in range(0, n, _CHUNK):
+        values = column.slice(lo, _CHUNK).to_pylist()
+        encoded = [(v or "").encode() for v in values]
+        out[lo : lo + len(encoded)] = encoded
+        odd += [lo + i for i, v in enumerate(encoded) if v.endswith(b"\x00") or not v]
+    return out, odd
+
+
+def _lookup(keys: Keys, wanted: Sequence[str]) -> tuple[Ints, Ints]:
+    """For each of `wanted`: the first and one-past-last position of its key in the sorted
+    `keys` (equal when absent, or when the key cannot be held exactly)."""
+    if not wanted:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    encoded = [w.encode() for w in wanted]
+    fits = np.array(
+        [0 < len(e) <= keys.itemsize and not e.endswith(b"\x00") for e in encoded], dtype=bool
+    )
+    q = np.array([e if ok else b"" for e, ok in zip(encoded, fits.tolist(), strict=True)])
+    q = q.astype(keys.dtype)
+    lo = np.searchsorted(keys, q, side="left").astype(np.int64)
+    hi = np.searchsorted(keys, q, side="right").astype(np.int64)
+    hi[~fits] = lo[~fits]
+    return lo, hi
+
+
+class _Rows:
+    """One build's rows and the dirty rows since (module docstring)."""
+
+    def __init__(self, tables: TemporalTables) -> None:
+        facts = tables.facts
+        keys, odd = _keys(facts.column("uuid"))
+        order = np.argsort(keys, kind="stable")
+        self.facts = facts
+        self.fact_keys: Keys = keys[order]
+        self.fact_rows: Ints = order.astype(np.int64)
+        self.hopless = frozenset(tables.hopless)
+        self.dirty_facts: set[str] = {str(facts.column("uuid")[i].as_py()) for i in odd}
+        self.dirty_entities: set[str] = set()
+
+        episodes = tables.episodes
+        self.episodes = episodes
+        ep_keys, ep_odd = _keys(episodes.column("uuid"))
+        ep_order = np.argsort(ep_keys, kind="stable")
+        self.episode_keys: Keys = ep_keys[ep_order]
+        self.episode_rows: Ints = ep_order.astype(np.int64)
+
+        mentions = tables.mentions
+        m_keys, m_odd = _keys(mentions.column("entity"))
+        m_order = np.argsort(m_keys, kind="stable")
+        found = pc.index_in(
+            mentions.column("episode"), value_set=episodes.column("uuid").combine_chunks()
+        )
+        m_ep = np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        self.mention_keys: Keys = m_keys[m_order]
+        self.mention_episodes: Ints = m_ep[m_order]
+        # An entity whose key cannot be held exactly, or mentioned by an episode held so, is
+        # read from the store.
+        entity = mentions.column("entity")
+        bad = set(m_odd) | set(np.flatnonzero(m_ep < 0).tolist())
+        bad_eps = set(ep_odd)
+        if bad_eps:
+            bad |= set(np.flatnonzero(np.isin(m_ep, list(bad_eps))).tolist())
+        self.dirty_entities |= {str(entity[i].as_py()) for i in sorted(bad)}
+        self.unsure_episodes = {str(episodes.column("uuid")[i].as_py()) for i in ep_odd}
+
+    def dirty(self) -> int:
+        return len(self.dirty_facts) + len(self.dirty_entities)
+
+    def note(self, ops: Sequence[Op]) -> bool:
+        """Mark what the committed `ops` may change; False when one cannot be followed."""
+        for op in ops:
+            if op.name not in _FOLLOWED:
+                return False
+            data = op.data
+            if op.name in ("fact.upsert", "fact.invalidate"):
+                self.dirty_facts.add(str(data.get("uuid")))
+            elif op.name == "mentions.add":
+                self.dirty_entities.update(str(e) for e in data.get("entities") or ())
+            elif op.name == "episode.add":
+                self.dirty_entities.update(self._mentioning(str(data.get("uuid"))))
+        return True
+
+    def _mentioning(self, episode: str) -> list[str]:
+        """The entities a held episode is mentioned by (re-adding it may change its
+        provenance columns); none for an episode not held."""
+        if episode in self.unsure_episodes:
+            return list(self.mention_keys_of(np.arange(len(self.mention_keys))))
+        lo, hi = _lookup(self.episode_keys, [episode])
+        if hi[0] == lo[0]:
+            return []
+        rows = self.episode_rows[int(lo[0]) : int(hi[0])]
+        at = np.flatnonzero(np.isin(self.mention_episodes, rows))
+        return self.mention_keys_of(at)
+
+    def mention_keys_of(self, positions: Ints) -> list[str]:
+        return [bytes(k).decode() for k in self.mention_keys[positions].tolist()]
+
+    def facts_with_hops(self, uuids: Sequence[str]) -> tuple[dict[str, Fact], list[str]]:
+        """The held facts among `uuids` whose hops exist, and the uuids to ask the store for
+        (dirty or not held)."""
+        clean = [u for u in uuids if u not in self.dirty_facts]
+        ask = [u for u in uuids if u in self.dirty_facts]
+        lo, hi = _lookup(self.fact_keys, clean)
+        rows: list[int] = []
+        for uuid, a, b in zip(clean, lo.tolist(), hi.tolist(), strict=True):
+            if b - a != 1:  # not held (or, impossibly, twice): the store knows
+                ask.append(uuid)
+            elif uuid not in self.hopless:
+                rows.append(int(self.fact_rows[a]))
+        if not rows:
+            return {}, ask
+        part = self.facts.take(pa.array(rows, type=pa.int64()))
+        columns = [part.column(i).to_pylist() for i in range(part.num_columns)]
+        facts = [fact_record(row, from_db) for row in zip(*columns, strict=True)]
+        return {f.uuid: f for f in facts}, ask
+
+    def provenance(
+        self, entity_uuids: Sequence[str]
+    ) -> tuple[dict[str, list[tuple[str, str]]], list[str]]:
+        """`provenance(entity_uuids, None)` of the clean entities, and the dirty ones."""
+        clean = [u for u in entity_uuids if u not in self.dirty_entities]
+        ask = [u for u in entity_uuids if u in self.dirty_entities]
+        lo, hi = _lookup(self.mention_keys, clean)
+        spans = [(u, a, b) for u, a, b in zip(clean, lo.tolist(), hi.tolist(), strict=True)]
+        owners = [u for u, a, b in spans for _ in range(b - a)]
+        if not owners:
+            return {}, ask
+        at = np.concatenate([self.mention_episodes[a:b] for _, a, b in spans if b > a])
+        part = self.episodes.take(pa.array(at, type=pa.int64()))
+        rows = zip(
+            owners,
+            part.column("uuid").to_pylist(),
+            part.column("source_description").to_pylist(),
+            part.column("created_at").to_pylist(),
+            strict=True,
+        )
+        return dict(provenance_of(rows)), ask
+
+
+class FactRows:
+    """The temporal lists' rows in memory, kept exact (module docstring)."""
+
+    def __init__(self, read: Reader) -> None:
+        self._read = read
+        self._lock = threading.Lock()
+        self._rows: _Rows | None = None
+        self._gen = 0  # drops so far: a build started before the last one is discarded
+        self._log: list[Sequence[Op]] | None = None  # commits during the running build
+        self._done: threading.Event | None = None  # set when the running build ends
+        self._failed_at: float | None = None
+        self._disabled = False  # the backend builds none (a server)
+        self.builds = 0  # builds installed so far (tests and benchmarks look)
+
+    # -- lifecycle (driven by lcg.search.index) -------------------------------------------
+
+    def note_commit(self, ops: Sequence[Op]) -> None:
+        """A commit of `ops` is visible in the store: mark what it may change (or drop)."""
+        with self._lock:
+            if any(op.name not in _FOLLOWED for op in ops):
+                self._drop_locked()
+                return
+            if self._log is not None:
+                self._log.append(ops)
+            rows = self._rows
+            if rows is not None:
+                rows.note(ops)
+                if rows.dirty() > REBUILD_AT:
+                    self._start_locked()
+
+    def drop(self) -> None:
+        """Forget every row (the store changed in ways not followed row by row)."""
+        with self._lock:
+            self._drop_locked()
+
+    def _drop_locked(self) -> None:
+        self._rows = None
+        self._gen += 1
+
+    def start(self) -> None:
+        """Build now in the background, unless built or building."""
+        with self._lock:
+            if self._rows is None and not self._disabled:
+                self._start_locked()
+
+    def _start_locked(self) -> None:
+        if self._done is not None:  # already building
+            return
+        self._done = threading.Event()
+        threading.Thread(target=self._build, name="lcg-factrows", daemon=True).start()
+
+    def close(self, timeout: float = 600.0) -> None:
+        """Wait for a running build to end (before its store closes); its rows are dropped."""
+        with self._lock:
+            self._drop_locked()
+            done = self._done
+        if done is not None:
+            done.wait(timeout)
+
+    def _build(self) -> None:
+        try:
+            for _ in range(_ATTEMPTS):
+                with self._lock:
+                    gen = self._gen
+                    self._log = []
+                tables = self._read(lambda conn: conn.temporal_tables())
+                if tables is None:
+                    with self._lock:
+                        self._disabled = True
+                    return
+                rows = _Rows(tables)
+                del tables
+                with self._lock:
+                    if gen != self._gen:
+                        continue  # dropped while scanning: scan again
+                    assert self._log is not None
+                    if all(rows.note(ops) for ops in self._log):
+                        self._rows = rows
+                        self._failed_at = None
+                        self.builds += 1
+                        return
+                    self._gen += 1  # a logged commit could not be followed (it dropped too)
+        except Exception:  # derived data: reads go to the store instead
+            logger.exception("temporal rows: build failed; reads use the store")
+            with self._lock:
+                self._failed_at = time.monotonic()
+        finally:
+            with self._lock:
+                self._log = None
+                done, self._done = self._done, None
+            if done is not None:
+                done.set()
+
+    def _current(self) -> _Rows | None:
+        """The rows to read from, building them first (waiting at most `WAIT_S`); None: read
+        the store."""
+        with self._lock:
+            if self._rows is not None or self._disabled:
+                return self._rows
+            failed = self._failed_at
+            if failed is not None and time.monotonic() - failed < _RETRY_S:
+                return None
+            self._start_locked()
+            done = self._done
+        if done is not None:
+            done.wait(WAIT_S)
+        with self._lock:
+            return self._rows
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def facts_with_hops(self, conn: GraphReader, uuids: Iterable[str]) -> dict[str, Fact]:
+        """`conn.facts_with_hops_by_uuid(uuids)`, from memory but for the dirty rows."""
+        keys = list(dict.fromkeys(uuids))
+        rows = self._current() if keys else None
+        if rows is None:
+            return conn.facts_with_hops_by_uuid(keys) if keys else {}
+        found, ask = rows.facts_with_hops(keys)
+        if ask:
+            found.update(conn.facts_with_hops_by_uuid(ask))
+        return found
+
+    def endpoint_provenance(
+        self, conn: GraphReader, entity_uuids: Iterable[str]
+    ) -> dict[str, list[tuple[str, str]]]:
+        """`conn.endpoint_provenance(entity_uuids)`, from memory but for the dirty entities."""
+        keys = list(dict.fromkeys(entity_uuids))
+        rows = self._current() if keys else None
+        if rows is None:
+            return conn.endpoint_provenance(keys) if keys else {}
+        found, ask = rows.provenance(keys)
+        if ask:
+            found.update(conn.endpoint_provenance(ask))
+        return found
+
+    def nbytes(self) -> int:
+        """Bytes of the held Arrow tables and key arrays (the sets of dirty rows not counted)."""
+        rows = self._rows
+        if rows is None:
+            return 0
+        arrays = [rows.fact_keys, rows.fact_rows, rows.episode_keys, rows.episode_rows]
+        arrays += [rows.mention_keys, rows.mention_episodes]
+        return int(rows.facts.nbytes + rows.episodes.nbytes + sum(a.nbytes for a in arrays))
