@@ -287,6 +287,7 @@ class FactRows:
                     return
                 rows = _Rows(tables)
                 del tables
+                pa.default_memory_pool().release_unused()  # the scans' buffers, freed above
                 with self._lock:
                     if gen != self._gen:
                         continue  # dropped while scanning: scan again
@@ -349,12 +350,3 @@ class FactRows:
         if ask:
             found.update(conn.endpoint_provenance(ask))
         return found
-
-    def nbytes(self) -> int:
-        """Bytes of the held Arrow tables and key arrays (the sets of dirty rows not counted)."""
-        rows = self._rows
-        if rows is None:
-            return 0
-        arrays = [rows.fact_keys, rows.fact_rows, rows.episode_keys, rows.episode_rows]
-        arrays += [rows.mention_keys, rows.mention_episodes]
-        return int(rows.facts.nbytes + rows.episodes.nbytes + sum(a.nbytes for a in arrays))
