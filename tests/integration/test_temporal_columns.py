@@ -15,12 +15,14 @@ from lcg import Engine, Settings, open_engine
 from lcg.engine import EpisodeCommit, Invalidation
 from lcg.graph import deletes
 from lcg.models import Entity, Episode, Fact, fact_to_wire
+from lcg.search.factrows import FactRows
 from lcg.service.registry import dispatch
 from lcg.storage import history
 from lcg.storage.backend import GraphReader
 from lcg.temporal.filter import TimeFilter
 from lcg.temporal.timeline import CHANGE_KINDS, fact_record, successions
 from lcg.timeutil import now
+from lcg.wal.records import Op
 
 # Both storages: the batched read (`facts_with_hops_by_uuid`) is each backend's own.
 BOTH_STORAGES = True
@@ -516,3 +518,74 @@ async def test_rows_held_in_memory_after_a_reopen(
         await _served_from_memory(engine, monkeypatch)
     finally:
         engine.close()
+
+
+async def test_a_build_replays_the_commits_that_arrive_while_it_scans(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drop during a build's scan discards it (it scans again); a commit noted during the
+    scan marks its rows dirty on the build's result, so they are read from the store."""
+    if engine.parts.search.temporal is None:
+        pytest.skip("a server's reads stay on the server")
+    await _history(engine, settings, 23)
+    await _mentions(engine, 23)
+
+    def hopped(conn: GraphReader) -> list[Fact]:
+        return conn.facts_with_hops(["g1"])
+
+    facts = await engine.read(hopped)
+    victim, other = facts[0], facts[1]
+    scans = 0
+
+    def read(fn: Any) -> Any:
+        nonlocal scans
+        scans += 1
+        with engine.reader() as conn:
+            out = fn(conn)
+        if scans == 1:
+            held.drop()
+        elif scans == 2:
+            held.note_commit(
+                [
+                    Op("fact.upsert", {"uuid": victim.uuid}),
+                    Op("mentions.add", {"episode": "g1-ep0", "entities": [victim.source_uuid]}),
+                ]
+            )
+        return out
+
+    ends = [victim.source_uuid, other.target_uuid]
+
+    def want(conn: GraphReader) -> tuple[Any, ...]:
+        return (
+            conn.facts_with_hops_by_uuid([victim.uuid, other.uuid]),
+            conn.endpoint_provenance(ends),
+        )
+
+    want_facts, want_prov = await engine.read(want)
+    held = FactRows(read)
+    asked: list[str] = []
+    from lcg.storage.kuzu_backend import KuzuReader
+
+    real_facts, real_prov = KuzuReader.facts_with_hops_by_uuid, KuzuReader.endpoint_provenance
+
+    def facts_asked(self: KuzuReader, uuids: Any) -> dict[str, Fact]:
+        asked.extend(uuids)
+        return real_facts(self, uuids)
+
+    def prov_asked(self: KuzuReader, uuids: Any) -> dict[str, list[tuple[str, str]]]:
+        asked.extend(uuids)
+        return real_prov(self, uuids)
+
+    monkeypatch.setattr(KuzuReader, "facts_with_hops_by_uuid", facts_asked)
+    monkeypatch.setattr(KuzuReader, "endpoint_provenance", prov_asked)
+
+    def got(conn: GraphReader) -> tuple[Any, ...]:
+        return (
+            held.facts_with_hops(conn, [victim.uuid, other.uuid]),
+            held.endpoint_provenance(conn, ends),
+        )
+
+    got_facts, got_prov = await engine.read(got)
+    assert scans == 2 and held.builds == 1
+    assert got_facts == want_facts and got_prov == want_prov
+    assert asked == [victim.uuid, victim.source_uuid]  # only the dirty rows
