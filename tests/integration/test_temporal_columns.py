@@ -6,6 +6,7 @@ removed, and pages small enough that the candidates are read in several rounds."
 from __future__ import annotations
 
 import random
+import shutil
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -503,8 +504,9 @@ async def test_rows_held_in_memory_follow_every_write(
 async def test_rows_held_in_memory_after_a_reopen(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reopened from its saved search index, the engine builds the rows again and serves the
-    same records."""
+    """Saved at close, the rows are loaded at the next open while the store's positions are
+    those they were saved at, and serve the same records; a saved copy the store has moved
+    past (a commit it did not see) is not loaded: the store is scanned."""
     engine = open_engine(settings)
     try:
         await _history(engine, settings, 19)
@@ -512,10 +514,44 @@ async def test_rows_held_in_memory_after_a_reopen(
         before = await _same_as_the_store(engine, random.Random(19))
     finally:
         engine.close()
+    saved = settings.db_path.parent / "search-index" / "temporal"
     engine = open_engine(settings)
     try:
+        held = engine.parts.search.temporal
         assert await _same_as_the_store(engine, random.Random(19)) == before
         await _served_from_memory(engine, monkeypatch)
+        if held is not None:
+            assert held.loads == 1 and (saved / "state.json").exists()
+            shutil.copytree(saved, saved.with_name("kept"))
+        # A commit the kept copy does not hold: an edited fact.
+
+        def first(conn: GraphReader) -> Fact:
+            return conn.facts_with_hops(["g1"])[0]
+
+        old = await engine.read(first)
+        edited = Fact(
+            old.uuid,
+            "g1",
+            old.source_uuid,
+            old.target_uuid,
+            old.name,
+            "edited after the save",
+            valid_at=old.valid_at,
+            created_at=old.created_at,
+        )
+        episode = Episode("g1-ep9", "g1", "n9", "text 9", created_at=_at(9))
+        await engine.commit_episode(EpisodeCommit("g1", episode, facts=[edited]))
+    finally:
+        engine.close()
+    if held is not None:  # the store moved past the kept copy: put it back as if current
+        shutil.rmtree(saved)
+        shutil.copytree(saved.with_name("kept"), saved)
+    engine = open_engine(settings)
+    try:
+        held = engine.parts.search.temporal
+        assert await _same_as_the_store(engine, random.Random(19))
+        if held is not None:
+            assert held.builds == 1 and held.loads == 0  # scanned, not loaded
     finally:
         engine.close()
 

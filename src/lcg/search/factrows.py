@@ -27,10 +27,13 @@ a rebuild folds them in (the old rows serve meanwhile).
 
 from __future__ import annotations
 
+import json
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,6 +41,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lcg.fsmodes import private_dir
 from lcg.models import Fact
 from lcg.storage.rows import fact as fact_record
 from lcg.storage.rows import provenance_of
@@ -53,6 +57,7 @@ __all__ = ["REBUILD_AT", "WAIT_S", "FactRows"]
 logger = logging.getLogger(__name__)
 
 Reader = Callable[[Callable[["GraphReader"], Any]], Any]
+Position = Callable[[str], Any]
 Keys = npt.NDArray[np.bytes_]
 Ints = npt.NDArray[np.int64]
 
@@ -61,6 +66,15 @@ REBUILD_AT = 50_000  # dirty rows (facts + entities) from which a rebuild folds 
 _RETRY_S = 60.0  # after a failed build, reads go to the store this long before another try
 _ATTEMPTS = 3  # builds a run of drops may discard before the next read tries again
 _CHUNK = 65_536
+_FORMAT = 1  # of the saved rows (`_Rows.save`)
+_ARRAYS = (
+    "fact_keys",
+    "fact_rows",
+    "episode_keys",
+    "episode_rows",
+    "mention_keys",
+    "mention_episodes",
+)
 # Operations whose rows `note_commit` follows; any other drops everything.
 _FOLLOWED = frozenset(
     ("entity.upsert", "fact.upsert", "fact.invalidate", "episode.add", "mentions.add")
@@ -104,24 +118,30 @@ def _lookup(keys: Keys, wanted: Sequence[str]) -> tuple[Ints, Ints]:
 class _Rows:
     """One build's rows and the dirty rows since (module docstring)."""
 
-    def __init__(self, tables: TemporalTables) -> None:
+    def __init__(self, arrays: dict[str, Any], state: dict[str, Any], source: Path | None) -> None:
+        self.facts: pa.Table = arrays["facts"]
+        self.fact_keys: Keys = arrays["fact_keys"]  # sorted
+        self.fact_rows: Ints = arrays["fact_rows"]  # the row of `facts` of each key
+        self.episodes: pa.Table = arrays["episodes"]
+        self.episode_keys: Keys = arrays["episode_keys"]
+        self.episode_rows: Ints = arrays["episode_rows"]
+        self.mention_keys: Keys = arrays["mention_keys"]  # entity uuids, sorted
+        self.mention_episodes: Ints = arrays["mention_episodes"]  # row of `episodes`, or -1
+        self.hopless = frozenset(state["hopless"])
+        self.dirty_facts: set[str] = set(state["dirty_facts"])
+        self.dirty_entities: set[str] = set(state["dirty_entities"])
+        self.unsure_episodes: set[str] = set(state["unsure_episodes"])
+        self.source = source  # the directory the arrays are mapped from (None: a scan)
+
+    @classmethod
+    def scan(cls, tables: TemporalTables) -> _Rows:
+        """Rows from the store's scans."""
         facts = tables.facts
         keys, odd = _keys(facts.column("uuid"))
         order = np.argsort(keys, kind="stable")
-        self.facts = facts
-        self.fact_keys: Keys = keys[order]
-        self.fact_rows: Ints = order.astype(np.int64)
-        self.hopless = frozenset(tables.hopless)
-        self.dirty_facts: set[str] = {str(facts.column("uuid")[i].as_py()) for i in odd}
-        self.dirty_entities: set[str] = set()
-
         episodes = tables.episodes
-        self.episodes = episodes
         ep_keys, ep_odd = _keys(episodes.column("uuid"))
         ep_order = np.argsort(ep_keys, kind="stable")
-        self.episode_keys: Keys = ep_keys[ep_order]
-        self.episode_rows: Ints = ep_order.astype(np.int64)
-
         mentions = tables.mentions
         m_keys, m_odd = _keys(mentions.column("entity"))
         m_order = np.argsort(m_keys, kind="stable")
@@ -129,17 +149,75 @@ class _Rows:
             mentions.column("episode"), value_set=episodes.column("uuid").combine_chunks()
         )
         m_ep = np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-        self.mention_keys: Keys = m_keys[m_order]
-        self.mention_episodes: Ints = m_ep[m_order]
-        # An entity whose key cannot be held exactly, or mentioned by an episode held so, is
-        # read from the store.
+        # An entity whose key cannot be held exactly, or mentioned by an episode held so (or
+        # not held), is read from the store.
         entity = mentions.column("entity")
         bad = set(m_odd) | set(np.flatnonzero(m_ep < 0).tolist())
-        bad_eps = set(ep_odd)
-        if bad_eps:
-            bad |= set(np.flatnonzero(np.isin(m_ep, list(bad_eps))).tolist())
-        self.dirty_entities |= {str(entity[i].as_py()) for i in sorted(bad)}
-        self.unsure_episodes = {str(episodes.column("uuid")[i].as_py()) for i in ep_odd}
+        if ep_odd:
+            bad |= set(np.flatnonzero(np.isin(m_ep, ep_odd)).tolist())
+        arrays = {
+            "facts": facts,
+            "fact_keys": keys[order],
+            "fact_rows": order.astype(np.int64),
+            "episodes": episodes,
+            "episode_keys": ep_keys[ep_order],
+            "episode_rows": ep_order.astype(np.int64),
+            "mention_keys": m_keys[m_order],
+            "mention_episodes": m_ep[m_order],
+        }
+        state = {
+            "hopless": tables.hopless,
+            "dirty_facts": [str(facts.column("uuid")[i].as_py()) for i in odd],
+            "dirty_entities": [str(entity[i].as_py()) for i in sorted(bad)],
+            "unsure_episodes": [str(episodes.column("uuid")[i].as_py()) for i in ep_odd],
+        }
+        return cls(arrays, state, None)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "hopless": sorted(self.hopless),
+            "dirty_facts": sorted(self.dirty_facts),
+            "dirty_entities": sorted(self.dirty_entities),
+            "unsure_episodes": sorted(self.unsure_episodes),
+        }
+
+    def save(self, where: Path, stamp: dict[str, Any]) -> None:
+        """Write the rows under `where` (Arrow IPC files and .npy arrays, mapped when loaded)
+        with `stamp` and the dirty rows; only the state when they were mapped from there."""
+        state = json.dumps({"stamp": stamp, **self.state()})
+        if self.source == where:
+            tmp = where / "state.json.tmp"
+            tmp.write_text(state)
+            tmp.replace(where / "state.json")
+            return
+        fresh = where.with_name(where.name + ".tmp")
+        shutil.rmtree(fresh, ignore_errors=True)
+        private_dir(fresh)
+        for name in ("facts", "episodes"):
+            table: pa.Table = getattr(self, name)
+            path = str(fresh / f"{name}.arrow")
+            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+        for name in _ARRAYS:
+            np.save(fresh / f"{name}.npy", getattr(self, name))
+        (fresh / "state.json").write_text(state)
+        old = where.with_name(where.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if where.exists():
+            where.rename(old)
+        fresh.rename(where)
+        shutil.rmtree(old, ignore_errors=True)
+
+    @classmethod
+    def load(cls, where: Path, state: dict[str, Any]) -> _Rows:
+        """The rows saved under `where`, mapped (pages are read as lookups touch them)."""
+        arrays: dict[str, Any] = {}
+        for name in ("facts", "episodes"):
+            source = pa.memory_map(str(where / f"{name}.arrow"))
+            arrays[name] = pa.ipc.open_file(source).read_all()
+        for name in _ARRAYS:
+            arrays[name] = np.load(where / f"{name}.npy", mmap_mode="r")
+        return cls(arrays, state, where)
 
     def dirty(self) -> int:
         return len(self.dirty_facts) + len(self.dirty_entities)
@@ -218,8 +296,14 @@ class _Rows:
 class FactRows:
     """The temporal lists' rows in memory, kept exact (module docstring)."""
 
-    def __init__(self, read: Reader) -> None:
+    def __init__(
+        self, read: Reader, directory: Path | None = None, position: Position | None = None
+    ) -> None:
         self._read = read
+        # Where the rows are saved at close and loaded from at open while the store's applied
+        # positions are those they were saved at (`position`: a group's, as lcg.search.snapshot).
+        self._directory = directory if position is not None else None
+        self._position = position
         self._lock = threading.Lock()
         self._rows: _Rows | None = None
         self._gen = 0  # drops so far: a build started before the last one is discarded
@@ -228,6 +312,7 @@ class FactRows:
         self._failed_at: float | None = None
         self._disabled = False  # the backend builds none (a server)
         self.builds = 0  # builds installed so far (tests and benchmarks look)
+        self.loads = 0  # of which loaded from the saved copy
 
     # -- lifecycle (driven by lcg.search.index) -------------------------------------------
 
@@ -267,12 +352,50 @@ class FactRows:
         threading.Thread(target=self._build, name="lcg-factrows", daemon=True).start()
 
     def close(self, timeout: float = 600.0) -> None:
-        """Wait for a running build to end (before its store closes); its rows are dropped."""
+        """(Write lock held, at close.) Wait for a running build to end (it reads the store
+        being closed), save the rows for the next open, and drop them."""
         with self._lock:
-            self._drop_locked()
             done = self._done
         if done is not None:
             done.wait(timeout)
+        with self._lock:
+            rows = self._rows
+            self._drop_locked()
+        if rows is None or self._directory is None:
+            return
+        try:
+            stamp = self._stamp()
+            if stamp is not None:
+                rows.save(self._directory, stamp)
+        except Exception:  # derived data: the next open scans instead
+            logger.exception("temporal rows: not saved; the next open scans the store")
+
+    def _stamp(self) -> dict[str, Any] | None:
+        """What saved rows must match to be loaded: every group's applied position."""
+        assert self._position is not None
+        positions: dict[str, Any] = {}
+        for group in sorted(self._read(lambda conn: conn.group_ids())):
+            found = self._position(group)
+            if found is None:
+                return None
+            positions[group] = list(found)
+        return {"format": _FORMAT, "positions": positions}
+
+    def _load(self) -> _Rows | None:
+        """The saved rows, if they match the store now (else None: scan it)."""
+        if self._directory is None:
+            return None
+        try:
+            state = json.loads((self._directory / "state.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(state, dict) or state.get("stamp") != self._stamp():
+            return None
+        try:
+            return _Rows.load(self._directory, state)
+        except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+            logger.warning("temporal rows: saved copy unreadable; the store is scanned")
+            return None
 
     def _build(self) -> None:
         try:
@@ -280,14 +403,16 @@ class FactRows:
                 with self._lock:
                     gen = self._gen
                     self._log = []
-                tables = self._read(lambda conn: conn.temporal_tables())
-                if tables is None:
-                    with self._lock:
-                        self._disabled = True
-                    return
-                rows = _Rows(tables)
-                del tables
-                pa.default_memory_pool().release_unused()  # the scans' buffers, freed above
+                rows = self._load()
+                if rows is None:
+                    tables = self._read(lambda conn: conn.temporal_tables())
+                    if tables is None:
+                        with self._lock:
+                            self._disabled = True
+                        return
+                    rows = _Rows.scan(tables)
+                    del tables
+                    pa.default_memory_pool().release_unused()  # the scans' buffers
                 with self._lock:
                     if gen != self._gen:
                         continue  # dropped while scanning: scan again
@@ -296,6 +421,7 @@ class FactRows:
                         self._rows = rows
                         self._failed_at = None
                         self.builds += 1
+                        self.loads += rows.source is not None
                         return
                     self._gen += 1  # a logged commit could not be followed (it dropped too)
         except Exception:  # derived data: reads go to the store instead

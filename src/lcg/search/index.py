@@ -150,7 +150,13 @@ class SearchIndex:
         # The temporal lists' rows in memory (lcg.search.factrows), kept in step with the same
         # commits and drops as the partitions; like `rows`, only where this process alone
         # writes the store.
-        self.temporal: FactRows | None = FactRows(read) if cache_rows else None
+        self.temporal: FactRows | None = None
+        if cache_rows:
+            self.temporal = (
+                FactRows(read, snapshots.directory / "temporal", snapshots.position)
+                if snapshots is not None
+                else FactRows(read)
+            )
         # Saved partitions (lcg.search.snapshot) are usable only with the vocabulary and codes
         # saved with them, restored here before any text is analysed.
         self._snapshots: Snapshots | None = None

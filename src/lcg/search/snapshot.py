@@ -47,6 +47,10 @@ class Snapshots:
         self.directory = directory
         self._position = position
 
+    def position(self, group: str) -> Any:
+        """The group's applied WAL position as the database records it (None: never)."""
+        return self._position(group)
+
     def _dir(self, family: str, group: str) -> Path:
         digest = hashlib.blake2b(group.encode(), digest_size=10).hexdigest()
         return self.directory / family / digest
