@@ -20,6 +20,7 @@ from lcg.search.factrows import FactRows
 from lcg.service.registry import dispatch
 from lcg.storage import history
 from lcg.storage.backend import GraphReader
+from lcg.temporal import columns
 from lcg.temporal.filter import TimeFilter
 from lcg.temporal.timeline import CHANGE_KINDS, fact_record, successions
 from lcg.timeutil import now
@@ -133,10 +134,13 @@ def _wire(time: TimeFilter) -> dict[str, Any]:
     return params
 
 
-@pytest.mark.parametrize("seed", [21, 7])
+@pytest.mark.parametrize(("seed", "block"), [(21, 4096), (7, 1)])
 async def test_as_of_pages_equal_the_store_read(
-    engine: Engine, settings: Settings, seed: int
+    engine: Engine, settings: Settings, seed: int, block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Pages equal the Cypher read's, also when the candidates are tested in many small
+    blocks of uuid order (`block` 1: blocks of 2, 4, 8... documents)."""
+    monkeypatch.setattr(columns, "_FIRST_BLOCK", block)
     broken = await _history(engine, settings, seed)
     rng = random.Random(seed)
     listed_any = set()

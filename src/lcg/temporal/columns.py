@@ -7,13 +7,16 @@ group, every fact's uuid and its four time columns (`lcg.search`, kept in step w
 commit; read through `View.uuids`, `View.columns` and `View.live()`). These reads evaluate the
 time rule on those columns (`TimeFilter.mask`, the same rule as the Cypher
 `storage.history.time_clause`), pick the candidates in the order the answer needs, and read the
-candidates' rows in one batched read (`GraphReader.facts_with_hops_by_uuid`), which also drops
-a fact whose structural hops are missing, as the Cypher reads do. Candidates are taken in
-order, in growing rounds (one batched read each), until the answer is full or they run out, so
-the result is the Cypher read's.
+candidates' rows in one batched read, which also drops a fact whose structural hops are
+missing, as the Cypher reads do: from the rows held in memory (lcg.search.factrows, on an
+embedded store), else `GraphReader.facts_with_hops_by_uuid`. Candidates are taken in order, in
+growing rounds (one batched read each), until the answer is full or they run out, so the result
+is the Cypher read's.
 
 The uuid order of a partition's documents is sorted once per uuid list (a partition replaces
-its list when it compacts) and kept; documents added since are few and sorted per read.
+its list when it compacts) and kept; an `as_of` page tests the time rule on documents in that
+order, a block at a time, until the page is full (documents added since the order was made
+are few and all tested).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["changed_facts", "fact_views", "visible_newest"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+Ints = npt.NDArray[np.int64]
 
 
 def _micros(value: datetime) -> int:
@@ -46,15 +50,13 @@ def _micros(value: datetime) -> int:
 
 
 class _Order:
-    """The uuid rank of a partition's first `n` documents (rank 0: the smallest uuid)."""
+    """A partition's first `n` documents by uuid, largest first."""
 
     def __init__(self, uuids: list[str], n: int) -> None:
         self.n = n
         # UTF-8 bytes sort as the strings do (code point order), in a quarter of the room.
         keys = np.array([u.encode() for u in uuids[:n]], dtype="S") if n else np.zeros(0, "S1")
-        order = np.argsort(keys, kind="stable")
-        self.rank: npt.NDArray[np.int64] = np.empty(n, dtype=np.int64)
-        self.rank[order] = np.arange(n, dtype=np.int64)
+        self.desc: npt.NDArray[np.int64] = np.argsort(keys, kind="stable")[::-1].copy()
 
 
 _MAX_ORDERS = 16
@@ -80,18 +82,42 @@ def _order(view: View) -> _Order:
     return made
 
 
-def _newest(view: View, mask: npt.NDArray[np.bool_], count: int) -> tuple[list[str], bool]:
-    """The uuids of up to `count` documents of `mask`, largest first, and whether `mask` held
-    more than that."""
+# Documents whose time columns a page tests at first, in uuid order (doubled while the page is
+# not full): a page of 100 at an instant that sees half the facts tests ~4k documents, not the
+# partition's 1M (~13 ms of CPU at 1M facts).
+_FIRST_BLOCK = 4096
+
+
+def _shown(view: View, docs: npt.NDArray[np.int64], time: TimeFilter, at: datetime) -> Ints:
+    """The documents of `docs` (in their order) live and visible under `time`."""
+    c = view.columns
+    keep = view.alive[docs] & time.mask(
+        c["valid_at"][docs],
+        c["invalid_at"][docs],
+        c["created_at"][docs],
+        c["expired_at"][docs],
+        at=at,
+    )
+    return docs[keep]
+
+
+def _newest(view: View, time: TimeFilter, at: datetime, count: int) -> tuple[list[str], bool]:
+    """The uuids of up to `count` documents of `view` visible under `time`, largest first, and
+    whether it holds more than that: its documents are tested in uuid order, a block at a time,
+    until `count + 1` are found (those added since the order was made, all of them)."""
     order = _order(view)
-    old = np.flatnonzero(mask[: order.n])
-    if len(old) > count:
-        ranks = order.rank[old]
-        old = old[np.argpartition(-ranks, count - 1)[:count]]
-    picked = [view.uuids[i] for i in old.tolist()]
-    picked += [view.uuids[i] for i in (np.flatnonzero(mask[order.n :]) + order.n).tolist()]
-    picked.sort(reverse=True)
-    return picked[:count], int(mask.sum()) > count
+    found: list[Ints] = []
+    held, start, block = 0, 0, max(_FIRST_BLOCK, 2 * count)
+    while start < order.n and held <= count:
+        docs = _shown(view, order.desc[start : start + block], time, at)
+        found.append(docs)
+        held += len(docs)
+        start += block
+        block *= 2
+    found.append(_shown(view, np.arange(order.n, view.n, dtype=np.int64), time, at))
+    docs = np.concatenate(found)
+    picked = sorted((view.uuids[i] for i in docs.tolist()), reverse=True)
+    return picked[:count], len(picked) > count
 
 
 def _read(
@@ -127,13 +153,6 @@ def visible_newest(
 ) -> list[Fact]:
     """`GraphReader.facts_at(groups, time, at, limit)` from the groups' `views` (module
     docstring); the rows from `held` where given."""
-    masks: list[tuple[View, npt.NDArray[np.bool_]]] = []
-    for view in views:
-        c, n = view.columns, view.n
-        shown = view.live() & time.mask(
-            c["valid_at"][:n], c["invalid_at"][:n], c["created_at"][:n], c["expired_at"][:n], at=at
-        )
-        masks.append((view, shown))
     seen: dict[str, Fact | None] = {}
     want = limit  # hopless facts are rare: a first round of exactly the page
     while True:
@@ -142,8 +161,8 @@ def visible_newest(
         # the answer's first ones: read them in one batch, keep them in order.
         floor, more = "", False
         candidates: list[str] = []
-        for view, mask in masks:
-            picked, truncated = _newest(view, mask, want)
+        for view in views:
+            picked, truncated = _newest(view, time, at, want)
             candidates += picked
             if truncated:
                 more = True
@@ -176,10 +195,15 @@ def changed_facts(
     s, u = _micros(since), _micros(until)
     entries: list[tuple[int, int, str]] = []
     for view in views:
+        if u <= s:
+            break
         live = view.live()
         for rank, column in enumerate(kinds):
             values = view.columns[column][: view.n]
-            hit = np.flatnonzero(live & (values >= s) & (values < u))
+            # s <= v < u as one unsigned comparison of v - s (wrapping) with u - s: a pass
+            # fewer over the column, and liveness tested on the hits only.
+            hit = np.flatnonzero((values - s).view(np.uint64) < np.uint64(u - s))
+            hit = hit[live[hit]]
             entries += [(int(values[i]), rank, view.uuids[i]) for i in hit.tolist()]
     entries.sort()
     seen: dict[str, Fact | None] = {}
