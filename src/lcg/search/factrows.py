@@ -216,7 +216,8 @@ class _Rows:
             source = pa.memory_map(str(where / f"{name}.arrow"))
             arrays[name] = pa.ipc.open_file(source).read_all()
         for name in _ARRAYS:
-            arrays[name] = np.load(where / f"{name}.npy", mmap_mode="r")
+            # A plain view of the map: indexing a `np.memmap` makes a memmap each time.
+            arrays[name] = np.load(where / f"{name}.npy", mmap_mode="r").view(np.ndarray)
         return cls(arrays, state, where)
 
     def dirty(self) -> int:
@@ -257,15 +258,15 @@ class _Rows:
         clean = [u for u in uuids if u not in self.dirty_facts]
         ask = [u for u in uuids if u in self.dirty_facts]
         lo, hi = _lookup(self.fact_keys, clean)
-        rows: list[int] = []
+        at: list[int] = []
         for uuid, a, b in zip(clean, lo.tolist(), hi.tolist(), strict=True):
             if b - a != 1:  # not held (or, impossibly, twice): the store knows
                 ask.append(uuid)
             elif uuid not in self.hopless:
-                rows.append(int(self.fact_rows[a]))
-        if not rows:
+                at.append(a)
+        if not at:
             return {}, ask
-        part = self.facts.take(pa.array(rows, type=pa.int64()))
+        part = self.facts.take(pa.array(self.fact_rows[at], type=pa.int64()))
         columns = [part.column(i).to_pylist() for i in range(part.num_columns)]
         facts = [fact_record(row, from_db) for row in zip(*columns, strict=True)]
         return {f.uuid: f for f in facts}, ask
