@@ -165,10 +165,14 @@ class _Rows:
             "mention_keys": m_keys[m_order],
             "mention_episodes": m_ep[m_order],
         }
+        # A key held inexactly also matches the key without its trailing NUL bytes: both
+        # are read from the store.
+        odd_facts = [str(facts.column("uuid")[i].as_py()) for i in odd]
+        bad_entities = [str(entity[i].as_py()) for i in sorted(bad)]
         state = {
             "hopless": tables.hopless,
-            "dirty_facts": [str(facts.column("uuid")[i].as_py()) for i in odd],
-            "dirty_entities": [str(entity[i].as_py()) for i in sorted(bad)],
+            "dirty_facts": odd_facts + [u.rstrip("\x00") for u in odd_facts],
+            "dirty_entities": bad_entities + [u.rstrip("\x00") for u in bad_entities],
             "unsure_episodes": [str(episodes.column("uuid")[i].as_py()) for i in ep_odd],
         }
         return cls(arrays, state, None)
