@@ -174,6 +174,8 @@ _EPISODE_SET = (
 
 # What one prepared write of a row found by key costs (~0.5-0.75 ms), for `Conn.point_limit`.
 _ROW_WRITE_MS = 0.6
+# The same, per row, for rows written `_SET_CHUNK` per statement (`_update_rows`).
+_CHUNKED_WRITE_MS = 0.3
 
 
 def _from_row(assignments: str) -> str:
@@ -212,16 +214,17 @@ def _upsert(
     new: Collection[str] = (),
 ) -> None:
     """Replace-or-create rows by uuid: the new ones in one statement, existing ones one by one
-    (see the module docstring), each writing only the columns whose value changes (`_update`).
+    (see the module docstring), each writing only the columns whose value changes
+    (`_update_rows`).
     Within one batch the last row of a uuid wins. Rows whose uuid is in `new` (minted by the
     caller, so stored nowhere) are created without being looked up first."""
     last = {row["uuid"]: row for row in rows}
     columns = _columns(assignments)
     current = _current(conn, table, "uuid", list(columns), [u for u in last if u not in new])
     _create(conn, table, [row for uuid, row in last.items() if uuid not in current], assignments)
-    for uuid, row in last.items():
-        if uuid in current:
-            _update(conn, table, "uuid", columns, current[uuid], row)
+    _update_rows(
+        conn, table, "uuid", columns, [(current[u], row) for u, row in last.items() if u in current]
+    )
 
 
 def _columns(assignments: str) -> dict[str, str]:
@@ -236,41 +239,82 @@ def _current(
     """The stored values of `columns` of the `table` rows whose primary key `key` is one of
     `keys`, by key (missing rows are absent)."""
     returns = ", ".join(f"x.{c}" for c in (key, *columns))
-    found = conn.point_rows(
-        f"MATCH (x:{table}) WHERE x.{key} = $u RETURN {returns}",
-        f"UNWIND $keys AS u MATCH (x:{table} {{{key}: u}}) RETURN {returns}",
-        list(dict.fromkeys(keys)),
-        table=table,
-        columns=1 + len(columns),
-    )
+    found = _rows_by_key(conn, table, key, "x", returns, keys)
     return {row[0]: dict(zip(columns, row[1:], strict=True)) for row in found}
 
 
-def _update(
+def _rows_by_key(
+    conn: Conn, table: str, key: str, alias: str, returns: str, keys: Iterable[str]
+) -> list[list[Any]]:
+    """`returns` of the `table` rows (bound to `alias`) whose primary key `key` is one of
+    `keys` (missing ones are absent): up to `Conn.point_limit` keys through the primary key
+    index, `_UNION_MAX` per statement (one `UNION ALL` of one-key `MATCH`es: 8 keys 2.2 ms
+    against 2.4 one statement each at 6k rows, 4.5 against 8.0 at 200k, median on the shared
+    machine; issue 21), more in one `UNWIND` (a hash join over the table)."""
+    unique = list(dict.fromkeys(keys))
+    if not unique:
+        return []
+    if len(unique) > conn.point_limit(table, columns=returns.count(",") + 1):
+        return conn.rows(
+            f"UNWIND $keys AS u MATCH ({alias}:{table} {{{key}: u}}) RETURN {returns}",
+            {"keys": unique},
+        )
+    out: list[list[Any]] = []
+    for start in range(0, len(unique), _UNION_MAX):
+        chunk = unique[start : start + _UNION_MAX]
+        query = " UNION ALL ".join(
+            f"MATCH ({alias}:{table} {{{key}: $u{i}}}) RETURN {returns}" for i in range(len(chunk))
+        )
+        out += conn.rows(query, {f"u{i}": k for i, k in enumerate(chunk)})
+    return out
+
+
+# Rows found by key whose columns an update writes, per statement (`_update_rows`): k
+# primary-key MATCHes and one SET. 4 Embedding rows 1.5 ms against 1.8 one statement each and
+# 2.9 for an `UNWIND` at 6k rows (median on the shared machine; issue 21).
+_SET_CHUNK = 8
+
+
+def _update_rows(
     conn: Conn,
     table: str,
     key: str,
     columns: dict[str, str],
-    current: dict[str, Any],
-    row: dict[str, Any],
-) -> bool:
-    """Write the columns of an existing row whose value differs from `current`; nothing when
-    none does. Returns whether anything was written.
+    pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+) -> None:
+    """For each (current, row) of an existing row: write the columns whose value differs from
+    `current`, nothing when none does. Rows that change the same columns are written up to
+    `_SET_CHUNK` per statement (one statement text per column set and count).
 
     Kuzu 0.11.3 keeps, until the next CHECKPOINT, ~30 KB of native memory per updated column
     and transaction, whether or not the value changed, and the checkpoint writes every updated
     column afresh to the database file (storage/README.md): a summary update that rewrote all
     seven Entity columns held ~4x the memory of one that writes only the summary.
     """
-    changed = [c for c in columns if current.get(c) != row[c]]
-    if not changed:
-        return False
-    alias = columns[changed[0]].split(".", 1)[0]
-    conn.run(
-        f"MATCH ({alias}:{table} {{{key}: ${key}}}) SET " + ", ".join(columns[c] for c in changed),
-        {key: row[key], **{c: row[c] for c in changed}},
-    )
-    return True
+    by_change: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for current, row in pairs:
+        changed = tuple(c for c in columns if current.get(c) != row[c])
+        if changed:
+            by_change[changed].append(row)
+    for changed, rows in by_change.items():
+        alias = columns[changed[0]].split(".", 1)[0]
+        for start in range(0, len(rows), _SET_CHUNK):
+            chunk = rows[start : start + _SET_CHUNK]
+            matches = ", ".join(f"({alias}{i}:{table} {{{key}: $k{i}}})" for i in range(len(chunk)))
+            sets = ", ".join(
+                _numbered(columns[c], alias, i) for i in range(len(chunk)) for c in changed
+            )
+            params: dict[str, Any] = {}
+            for i, row in enumerate(chunk):
+                params[f"k{i}"] = row[key]
+                params.update({f"{c}_{i}": row[c] for c in changed})
+            conn.run(f"MATCH {matches} SET {sets}", params)
+
+
+def _numbered(assignment: str, alias: str, i: int) -> str:
+    """One column's assignment (`x.col = expr` with `$param`s) for the i-th row of a statement
+    that writes several: `xi.col = expr` with `$param_i`s."""
+    return f"{alias}{i}." + re.sub(r"\$([a-z_]+)", rf"$\1_{i}", assignment[len(alias) + 1 :])
 
 
 def _by_uuid(
@@ -278,13 +322,7 @@ def _by_uuid(
 ) -> list[list[Any]]:
     """`returns` of the `table` rows (bound to `alias`) whose primary key is one of `uuids`
     (missing ones are absent)."""
-    return conn.point_rows(
-        f"MATCH ({alias}:{table}) WHERE {alias}.uuid = $u RETURN {returns}",
-        f"UNWIND $keys AS u MATCH ({alias}:{table} {{uuid: u}}) RETURN {returns}",
-        list(dict.fromkeys(uuids)),
-        table=table,
-        columns=returns.count(",") + 1,
-    )
+    return _rows_by_key(conn, table, "uuid", alias, returns, uuids)
 
 
 def _existing(conn: Conn, table: str, uuids: list[str]) -> set[str]:
@@ -320,14 +358,21 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact], new: Collection[str] = ()) -
     if len(fresh) >= max(_COPY_MIN_FACTS, conn.point_limit("Entity", _NEW_FACT_MS)):
         _create_facts(conn, fresh)
         final = {u: f for u, f in final.items() if u in before}
+    params = {uuid: _fact_params(fact) for uuid, fact in final.items()}
+    _update_rows(
+        conn,
+        "Fact",
+        "uuid",
+        columns,
+        [(stored[u], row) for u, row in params.items() if u in stored],
+    )
     for uuid, fact in final.items():
-        row = _fact_params(fact)
+        row = params[uuid]
         if uuid not in before:
             if conn.rows(_NEW_FACT, row):
                 continue
             _create(conn, "Fact", [row], _FACT_SET)
         else:
-            _update(conn, "Fact", "uuid", columns, stored[uuid], row)
             if before[uuid] == (fact.source_uuid, fact.target_uuid):
                 continue
             # Kuzu refuses to DELETE a relationship matched undirected: drop each hop by direction.
@@ -501,14 +546,14 @@ def put_embeddings(
     if stored is None:
         asked = [k for k, row in last.items() if row["owner"] not in new]
         current = _current(conn, "Embedding", "key", list(columns), asked)
-        # Rows stored as they are asked to be need no write (see `_update`): a renamed entity's
+        # Rows stored as they are asked to be need no write (see `_update_rows`): a renamed entity's
         # summary row, an entity's name row when only its summary changed.
         existing = {k for k in current if any(current[k][c] != last[k][c] for c in columns)}
     else:
         existing = set(stored) & set(last)
     fresh = [row for key, row in last.items() if key not in existing and key not in current]
     _create(conn, "Embedding", fresh, _EMBEDDING_SET, "key")
-    if len(existing) > conn.point_limit("Embedding", _ROW_WRITE_MS):
+    if len(existing) > conn.point_limit("Embedding", _CHUNKED_WRITE_MS):
         # Only the columns some row changes (all of them when the stored rows are unknown).
         changed = [
             c
@@ -521,11 +566,13 @@ def put_embeddings(
             {"rows": [last[key] for key in existing]},
         )
         return
-    for key in existing:
-        if key in current:
-            _update(conn, "Embedding", "key", columns, current[key], last[key])
-        else:
-            conn.run(f"MATCH (v:Embedding {{key: $key}}) SET {_EMBEDDING_SET}", last[key])
+    unknown = dict.fromkeys(columns, _UNKNOWN)  # a stored row not read: every column written
+    _update_rows(
+        conn, "Embedding", "key", columns, [(current.get(k, unknown), last[k]) for k in existing]
+    )
+
+
+_UNKNOWN = object()  # a column value not read, unequal to any value
 
 
 def delete_embeddings(conn: Conn, keys: Sequence[str]) -> None:
@@ -619,15 +666,30 @@ def _invalidation(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_meta(conn: Conn, key: str) -> str | None:
-    value = conn.scalar("MATCH (m:Meta {key: $k}) RETURN m.value", {"k": key})
-    return value if isinstance(value, str) else None
+    """A Meta value (None: no row); on the writer, from what it last read or wrote
+    (`Conn.meta`)."""
+    known = conn.meta()
+    if known is not None and key in known:
+        return known[key]
+    found = conn.scalar("MATCH (m:Meta {key: $k}) RETURN m.value", {"k": key})
+    value = found if isinstance(found, str) else None
+    if known is not None:
+        known[key] = value
+    return value
 
 
 def set_meta(conn: Conn, key: str, value: str | None) -> None:
+    """Write (None: delete) a Meta row; a row the writer knows exists is updated in place
+    (about half a MERGE)."""
+    known = conn.meta()
     if value is None:
         conn.run("MATCH (m:Meta {key: $k}) DELETE m", {"k": key})
+    elif known is not None and known.get(key) is not None:
+        conn.run("MATCH (m:Meta {key: $k}) SET m.value = $v", {"k": key, "v": value})
     else:
         conn.run("MERGE (m:Meta {key: $k}) SET m.value = $v", {"k": key, "v": value})
+    if known is not None:
+        known[key] = value
 
 
 def meta_with_prefix(conn: Conn, prefix: str) -> dict[str, str]:

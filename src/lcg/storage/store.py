@@ -157,6 +157,8 @@ class Conn:
         self._prepared_at = self._epoch.value
         self.prepares = 0  # statements prepared on this connection (tests and benchmarks read it)
         self._sizes: dict[str, list[int]] = {}  # table -> [rows, uses before a recount]
+        self._meta: dict[str, str | None] = {}  # writer: Meta values it read or wrote (`meta`)
+        self._meta_at = self._epoch.value
         try:
             leak_per_value(raw)  # measured once per process, on the first connection
         except RuntimeError as exc:
@@ -166,6 +168,20 @@ class Conn:
     def prepared_count(self) -> int:
         """How many prepared statements this connection holds now."""
         return len(self._prepared)
+
+    def meta(self) -> dict[str, str | None] | None:
+        """On the writer, the `Meta` values (None: no row) it read or wrote itself, by key, for
+        `graph.get_meta`/`set_meta` to keep: only the writer writes Meta, through `set_meta`,
+        and anything else that could change it (a ROLLBACK, raw Cypher, a migration, a bulk
+        COPY: every parameterless statement but BEGIN/COMMIT/CHECKPOINT) moves the schema
+        epoch, which empties it. None on a reader (its snapshot may be older than the writer's
+        view). An episode commit read two Meta rows and merged one (~1.5 ms, issue 21)."""
+        if not self._schema_owner:
+            return None
+        if self._meta_at != self._epoch.value:
+            self._meta.clear()
+            self._meta_at = self._epoch.value
+        return self._meta
 
     def _statement(self, query: str) -> Any:
         """The prepared statement for `query`, prepared on first use (raises RuntimeError)."""
