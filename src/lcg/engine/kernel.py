@@ -34,6 +34,7 @@ from lcg.embedding.base import Embedder
 from lcg.embedding.select import build_embedder
 from lcg.embedding.vectors import embed_plan, plan_for_ops
 from lcg.engine.catchup import CatchUp, Replay
+from lcg.engine.checkpointer import Checkpointer
 from lcg.engine.commits import (
     Batch,
     EpisodeCommit,
@@ -48,7 +49,7 @@ from lcg.engine.jobs import JobTable
 from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
 from lcg.engine.replay import ReplayReport, applied_position, replay_group, write_position
-from lcg.errors import StorageError, UnavailableError, WalError
+from lcg.errors import UnavailableError, WalError
 from lcg.extraction.llm import LlmClient
 from lcg.extraction.select import LlmSlot
 from lcg.fsmodes import private_dir
@@ -73,12 +74,6 @@ T = TypeVar("T")
 
 # How long `reopen` waits for running reads before closing the database under them.
 _READERS_DRAIN_SECONDS = 30.0
-# Checkpoint by commit count (`maybe_checkpoint`): try after this many commits when no reader
-# is active; after `_CHECKPOINT_DRAIN_COMMITS`, make readers wait (at most
-# `_CHECKPOINT_DRAIN_SECONDS` for the running ones to finish) and checkpoint anyway.
-_CHECKPOINT_EVERY_COMMITS = 100
-_CHECKPOINT_DRAIN_COMMITS = 200
-_CHECKPOINT_DRAIN_SECONDS = 2.0
 
 
 class Writer:
@@ -180,6 +175,9 @@ class Engine:
         )
         self._indices_built = False
         self._jobs = jobs if jobs is not None else JobTable()
+        self._checkpointer = Checkpointer(
+            lambda: self._store, self._write_lock, settings.checkpoint_wal_bytes
+        )
         # Set when no database is open (store None): the service then runs degraded.
         self._degraded_reason = None if store is not None else degraded_reason
 
@@ -272,6 +270,7 @@ class Engine:
         # for it to end rather than closing the store under it (jobs are not resumed later).
         self._jobs.join()
         self._follow.stop()
+        self._checkpointer.stop()  # after the checkpoint it may be running
         with self._write_lock:
             if self._store is not None:
                 self._catchup.save_indexes()
@@ -411,7 +410,7 @@ class Engine:
                     closed_file=str(closed),
                     new_file=str(opened),
                 )
-        self._maybe_checkpoint()
+        self._checkpointer.after_commit()  # a due checkpoint runs after this commit returns
         return [(first, last) for _, first, last in appended]
 
     def _commit_to_store(
@@ -524,31 +523,9 @@ class Engine:
         return await self._run(self._read, read)
 
     def _maybe_checkpoint(self) -> bool:
-        """Checkpoint Kuzu's journal if it is large, or if `_CHECKPOINT_EVERY_COMMITS` commits
-        ran since the last one, and no reader is active (never blocks writes).
-
-        Kuzu holds the old versions of updated rows in memory until a checkpoint (~300 KB per
-        one-entity update, storage/README.md): under a steady read load a reader is nearly
-        always active, so once `_CHECKPOINT_DRAIN_COMMITS` commits are owed the checkpoint
-        drains the readers (new reads wait for it, ~tens of ms) instead of waiting for a gap.
-        """
-        if not isinstance(self._store, KuzuBackend):
-            return False  # a server checkpoints itself
-        store = self._store.store
-        limit = self.settings.checkpoint_wal_bytes
-        by_size = limit > 0 and store.journal_bytes() >= limit
-        if not by_size and store.commits_since_checkpoint < _CHECKPOINT_EVERY_COMMITS:
-            return False
-        if not self._write_lock.acquire(blocking=False):
-            return False
-        try:
-            overdue = store.commits_since_checkpoint >= _CHECKPOINT_DRAIN_COMMITS
-            return store.checkpoint(drain=_CHECKPOINT_DRAIN_SECONDS if overdue else 0.0)
-        except StorageError as exc:  # the write before it is committed: never fail it
-            logger.warning("checkpoint failed, retried after a later commit: %s", exc)
-            return False
-        finally:
-            self._write_lock.release()
+        """Checkpoint Kuzu's journal now if due and no reader is active, without waiting for
+        the write lock (lcg.engine.checkpointer)."""
+        return self._checkpointer.checkpoint_now()
 
 
 def open_engine(
