@@ -246,11 +246,12 @@ def _current(
 def _rows_by_key(
     conn: Conn, table: str, key: str, alias: str, returns: str, keys: Iterable[str]
 ) -> list[list[Any]]:
-    """`returns` of the `table` rows (bound to `alias`) whose primary key `key` is one of
-    `keys` (missing ones are absent): up to `Conn.point_limit` keys through the primary key
-    index, `_UNION_MAX` per statement (one `UNION ALL` of one-key `MATCH`es: 8 keys 2.2 ms
-    against 2.4 one statement each at 6k rows, 4.5 against 8.0 at 200k, median on the shared
-    machine; issue 21), more in one `UNWIND` (a hash join over the table)."""
+    """`returns` (the key first) of the `table` rows (bound to `alias`) whose primary key
+    `key` is one of `keys` (missing ones are absent): up to `Conn.point_limit` keys through the
+    primary key index, `_UNION_MAX` per statement (one `UNION ALL` of one-key `MATCH`es), more
+    in one `UNWIND` (a hash join over the table). Measured (issue 21, shared machine, CPU
+    median): 8 Entity rows at 51k entities 2.7 ms against 3.6 one statement each, 8 Embedding
+    rows at 206k 2.1 against 3.1; 8 Embedding keys at 6k rows 2.2 against 2.4 (3.4 `UNWIND`)."""
     unique = list(dict.fromkeys(keys))
     if not unique:
         return []
@@ -259,14 +260,19 @@ def _rows_by_key(
             f"UNWIND $keys AS u MATCH ({alias}:{table} {{{key}: u}}) RETURN {returns}",
             {"keys": unique},
         )
-    out: list[list[Any]] = []
+    out: dict[Any, list[Any]] = {}
     for start in range(0, len(unique), _UNION_MAX):
         chunk = unique[start : start + _UNION_MAX]
+        # Padded to a power of two with the last key (its row comes back twice, kept once),
+        # so a table and column list need at most five statement texts, each prepared once.
+        size = 1 << (len(chunk) - 1).bit_length()
         query = " UNION ALL ".join(
-            f"MATCH ({alias}:{table} {{{key}: $u{i}}}) RETURN {returns}" for i in range(len(chunk))
+            f"MATCH ({alias}:{table} {{{key}: $u{i}}}) RETURN {returns}" for i in range(size)
         )
-        out += conn.rows(query, {f"u{i}": k for i, k in enumerate(chunk)})
-    return out
+        params = {f"u{i}": chunk[min(i, len(chunk) - 1)] for i in range(size)}
+        for row in conn.rows(query, params):
+            out.setdefault(row[0], row)
+    return list(out.values())
 
 
 # Rows found by key whose columns an update writes, per statement (`_update_rows`): k
