@@ -174,8 +174,6 @@ _EPISODE_SET = (
 
 # What one prepared write of a row found by key costs (~0.5-0.75 ms), for `Conn.point_limit`.
 _ROW_WRITE_MS = 0.6
-# The same, per row, for rows written `_SET_CHUNK` per statement (`_update_rows`).
-_CHUNKED_WRITE_MS = 0.3
 
 
 def _from_row(assignments: str) -> str:
@@ -214,17 +212,16 @@ def _upsert(
     new: Collection[str] = (),
 ) -> None:
     """Replace-or-create rows by uuid: the new ones in one statement, existing ones one by one
-    (see the module docstring), each writing only the columns whose value changes
-    (`_update_rows`).
+    (see the module docstring), each writing only the columns whose value changes (`_update`).
     Within one batch the last row of a uuid wins. Rows whose uuid is in `new` (minted by the
     caller, so stored nowhere) are created without being looked up first."""
     last = {row["uuid"]: row for row in rows}
     columns = _columns(assignments)
     current = _current(conn, table, "uuid", list(columns), [u for u in last if u not in new])
     _create(conn, table, [row for uuid, row in last.items() if uuid not in current], assignments)
-    _update_rows(
-        conn, table, "uuid", columns, [(current[u], row) for u, row in last.items() if u in current]
-    )
+    for uuid, row in last.items():
+        if uuid in current:
+            _update(conn, table, "uuid", columns, current[uuid], row)
 
 
 def _columns(assignments: str) -> dict[str, str]:
@@ -239,88 +236,41 @@ def _current(
     """The stored values of `columns` of the `table` rows whose primary key `key` is one of
     `keys`, by key (missing rows are absent)."""
     returns = ", ".join(f"x.{c}" for c in (key, *columns))
-    found = _rows_by_key(conn, table, key, "x", returns, keys)
+    found = conn.point_rows(
+        f"MATCH (x:{table}) WHERE x.{key} = $u RETURN {returns}",
+        f"UNWIND $keys AS u MATCH (x:{table} {{{key}: u}}) RETURN {returns}",
+        list(dict.fromkeys(keys)),
+        table=table,
+        columns=1 + len(columns),
+    )
     return {row[0]: dict(zip(columns, row[1:], strict=True)) for row in found}
 
 
-def _rows_by_key(
-    conn: Conn, table: str, key: str, alias: str, returns: str, keys: Iterable[str]
-) -> list[list[Any]]:
-    """`returns` (the key first) of the `table` rows (bound to `alias`) whose primary key
-    `key` is one of `keys` (missing ones are absent): up to `Conn.point_limit` keys through the
-    primary key index, `_UNION_MAX` per statement (one `UNION ALL` of one-key `MATCH`es), more
-    in one `UNWIND` (a hash join over the table). Measured (issue 21, shared machine, CPU
-    median): 8 Entity rows at 51k entities 2.7 ms against 3.6 one statement each, 8 Embedding
-    rows at 206k 2.1 against 3.1; 8 Embedding keys at 6k rows 2.2 against 2.4 (3.4 `UNWIND`)."""
-    unique = list(dict.fromkeys(keys))
-    if not unique:
-        return []
-    if len(unique) > conn.point_limit(table, columns=returns.count(",") + 1):
-        return conn.rows(
-            f"UNWIND $keys AS u MATCH ({alias}:{table} {{{key}: u}}) RETURN {returns}",
-            {"keys": unique},
-        )
-    out: dict[Any, list[Any]] = {}
-    for start in range(0, len(unique), _UNION_MAX):
-        chunk = unique[start : start + _UNION_MAX]
-        # Padded to a power of two with the last key (its row comes back twice, kept once),
-        # so a table and column list need at most five statement texts, each prepared once.
-        size = 1 << (len(chunk) - 1).bit_length()
-        query = " UNION ALL ".join(
-            f"MATCH ({alias}:{table} {{{key}: $u{i}}}) RETURN {returns}" for i in range(size)
-        )
-        params = {f"u{i}": chunk[min(i, len(chunk) - 1)] for i in range(size)}
-        for row in conn.rows(query, params):
-            out.setdefault(row[0], row)
-    return list(out.values())
-
-
-# Rows found by key whose columns an update writes, per statement (`_update_rows`): k
-# primary-key MATCHes and one SET. 4 Embedding rows 1.5 ms against 1.8 one statement each and
-# 2.9 for an `UNWIND` at 6k rows (median on the shared machine; issue 21).
-_SET_CHUNK = 8
-
-
-def _update_rows(
+def _update(
     conn: Conn,
     table: str,
     key: str,
     columns: dict[str, str],
-    pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]],
-) -> None:
-    """For each (current, row) of an existing row: write the columns whose value differs from
-    `current`, nothing when none does. Rows that change the same columns are written up to
-    `_SET_CHUNK` per statement (one statement text per column set and count).
+    current: dict[str, Any],
+    row: dict[str, Any],
+) -> bool:
+    """Write the columns of an existing row whose value differs from `current`; nothing when
+    none does. Returns whether anything was written.
 
     Kuzu 0.11.3 keeps, until the next CHECKPOINT, ~30 KB of native memory per updated column
     and transaction, whether or not the value changed, and the checkpoint writes every updated
     column afresh to the database file (storage/README.md): a summary update that rewrote all
     seven Entity columns held ~4x the memory of one that writes only the summary.
     """
-    by_change: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
-    for current, row in pairs:
-        changed = tuple(c for c in columns if current.get(c) != row[c])
-        if changed:
-            by_change[changed].append(row)
-    for changed, rows in by_change.items():
-        alias = columns[changed[0]].split(".", 1)[0]
-        for start in range(0, len(rows), _SET_CHUNK):
-            chunk = rows[start : start + _SET_CHUNK]
-            matches = ", ".join(f"({alias}{i}:{table} {{{key}: $k{i}}})" for i in range(len(chunk)))
-            sets = ", ".join(
-                _numbered(columns[c], alias, i) for i in range(len(chunk)) for c in changed
-            )
-            params: dict[str, Any] = {}
-            for i, row in enumerate(chunk):
-                params[f"k{i}"] = row[key]
-                params.update({f"{c}_{i}": row[c] for c in changed})
-            conn.run(f"MATCH {matches} SET {sets}", params)
-
-
-def _numbered(assignment: str, alias: str, i: int) -> str:
-    """One column's assignment (`x.col = expr` with `$param`s) for the i-th row of a statement
-    that writes several: `xi.col = expr` with `$param_i`s."""
-    return f"{alias}{i}." + re.sub(r"\$([a-z_]+)", rf"$\1_{i}", assignment[len(alias) + 1 :])
+    changed = [c for c in columns if current.get(c) != row[c]]
+    if not changed:
+        return False
+    alias = columns[changed[0]].split(".", 1)[0]
+    conn.run(
+        f"MATCH ({alias}:{table} {{{key}: ${key}}}) SET " + ", ".join(columns[c] for c in changed),
+        {key: row[key], **{c: row[c] for c in changed}},
+    )
+    return True
 
 
 def _by_uuid(
@@ -328,7 +278,13 @@ def _by_uuid(
 ) -> list[list[Any]]:
     """`returns` of the `table` rows (bound to `alias`) whose primary key is one of `uuids`
     (missing ones are absent)."""
-    return _rows_by_key(conn, table, "uuid", alias, returns, uuids)
+    return conn.point_rows(
+        f"MATCH ({alias}:{table}) WHERE {alias}.uuid = $u RETURN {returns}",
+        f"UNWIND $keys AS u MATCH ({alias}:{table} {{uuid: u}}) RETURN {returns}",
+        list(dict.fromkeys(uuids)),
+        table=table,
+        columns=returns.count(",") + 1,
+    )
 
 
 def _existing(conn: Conn, table: str, uuids: list[str]) -> set[str]:
@@ -364,21 +320,14 @@ def upsert_facts(conn: Conn, facts: Sequence[Fact], new: Collection[str] = ()) -
     if len(fresh) >= max(_COPY_MIN_FACTS, conn.point_limit("Entity", _NEW_FACT_MS)):
         _create_facts(conn, fresh)
         final = {u: f for u, f in final.items() if u in before}
-    params = {uuid: _fact_params(fact) for uuid, fact in final.items()}
-    _update_rows(
-        conn,
-        "Fact",
-        "uuid",
-        columns,
-        [(stored[u], row) for u, row in params.items() if u in stored],
-    )
     for uuid, fact in final.items():
-        row = params[uuid]
+        row = _fact_params(fact)
         if uuid not in before:
             if conn.rows(_NEW_FACT, row):
                 continue
             _create(conn, "Fact", [row], _FACT_SET)
         else:
+            _update(conn, "Fact", "uuid", columns, stored[uuid], row)
             if before[uuid] == (fact.source_uuid, fact.target_uuid):
                 continue
             # Kuzu refuses to DELETE a relationship matched undirected: drop each hop by direction.
@@ -552,14 +501,14 @@ def put_embeddings(
     if stored is None:
         asked = [k for k, row in last.items() if row["owner"] not in new]
         current = _current(conn, "Embedding", "key", list(columns), asked)
-        # Rows stored as they are asked to be need no write (see `_update_rows`): a renamed entity's
+        # Rows stored as they are asked to be need no write (see `_update`): a renamed entity's
         # summary row, an entity's name row when only its summary changed.
         existing = {k for k in current if any(current[k][c] != last[k][c] for c in columns)}
     else:
         existing = set(stored) & set(last)
     fresh = [row for key, row in last.items() if key not in existing and key not in current]
     _create(conn, "Embedding", fresh, _EMBEDDING_SET, "key")
-    if len(existing) > conn.point_limit("Embedding", _CHUNKED_WRITE_MS):
+    if len(existing) > conn.point_limit("Embedding", _ROW_WRITE_MS):
         # Only the columns some row changes (all of them when the stored rows are unknown).
         changed = [
             c
@@ -572,13 +521,11 @@ def put_embeddings(
             {"rows": [last[key] for key in existing]},
         )
         return
-    unknown = dict.fromkeys(columns, _UNKNOWN)  # a stored row not read: every column written
-    _update_rows(
-        conn, "Embedding", "key", columns, [(current.get(k, unknown), last[k]) for k in existing]
-    )
-
-
-_UNKNOWN = object()  # a column value not read, unequal to any value
+    for key in existing:
+        if key in current:
+            _update(conn, "Embedding", "key", columns, current[key], last[key])
+        else:
+            conn.run(f"MATCH (v:Embedding {{key: $key}}) SET {_EMBEDDING_SET}", last[key])
 
 
 def delete_embeddings(conn: Conn, keys: Sequence[str]) -> None:
