@@ -28,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from lcg.wal.layout import ordered_files
-from lcg.wal.records import OPS, CommitMark, WalRecord
+from lcg.wal.records import OPS, CommitMark, WalRecord, made
 
 __all__ = ["LostBatch", "ReadStats", "iter_records", "parse_line"]
 
@@ -77,22 +77,31 @@ def parse_line(line: bytes) -> WalRecord | None:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(value, dict):
+    if type(value) is not dict:  # orjson makes exact dicts, ints and strs
         return None
-    seq, ts, op, data = value.get("seq"), value.get("ts"), value.get("op"), value.get("data")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+    get = value.get
+    seq, op, data, more = get("seq"), get("op"), get("data"), get("more", 0)
+    if type(seq) is not int or seq < 0 or type(op) is not str or type(data) is not dict:
         return None
-    if not isinstance(op, str) or not isinstance(data, dict):
+    if type(more) is not int or more < 0:
         return None
-    more = value.get("more", 0)
-    if not isinstance(more, int) or isinstance(more, bool) or more < 0:
+    at = get("at")
+    if at is not None and (type(at) is not int or not 0 <= at <= seq):
         return None
-    at = value.get("at")
-    if at is not None and (not isinstance(at, int) or isinstance(at, bool) or not 0 <= at <= seq):
-        return None
-    stamp = ts if isinstance(ts, str) else ""
+    ts = get("ts")
     commit = CommitMark.from_json(value["commit"]) if "commit" in value else None
-    return WalRecord(seq=seq, ts=stamp, op=op, data=data, more=more, at=at, commit=commit)
+    return made(
+        WalRecord,
+        {
+            "seq": seq,
+            "ts": ts if type(ts) is str else "",
+            "op": op,
+            "data": data,
+            "more": more,
+            "at": at,
+            "commit": commit,
+        },
+    )
 
 
 class _Stream:
@@ -127,6 +136,22 @@ class _Stream:
 
     def readable(self, path: Path, record: WalRecord) -> list[WalRecord]:
         """The whole batch `record` completes, if any."""
+        batch, more = self.batch, record.more
+        if batch and not (self.bad_run or self.poisoned or self.open_loss is not None):
+            # The next line of an undamaged batch, by far the commonest case: what the general
+            # path below does with it, with nothing to record.
+            tail = batch[-1]
+            if (
+                record.seq == tail.seq + 1
+                and more == tail.more - 1
+                and (record.at is None or record.at == len(batch))
+            ):
+                self.next_seq = record.seq + more + 1
+                batch.append(record)
+                if more:
+                    return []
+                self.batch = []
+                return batch
         end = record.seq + record.more
         if self.batch and not (
             record.seq == self.batch[-1].seq + 1
@@ -202,7 +227,7 @@ def iter_records(
         lines = data.split(b"\n")
         last = len(lines) - 1
         for index, raw in enumerate(lines):
-            if not raw.strip():
+            if not raw or raw.isspace():
                 continue
             record = parse_line(raw)
             if record is None:
@@ -215,7 +240,9 @@ def iter_records(
                 state.unreadable(path)
                 continue
             whole = state.readable(path, record)
-            if whole and to_seq is not None and whole[-1].seq > to_seq:
+            if not whole:
+                continue
+            if to_seq is not None and whole[-1].seq > to_seq:
                 continue  # a batch ending past `to_seq`: the state in its middle never existed
             unknown = sum(1 for rec in whole if rec.op not in OPS)
             if unknown:  # a batch with a line that cannot be applied: none of it is

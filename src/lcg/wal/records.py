@@ -24,9 +24,10 @@ keeps a fact near 400 bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -46,7 +47,10 @@ __all__ = [
     "entity_op",
     "episode_op",
     "fact_op",
+    "made",
 ]
+
+_T = TypeVar("_T")
 
 OPS = frozenset(
     {
@@ -189,6 +193,30 @@ def fact_op(f: Fact) -> Op:
     return Op("fact.upsert", data)
 
 
+_FIELDS: dict[type, int] = {}
+
+
+def made(cls: type[_T], values: dict[str, Any]) -> _T:
+    """`cls(**values)` for a frozen dataclass with no `__post_init__` nor slots, given every
+    field: the same object (fields, equality, hash), ~10x faster. A frozen dataclass's
+    `__init__` sets each field through `object.__setattr__`, which was most of reading and
+    folding a large WAL (1.6M records at 1M facts, issue 21).
+
+    Raises:
+        TypeError: `values` does not name as many values as `cls` has fields.
+    """
+    count = _FIELDS.get(cls)
+    if count is None:
+        if hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
+            raise TypeError(f"{cls.__name__} must be built by its __init__")
+        count = _FIELDS[cls] = len(dataclasses.fields(cls))  # type: ignore[arg-type]  # a dataclass
+    if len(values) != count:
+        raise TypeError(f"{cls.__name__} takes {count} fields, not {len(values)}")
+    obj = object.__new__(cls)
+    obj.__dict__.update(values)
+    return obj
+
+
 def _attrs(value: Any) -> str:
     if value is None:
         return "{}"
@@ -206,17 +234,20 @@ def _str(data: dict[str, Any], key: str, default: str = "") -> str:
 
 def data_to_episode(data: dict[str, Any], group_id: str) -> Episode:
     """Raises ValueError on a malformed record."""
-    return Episode(
-        uuid=_str(data, "uuid"),
-        group_id=group_id,
-        name=_str(data, "name"),
-        content=_str(data, "content"),
-        source=_str(data, "source", "text"),
-        source_description=_str(data, "source_description"),
-        source_file=_str(data, "source_file"),
-        chunk_id=_str(data, "chunk_id"),
-        created_at=from_wal(data.get("created_at")),
-        valid_at=from_wal(data.get("valid_at")),
+    return made(
+        Episode,
+        {
+            "uuid": _str(data, "uuid"),
+            "group_id": group_id,
+            "name": _str(data, "name"),
+            "content": _str(data, "content"),
+            "source": _str(data, "source", "text"),
+            "source_description": _str(data, "source_description"),
+            "source_file": _str(data, "source_file"),
+            "chunk_id": _str(data, "chunk_id"),
+            "created_at": from_wal(data.get("created_at")),
+            "valid_at": from_wal(data.get("valid_at")),
+        },
     )
 
 
@@ -226,15 +257,18 @@ def data_to_entity(data: dict[str, Any], group_id: str) -> Entity:
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise ValueError("labels must be a list of strings")
     merged = data.get("merged_into")
-    return Entity(
-        uuid=_str(data, "uuid"),
-        group_id=group_id,
-        name=_str(data, "name"),
-        labels=tuple(labels),
-        summary=_str(data, "summary"),
-        attributes=_attrs(data.get("attributes")),
-        created_at=from_wal(data.get("created_at")),
-        merged_into=merged if isinstance(merged, str) else None,
+    return made(
+        Entity,
+        {
+            "uuid": _str(data, "uuid"),
+            "group_id": group_id,
+            "name": _str(data, "name"),
+            "labels": tuple(labels),
+            "summary": _str(data, "summary"),
+            "attributes": _attrs(data.get("attributes")),
+            "created_at": from_wal(data.get("created_at")),
+            "merged_into": merged if isinstance(merged, str) else None,
+        },
     )
 
 
@@ -244,18 +278,21 @@ def data_to_fact(data: dict[str, Any], group_id: str) -> Fact:
     if not isinstance(episodes, list) or not all(isinstance(x, str) for x in episodes):
         raise ValueError("episodes must be a list of strings")
     rtype = data.get("relation_type")
-    return Fact(
-        uuid=_str(data, "uuid"),
-        group_id=group_id,
-        source_uuid=_str(data, "source"),
-        target_uuid=_str(data, "target"),
-        name=_str(data, "name"),
-        fact=_str(data, "fact"),
-        relation_type=rtype if isinstance(rtype, str) else None,
-        attributes=_attrs(data.get("attributes")),
-        episodes=tuple(episodes),
-        valid_at=from_wal(data.get("valid_at")),
-        invalid_at=from_wal(data.get("invalid_at")),
-        created_at=from_wal(data.get("created_at")),
-        expired_at=from_wal(data.get("expired_at")),
+    return made(
+        Fact,
+        {
+            "uuid": _str(data, "uuid"),
+            "group_id": group_id,
+            "source_uuid": _str(data, "source"),
+            "target_uuid": _str(data, "target"),
+            "name": _str(data, "name"),
+            "fact": _str(data, "fact"),
+            "relation_type": rtype if isinstance(rtype, str) else None,
+            "attributes": _attrs(data.get("attributes")),
+            "episodes": tuple(episodes),
+            "valid_at": from_wal(data.get("valid_at")),
+            "invalid_at": from_wal(data.get("invalid_at")),
+            "created_at": from_wal(data.get("created_at")),
+            "expired_at": from_wal(data.get("expired_at")),
+        },
     )
