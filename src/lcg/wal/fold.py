@@ -76,12 +76,22 @@ def fold(group_id: str, records: Iterable[WalRecord]) -> FoldedGroup:
     return out
 
 
+# The row-replacing operations: their record's data converted whole (`_parse` for the others).
+_ROWS = {
+    "entity.upsert": data_to_entity,
+    "fact.upsert": data_to_fact,
+    "episode.add": data_to_episode,
+}
+
+
 def _fold_batch(out: FoldedGroup, batch: list[WalRecord]) -> None:
     """Parse every line of the batch first, so none of it is folded if one line is malformed."""
-    parsed: list[object] = []
+    parsed: list[Any] = []
+    gid = out.group_id
     for rec in batch:
         try:
-            parsed.append(_parse(rec, out.group_id))
+            convert = _ROWS.get(rec.op)
+            parsed.append(convert(rec.data, gid) if convert is not None else _parse(rec, gid))
         except (ValueError, TypeError, KeyError) as exc:
             for other in batch:
                 error = (
@@ -89,19 +99,24 @@ def _fold_batch(out: FoldedGroup, batch: list[WalRecord]) -> None:
                 )
                 out.failures.append(FoldFailure(other.seq, other.op, error))
             return
+    rows: dict[str, dict[str, Any]] = {
+        "entity.upsert": out.entities,
+        "fact.upsert": out.facts,
+        "episode.add": out.episodes,
+    }
     for rec, value in zip(batch, parsed, strict=True):
-        _fold_one(out, rec, value)
+        into = rows.get(rec.op)
+        if into is None:
+            _fold_one(out, rec, value)
+        else:  # what `_fold_one` does with an upsert, inline: most of a stream's records
+            into[value.uuid] = value
+            out.applied += 1
 
 
 def _parse(rec: WalRecord, gid: str) -> object:
-    """What `_fold_one` needs of the record; raises ValueError, TypeError or KeyError."""
+    """What `_fold_one` needs of a record not in `_ROWS`; raises ValueError, TypeError or
+    KeyError."""
     data = rec.data
-    if rec.op == "entity.upsert":
-        return data_to_entity(data, gid)
-    if rec.op == "fact.upsert":
-        return data_to_fact(data, gid)
-    if rec.op == "episode.add":
-        return data_to_episode(data, gid)
     if rec.op == "fact.invalidate":
         return (data["uuid"], from_wal(data.get("invalid_at")), from_wal(data.get("expired_at")))
     if rec.op == "episode.delete":
@@ -115,13 +130,8 @@ def _parse(rec: WalRecord, gid: str) -> object:
 
 
 def _fold_one(out: FoldedGroup, rec: WalRecord, value: Any) -> None:
-    if rec.op == "entity.upsert":
-        out.entities[value.uuid] = value
-    elif rec.op == "fact.upsert":
-        out.facts[value.uuid] = value
-    elif rec.op == "episode.add":
-        out.episodes[value.uuid] = value
-    elif rec.op == "fact.invalidate":
+    """A record not in `_ROWS` (`_fold_batch` stores those itself)."""
+    if rec.op == "fact.invalidate":
         uuid, invalid_at, expired_at = value
         current = out.facts.get(uuid)
         if current is None:
