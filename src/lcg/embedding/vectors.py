@@ -15,7 +15,7 @@ import numpy as np
 from lcg.embedding.base import Embedder
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact, made
+from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
 
 __all__ = [
     "EmbeddingPlan",
@@ -149,10 +149,7 @@ def embed_for_bulk(
     model = embedder.identity.model
     wanted = plan.wanted
     hashes = [text_hash(model, t) for _, _, _, t in wanted]
-    rows = [
-        made(EmbeddingRow, {"kind": k, "owner": o, "group_id": g, "text_hash": h, "vec": None})
-        for (k, o, g, _), h in zip(wanted, hashes, strict=True)
-    ]
+    rows = [EmbeddingRow(k, o, g, h, None) for (k, o, g, _), h in zip(wanted, hashes, strict=True)]
     if isinstance(embedder, CachedEmbedder):
         todo = [wanted[i][3] for i in np.flatnonzero(~embedder.holds(hashes)).tolist()]
     else:
