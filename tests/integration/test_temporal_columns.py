@@ -5,8 +5,10 @@ removed, and pages small enough that the candidates are read in several rounds."
 
 from __future__ import annotations
 
+import asyncio
 import random
 import shutil
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +18,7 @@ from lcg import Engine, Settings, open_engine
 from lcg.engine import EpisodeCommit, Invalidation
 from lcg.graph import deletes
 from lcg.models import Entity, Episode, Fact, fact_to_wire
+from lcg.search import factrows
 from lcg.search.factrows import FactRows
 from lcg.service.registry import dispatch
 from lcg.storage import history
@@ -627,7 +630,43 @@ async def test_a_build_replays_the_commits_that_arrive_while_it_scans(
             held.endpoint_provenance(conn, ends),
         )
 
+    await asyncio.to_thread(held.ready)  # as the reads do (columns.held_rows), holding no reader
     got_facts, got_prov = await engine.read(got)
     assert scans == 2 and held.builds == 1
     assert got_facts == want_facts and got_prov == want_prov
     assert asked == [victim.uuid, victim.source_uuid]  # only the dirty rows
+
+
+async def test_a_first_read_waits_for_the_rows_before_taking_its_reader(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that finds no temporal rows held waits for their build before it takes a pooled
+    reader, never while holding one: the build needs a reader of its own. With the pool's
+    other reader busy (held here by another thread), the read still answers, from the rows.
+    Waiting inside the read held the pool's last reader for the whole `WAIT_S`: two
+    concurrent first reads (the browser UI's) stalled a minute with a pool of two."""
+    held = engine.parts.search.temporal
+    if held is None:
+        pytest.skip("a server's reads stay on the server")
+    await _history(engine, settings, 29)
+    held.drop()
+    monkeypatch.setattr(factrows, "WAIT_S", 3600.0)
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with engine.reader():
+            taken.set()
+            release.wait(120)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(10)
+        got = await asyncio.wait_for(
+            dispatch(engine, "knowledge_list_relationships", {"as_of": _at(120).isoformat()}),
+            60,
+        )
+    finally:
+        release.set()
+        holder.join()
+    assert got["facts"] and held.builds == 1

@@ -113,7 +113,7 @@ async def list_relationships(
     engine: Engine, num_results: int, group_ids: list[str] | None, time: TimeFilter | None = None
 ) -> dict[str, Any]:
     views = None if time is None else await columns.fact_views(engine.parts.search, group_ids)
-    held = engine.parts.search.temporal
+    held = await columns.held_rows(engine.parts.search)
 
     def read(conn: GraphReader) -> dict[str, Any]:
         facts = (
@@ -134,6 +134,8 @@ async def get_entity_neighbors(
     group_ids: list[str] | None,
     time: TimeFilter | None = None,
 ) -> dict[str, Any]:
+    held = await columns.held_rows(engine.parts.search)
+
     def read(conn: GraphReader) -> dict[str, Any]:
         facts = (
             conn.neighbor_facts(entity_uuid, group_ids, num_results)
@@ -147,7 +149,7 @@ async def get_entity_neighbors(
         )
         found = conn.entities_by_uuids(others)
         nodes = _entities_with_provenance(conn, [found[u] for u in others if u in found], None)
-        edges = _facts_with_provenance(conn, facts, engine.parts.search.temporal)
+        edges = _facts_with_provenance(conn, facts, held)
         return {
             "center_uuid": entity_uuid,
             "nodes": nodes,

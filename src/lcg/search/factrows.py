@@ -16,7 +16,8 @@ Saved at close beside the search index (Arrow IPC and .npy files, stamped with e
 applied WAL position) and mapped when the index warms at open if the stamp still matches, so
 they cost resident memory only for the pages reads touch. Otherwise built from one scan of each
 table (`GraphReader.temporal_tables`) in a background thread, started by the first read that
-needs them (which waits for it, at most `WAIT_S`, then reads the store; at 1M facts the scans
+needs them, which waits for it before taking its reader connection (`ready`, at most `WAIT_S`;
+a read that still finds none reads the store; at 1M facts the scans
 take ~10 s and leave ~0.7 GB more resident, Kuzu's buffer pool included, which is why an open
 does not start one). Kept exact per row: each commit the search index applies
 (`note_commit`) marks *dirty* the rows it may change (the facts it upserts or invalidates, the
@@ -452,22 +453,45 @@ class FactRows:
             if done is not None:
                 done.set()
 
-    def _current(self) -> _Rows | None:
-        """The rows to read from, building them first (waiting at most `WAIT_S`); None: read
-        the store."""
+    def pending(self) -> bool:
+        """Whether a read now would find no rows to serve (not built, not disabled, no recent
+        failed build): then `ready` is worth waiting for."""
+        with self._lock:
+            if self._rows is not None or self._disabled:
+                return False
+            failed = self._failed_at
+            return failed is None or time.monotonic() - failed >= _RETRY_S
+
+    def ready(self) -> None:
+        """Build the rows if they are not held, waiting at most `WAIT_S` for the build.
+
+        Call it holding no reader connection of the store (before a read, never inside one):
+        the build takes a pooled reader of its own, and reads waiting for it while holding
+        every reader of the pool would wait the whole `WAIT_S` (two concurrent first reads do,
+        with a pool of two)."""
         for _ in range(2):  # a load-only build may be running: then a scanning one
             with self._lock:
                 if self._rows is not None or self._disabled:
-                    return self._rows
+                    return
                 failed = self._failed_at
                 if failed is not None and time.monotonic() - failed < _RETRY_S:
-                    return None
+                    return
                 self._start_locked(scan=True)
                 done = self._done
             if done is not None:
                 done.wait(WAIT_S)
+
+    def _current(self) -> _Rows | None:
+        """The rows to read from, None: read the store. Never waits (it runs inside a read,
+        holding a pooled reader); with no rows held it starts a build for the next reads,
+        unless one failed less than `_RETRY_S` ago."""
         with self._lock:
-            return self._rows
+            if self._rows is not None or self._disabled:
+                return self._rows
+            failed = self._failed_at
+            if failed is None or time.monotonic() - failed >= _RETRY_S:
+                self._start_locked(scan=True)
+            return None
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -142,6 +142,16 @@ def _read(
             seen[uuid] = found.get(uuid)
 
 
+async def held_rows(index: SearchIndex) -> FactRows | None:
+    """The temporal rows held in memory (lcg.search.factrows), built first if they are not
+    (waiting in a worker thread, before the caller takes its reader connection: the build
+    takes one of its own); None where the index holds none (a server's store)."""
+    held = index.temporal
+    if held is not None and held.pending():
+        await anyio.to_thread.run_sync(held.ready)
+    return held
+
+
 async def fact_views(index: SearchIndex, groups: Sequence[str] | None) -> list[View]:
     """Snapshots of the groups' fact columns, taken in a worker thread before the read (a
     partition not loaded yet is read from the store on its own connection)."""

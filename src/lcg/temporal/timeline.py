@@ -137,12 +137,12 @@ async def fact_changes(
         if entity_uuid is not None
         else await columns.fact_views(engine.parts.search, group_ids)
     )
+    held = None if views is None else await columns.held_rows(engine.parts.search)
 
     def read(conn: GraphReader) -> list[Fact]:
         if views is None:
             return conn.fact_changes(group_ids, since, end, entity_uuid)
         kinds = [_COLUMNS[kind] for kind in CHANGE_KINDS]
-        held = engine.parts.search.temporal
         return columns.changed_facts(views, conn, since, end, kinds, limit, held)
 
     facts = await engine.read(read)
