@@ -113,7 +113,8 @@ def fact_table(facts: Sequence[Fact]) -> pa.Table:
             "target_uuid": [f.target_uuid for f in facts],
             "name": [f.name for f in facts],
             "fact": [f.fact for f in facts],
-            "relation_type": pa.array([f.relation_type for f in facts], type=pa.string()),
+            # "" for none, as storage/graph._fact_params writes it (never NULL)
+            "relation_type": pa.array([f.relation_type or "" for f in facts], type=pa.string()),
             "attributes": [f.attributes for f in facts],
             "episodes": pa.array([list(f.episodes) for f in facts], type=_STRS),
             "valid_at": _times(f.valid_at for f in facts),

@@ -125,7 +125,9 @@ def _fact_params(f: Fact) -> dict[str, Any]:
         "target_uuid": f.target_uuid,
         "name": f.name,
         "fact": f.fact,
-        "relation_type": f.relation_type,
+        # never NULL: a NULL written into a checkpointed STRING chunk corrupts it (Kuzu 0.11.3,
+        # storage/README.md "String columns"); read back as None (storage/rows.fact)
+        "relation_type": f.relation_type or "",
         "attributes": f.attributes,
         "episodes": list(f.episodes),
         "valid_at": to_db(f.valid_at),

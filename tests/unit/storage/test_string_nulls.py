@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lcg.models import Entity
+from lcg.models import Entity, Fact
 from lcg.storage import graph
 from lcg.storage.store import Store
 
@@ -46,5 +46,49 @@ def test_a_new_entity_after_checkpointed_updates_keeps_every_row(tmp_path: Path)
         with store.read() as r:
             stored = graph.entities_by_uuids(r, entities)
         assert [u for u, e in entities.items() if stored.get(u) != e] == []
+    finally:
+        store.close()
+
+
+def test_an_untyped_fact_after_a_checkpointed_retype_keeps_every_fact_type(tmp_path: Path) -> None:
+    """Facts all typed (20 types), one retyped and checkpointed twice (ontology maintenance
+    does this), then a fact with no type: every fact reads back with its own type, the new
+    one with none. Writing the missing type as NULL corrupted the column (1,934 of 2,001 types
+    read back wrong), so it is stored as "" and read back as None."""
+    store = Store(tmp_path / "g.db")
+    try:
+        ends = [Entity(uuid=u, group_id="g", name=u, created_at=T0) for u in ("e-a", "e-b")]
+        facts = {
+            f"f{i:05d}": Fact(
+                f"f{i:05d}",
+                "g",
+                "e-a",
+                "e-b",
+                "REL",
+                f"fact {i}",
+                relation_type=f"TYPE_{i % 20}",
+                created_at=T0,
+            )
+            for i in range(2000)
+        }
+        with store.transaction() as tx:
+            graph.upsert_entities(tx, ends, new={e.uuid for e in ends})
+            graph.upsert_facts(tx, list(facts.values()), new=set(facts))
+        store.checkpoint(force=True)
+        for uuid in ("f00007", "f00009"):
+            facts[uuid] = replace(facts[uuid], relation_type="RETYPED")
+            with store.transaction() as tx:
+                graph.upsert_facts(tx, [facts[uuid]])
+            store.checkpoint(force=True)
+        untyped = Fact("f09999", "g", "e-a", "e-b", "REL", "untyped", created_at=T0)
+        facts[untyped.uuid] = untyped
+        with store.transaction() as tx:
+            graph.upsert_facts(tx, [untyped], new={untyped.uuid})
+        store.checkpoint(force=True)
+        with store.read() as r:
+            stored = graph.facts_by_uuids(r, facts)
+        assert stored["f09999"].relation_type is None
+        wrong = [u for u, f in facts.items() if stored[u].relation_type != f.relation_type]
+        assert wrong == []
     finally:
         store.close()
