@@ -3,9 +3,9 @@ prints one JSON object.
 
     python bench/checkpoint.py [--entities 20000] [--rounds 8] [--copy]
 
-Writes `--entities` entities (ordinary `upsert_entities`, or `COPY` through the bulk loader's
-`Conn.copy_from` with `--copy`), checkpoints, then `--rounds` times: update one entity's
-summary, CHECKPOINT. Per round: the checkpoint's wall and CPU time and the bytes of the Entity
+Writes `--entities` entities (ordinary `upsert_entities`, or `COPY` through the bulk replay's
+loader, `storage.bulk.load_folded`, with `--copy`), checkpoints, then `--rounds` times: update
+one entity's summary, CHECKPOINT. Per round: the checkpoint's wall and CPU time and the bytes of the Entity
 summary dictionary Kuzu keeps (`CALL storage_info`, column `summary_data`). Kuzu 0.11.3 appends
 a full copy of the node group's live summaries at every such checkpoint and never prunes it
 (storage/README.md, "String columns"), so both grow by round.
@@ -23,11 +23,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pyarrow as pa
-
 from lcg.models import Entity
-from lcg.storage import graph
+from lcg.storage import bulk, graph
 from lcg.storage.store import Store
+from lcg.wal.fold import FoldedGroup
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -59,26 +58,9 @@ def main() -> None:
     try:
         entities = [_entity(i) for i in range(args.entities)]
         with store.transaction() as tx:
-            if args.copy:
-                tx.copy_from(
-                    "Entity",
-                    pa.table(
-                        {
-                            "uuid": [e.uuid for e in entities],
-                            "group_id": [e.group_id for e in entities],
-                            "name": [e.name for e in entities],
-                            "labels": pa.array(
-                                [list(e.labels) for e in entities], type=pa.list_(pa.string())
-                            ),
-                            "summary": [e.summary for e in entities],
-                            "attributes": [e.attributes for e in entities],
-                            "created_at": pa.array(
-                                [e.created_at for e in entities], type=pa.timestamp("us")
-                            ),
-                            "merged_into": pa.array([None] * len(entities), type=pa.string()),
-                        }
-                    ),
-                )
+            if args.copy:  # the bulk replay's loader, as a rebuild runs it
+                group = FoldedGroup("g", entities={e.uuid: e for e in entities})
+                bulk.load_folded(tx, group, [])
             else:
                 graph.upsert_entities(tx, entities, new={e.uuid for e in entities})
         store.checkpoint(force=True)

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["DIR_MODE", "FILE_MODE", "open_private", "private_dir", "private_file"]
+__all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
+    "open_private",
+    "private_dir",
+    "private_file",
+    "replace_dir",
+]
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -49,3 +58,19 @@ def open_private(path: Path, flags: int) -> int:
     fd = os.open(path, flags, FILE_MODE)
     os.fchmod(fd, FILE_MODE)
     return fd
+
+
+def replace_dir(where: Path, fill: Callable[[Path], None]) -> None:
+    """Replace the directory `where` by one `fill` writes: filled beside it (`<name>.tmp`, a
+    private directory), then swapped in by renames, so a reader or a crash sees the old
+    directory or the new one whole (at worst `<name>.old` left behind, removed next time)."""
+    fresh = where.with_name(where.name + ".tmp")
+    shutil.rmtree(fresh, ignore_errors=True)
+    private_dir(fresh)
+    fill(fresh)
+    old = where.with_name(where.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if where.exists():
+        where.rename(old)
+    fresh.rename(where)
+    shutil.rmtree(old, ignore_errors=True)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -46,7 +45,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lcg.fsmodes import private_dir
+from lcg.fsmodes import replace_dir
 from lcg.models import Fact
 from lcg.storage.rows import fact as fact_record
 from lcg.storage.rows import provenance_of
@@ -199,23 +198,18 @@ class _Rows:
             tmp.write_text(state)
             tmp.replace(where / "state.json")
             return
-        fresh = where.with_name(where.name + ".tmp")
-        shutil.rmtree(fresh, ignore_errors=True)
-        private_dir(fresh)
-        for name in ("facts", "episodes"):
-            table: pa.Table = getattr(self, name)
-            path = str(fresh / f"{name}.arrow")
-            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
-        for name in _ARRAYS:
-            np.save(fresh / f"{name}.npy", getattr(self, name))
-        (fresh / "state.json").write_text(state)
-        old = where.with_name(where.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if where.exists():
-            where.rename(old)
-        fresh.rename(where)
-        shutil.rmtree(old, ignore_errors=True)
+
+        def fill(fresh: Path) -> None:
+            for name in ("facts", "episodes"):
+                table: pa.Table = getattr(self, name)
+                path = str(fresh / f"{name}.arrow")
+                with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+                    out.write_table(table)
+            for name in _ARRAYS:
+                np.save(fresh / f"{name}.npy", getattr(self, name))
+            (fresh / "state.json").write_text(state)
+
+        replace_dir(where, fill)
 
     @classmethod
     def load(cls, where: Path, state: dict[str, Any]) -> _Rows:

@@ -19,15 +19,15 @@ over the old one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lcg.fsmodes import private_dir
+from lcg.fsmodes import private_dir, replace_dir
 from lcg.gcpause import no_gc
 from lcg.search.partition import Partition
 
@@ -38,6 +38,12 @@ logger = logging.getLogger(__name__)
 FORMAT = 2  # 2: vectors as `lcg.search.vectors` stores (int8 in large partitions)
 # The group's applied WAL position, as the database records it (None: never recorded).
 Position = Callable[[str], Any]
+
+
+def _fill(part: Partition, stamp: str, fresh: Path) -> None:
+    """Write one partition's saved files and its stamp into `fresh`."""
+    part.save(fresh)
+    (fresh / "stamp.json").write_text(stamp)
 
 
 class Snapshots:
@@ -120,16 +126,6 @@ class Snapshots:
             if not part.dirty and (where / "partition.json").exists():
                 (where / "stamp.json").write_text(json.dumps(stamp))
                 continue
-            fresh = where.with_name(where.name + ".tmp")
-            shutil.rmtree(fresh, ignore_errors=True)
-            private_dir(fresh)
-            part.save(fresh)
-            (fresh / "stamp.json").write_text(json.dumps(stamp))
-            old = where.with_name(where.name + ".old")
-            shutil.rmtree(old, ignore_errors=True)
-            if where.exists():
-                where.rename(old)
-            fresh.rename(where)
-            shutil.rmtree(old, ignore_errors=True)
+            replace_dir(where, functools.partial(_fill, part, json.dumps(stamp)))
             written += 1
         return written
