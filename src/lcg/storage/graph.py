@@ -397,10 +397,10 @@ def add_mentions(
     """MENTIONS edges from the episode to each existing entity, once each (idempotent).
 
     A few are created up to `_MENTIONS_CHUNK` per prepared statement (~0.35 ms an edge at 500k
-    entities), after reading the episode's edges through its adjacency list; many, or any in a small table, in one `UNWIND` (a hash
-    join over Entity: ~1 ms at 2k rows, ~20 ms at 100k, for 8 entities). An episode created in
-    the same transaction (`new_episode`) has no edges yet: none are read, and the `UNWIND`
-    creates rather than merges (half the cost).
+    entities), after reading the episode's edges through its adjacency list; many, or any in a
+    small table, in one `UNWIND` (a hash join over Entity: ~1 ms at 2k rows, ~20 ms at 100k,
+    for 8 entities). An episode created in the same transaction (`new_episode`) has no edges
+    yet: none are read, and the `UNWIND` creates rather than merges (half the cost).
     """
     wanted = list(dict.fromkeys(entity_uuids))
     if not wanted:
