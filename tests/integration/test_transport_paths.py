@@ -6,19 +6,27 @@ live WAL, and `knowledge_import_graph`'s error told whether any path existed. Th
 the rules: relative paths resolve in the export directory; outside paths and symlinks out are
 refused with one message whatever exists there; an existing file is replaced only with
 `overwrite: true`. The CLI, the local user, still writes where it is told (test_cli_ops).
+
+"Inside" compares resolved paths by components, never by string prefix: a sibling folder whose
+name starts with the workspace's or the export directory's (`.lcg-evil` beside `.lcg`) is
+outside, and a workspace file whose name starts with one of lcg's state entries
+(`embeddings-backup.jsonl` beside `embeddings/`) is not that state.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from rpc_support import running_server, wait_settled
 
-from lcg import ConflictError, Engine, InvalidRequestError, Settings
-from lcg.service.registry import dispatch
+from lcg import ConflictError, Engine, InvalidRequestError, Settings, open_engine
+from lcg.service.registry import REGISTRY, dispatch
 from lcg.service.rpc.client import RpcClient, RpcError
 
 pytestmark = pytest.mark.anyio
@@ -135,3 +143,94 @@ def test_over_the_socket_an_outside_path_is_refused(settings: Settings, tmp_path
     assert victim.read_text() == "do not touch\n"
     assert Path(done["path"]) == settings.exports / "ok.jsonl"
     assert os.path.isfile(done["path"])
+
+
+# Every method that names a file or directory of this machine, and the field that names it.
+CONFINED = {
+    "knowledge_export_graph": "path",
+    "knowledge_import_graph": "path",
+    "knowledge_dump_wal": "target_dir",
+}
+
+
+def test_the_confined_methods_are_every_method_that_names_a_file() -> None:
+    # A new method with a path field must join CONFINED (and so the sibling test below) or be
+    # listed here with the reason it is not a file of this machine or not confined.
+    not_confined = {
+        ("knowledge_delete_by_source", "source_file"),  # a source label, never opened
+        ("knowledge_process_chunk", "source_file"),  # likewise
+        ("knowledge_code_changes", "path"),  # a prefix of symbol paths in the graph
+        ("knowledge_code_ingest", "path"),  # reads a repository anywhere (docs/code-graph.md)
+    }
+    named = {
+        (name, field)
+        for name, method in REGISTRY.items()
+        for field in method.params.model_fields
+        if any(word in field for word in ("path", "dir", "file"))
+    }
+    assert named == set(CONFINED.items()) | not_confined
+
+
+@pytest.fixture(params=["workspace", "export directory"])
+def rooted(
+    request: pytest.FixtureRequest, settings: Settings, tmp_path: Path
+) -> Iterator[tuple[Path, Engine]]:
+    """An engine and one of the two roots transports may use: the workspace (with the export
+    directory inside it, the default), or an export directory of its own (`LCG_EXPORT_DIR`)."""
+    if request.param == "workspace":
+        chosen, root = settings, settings.home
+    else:
+        chosen = dataclasses.replace(settings, export_dir=tmp_path / "out")
+        root = chosen.exports
+    engine = open_engine(chosen)
+    try:
+        yield root, engine
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("method", sorted(CONFINED))
+async def test_a_sibling_sharing_a_roots_name_is_outside(
+    rooted: tuple[Path, Engine], method: str
+) -> None:
+    root, engine = rooted
+    await _populate(engine)
+    sibling = root.with_name(root.name + "-evil")  # .lcg-evil beside .lcg, out-evil beside out
+    sibling.mkdir()
+    secret = sibling / "secret"
+    # A real export file: an import wrongly let through would read it without complaint.
+    made = await dispatch(engine, "knowledge_export_graph", {"path": "graph.jsonl"})
+    shutil.copy(made["path"], secret)
+    before = secret.read_bytes()
+    field = CONFINED[method]
+    targets = {
+        "knowledge_export_graph": [secret, sibling / "new.jsonl"],
+        "knowledge_import_graph": [secret],
+        "knowledge_dump_wal": [sibling / "dump"],
+    }[method]
+    up = len(engine.settings.exports.relative_to(root.parent).parts)  # .. back to the parent
+    for target in targets:
+        relative = Path(*[".."] * up, target.relative_to(root.parent))
+        for raw in (str(target), str(relative)):
+            params: dict[str, object] = {field: raw}
+            if method == "knowledge_export_graph":
+                params["overwrite"] = True
+            with pytest.raises(InvalidRequestError) as info:
+                await dispatch(engine, method, params)
+            assert info.value.field == field, raw
+            assert "outside the workspace" in info.value.message, raw
+    assert secret.read_bytes() == before
+    assert sorted(p.name for p in sibling.iterdir()) == ["secret"]
+
+
+async def test_a_workspace_file_named_like_lcgs_state_is_not_that_state(engine: Engine) -> None:
+    await _populate(engine)
+    home = engine.settings.home
+    # Beside the WAL directory, the database directory, the embedding cache, the ontology.
+    names = ["wal-backup.jsonl", "db-backup.jsonl", "embeddings-backup.jsonl", "ontology.yaml.bak"]
+    for name in names:
+        done = await dispatch(engine, "knowledge_export_graph", {"path": f"../{name}"})
+        assert done["path"] == str(home / name)
+        assert (home / name).read_text().startswith('{"kind":"header"')
+    with pytest.raises(InvalidRequestError, match="overlaps"):
+        await dispatch(engine, "knowledge_export_graph", {"path": "../embeddings/x.jsonl"})

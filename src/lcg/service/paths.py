@@ -37,7 +37,8 @@ _STATE_NAMES = (
 
 
 def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+    # By components, never by string prefix: `.lcg-evil/secret` is not inside `.lcg`.
+    return path.is_relative_to(root)
 
 
 def _resolve(settings: Settings, raw: str) -> Path:
