@@ -205,6 +205,49 @@ def test_cross_origin_requests_are_refused_unless_configured(
         assert status == 403
 
 
+def test_an_origin_that_only_starts_with_the_servers_own_is_refused(
+    settings: Settings, engine: Engine
+) -> None:
+    # The same-origin rule compares whole origins: a page at http://localhost.evil.example is
+    # another site, though its origin starts with the server's own (Host: localhost).
+    with running_http(settings, engine) as service:
+        port = service.port
+        cases = [
+            ("localhost", "http://localhost.evil.example"),
+            ("localhost", "https://localhost.evil.example"),
+            ("localhost", "http://localhost:8080"),
+            (f"localhost:{port}", f"http://localhost:{port}.evil.example"),
+            (f"127.0.0.1:{port}", f"http://127.0.0.1:{port}0"),
+            (f"127.0.0.1:{port}", f"http://127.0.0.1:{port}@evil.example"),
+        ]
+        for host, origin in cases:
+            for method, body in (("POST", {}), ("OPTIONS", None)):
+                headers = {"Origin": origin, "Access-Control-Request-Method": "POST"}
+                status, found, answer = request(
+                    service, method, "/api/knowledge_status", body, headers=headers, host=host
+                )
+                assert status == 403, (host, origin, method)
+                assert "access-control-allow-origin" not in found
+                assert_error_shape(answer)
+        for host in ("localhost", f"localhost:{port}", f"127.0.0.1:{port}"):
+            status, _, _ = request(
+                service,
+                "POST",
+                "/api/knowledge_status",
+                {},
+                headers={"Origin": f"http://{host}"},
+                host=host,
+            )
+            assert status == 200, host
+    allowed = Settings.for_home(settings.home, http_cors_origins="https://app.example")
+    with running_http(allowed, engine) as service:
+        for origin in ("https://app.example.evil.example", "https://app.examplex"):
+            status, found, _ = request(
+                service, "POST", "/api/knowledge_status", {}, headers={"Origin": origin}
+            )
+            assert status == 403 and "access-control-allow-origin" not in found, origin
+
+
 def test_every_error_has_the_one_shape(settings: Settings, engine: Engine) -> None:
     with running_http(settings, engine, scopes="read,write") as service:
         status, _, body = request(service, "POST", "/api/knowledge_nope", {})
