@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from lcg.extraction.salvage import CleanFact
 from lcg.ingest.index import GroupIndex
 from lcg.ingest.resolve import ResolvedFact
-from lcg.ingest.supersede import FactPlan, plan_facts
+from lcg.ingest.supersede import FactPlan, plan_facts, superseded_report
 from lcg.models import Entity, Fact
 from lcg.ontology import EMPTY_ONTOLOGY, Ontology, parse_ontology
 
@@ -131,3 +133,34 @@ def test_unresolved_endpoints_are_reported_in_order() -> None:
             "unresolved_endpoint": "target",
         }
     ]
+
+
+SINGLE_JOB = "relation_types:\n  - name: WORKS_AT\n    cardinality: one\n"
+
+
+@pytest.mark.parametrize("earlier_first", [True, False], ids=["earlier-first", "later-first"])
+def test_of_one_episodes_facts_the_earlier_ends_where_the_later_starts(
+    earlier_first: bool,
+) -> None:
+    # A dated changelog in one text: Acme from T0, Globex from T1. Whatever order the facts
+    # come in, the Acme job is stored ended at T1 and the Globex job stays current.
+    acme, globex = _new("acme", valid_at=T0), _new("globex", valid_at=T1)
+    index = _index()
+    order = [acme, globex] if earlier_first else [globex, acme]
+    plan = _plan(index, order, [], parse_ontology(SINGLE_JOB))
+    assert plan.invalidations == {}  # nothing stored before was touched
+    ends = {f.target_uuid: (f.valid_at, f.invalid_at) for f in plan.new_facts}
+    assert ends == {"acme": (T0, T1), "globex": (T1, None)}
+    by_target = {f.target_uuid: f.uuid for f in plan.new_facts}
+    [ended] = superseded_report(plan, index, {})
+    assert (ended["uuid"], ended["superseded_by"], ended["same_episode"]) == (
+        by_target["acme"],
+        by_target["globex"],
+        True,
+    )
+
+
+def test_of_one_episodes_facts_equal_starts_end_neither() -> None:
+    ontology = parse_ontology(SINGLE_JOB)
+    plan = _plan(_index(), [_new("acme", valid_at=T0), _new("globex", valid_at=T0)], [], ontology)
+    assert [f.invalid_at for f in plan.new_facts] == [None, None] and plan.ended == {}
