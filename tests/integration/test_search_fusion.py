@@ -5,6 +5,11 @@
   A hybrid search that dropped its vector list would return nothing. The vector floor (the
   hash embedder's 0.6, tests/integration/test_search_floor.py) is lowered here to 0.05, so that
   a misspelling's trigram evidence counts and this test checks the fusion, not the calibration.
+- The BM25 list is fused in: one rare word in a long text is a strong BM25 match and a weak
+  vector one (a cosine near 0.2 with the hash embedder), so with the floor set back to the hash
+  embedder's 0.6 only BM25 can surface the hit, and a hybrid search that passed only its vector
+  list to the fusion would return nothing. The test goes through the wire methods with
+  `search_strategy` named and the floor set explicitly, so it holds whatever the defaults.
 - BM25 statistics (document count, document frequencies, average length) are summed over every
   searched group, so scores from different groups are comparable: splitting a collection into
   groups must not change its ranking. Statistics taken from one group only reverse the order
@@ -16,11 +21,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from lcg import Engine, Episode, EpisodeCommit
+from lcg import Engine, Episode, EpisodeCommit, Settings, open_engine
 from lcg.search.hybrid import search_entities, search_episodes, search_facts
 from lcg.search.strategy import HYBRID_RRF, LEXICAL_ONLY
 from lcg.service.registry import dispatch
@@ -74,6 +80,51 @@ async def test_only_the_vector_list_finds_a_misspelt_name(engine: Engine) -> Non
     # The default strategy over the wire is the hybrid one: the same hit reaches a client.
     found = await call(engine, "knowledge_find_entities", query=query, num_results=3)
     assert found["nodes"] and found["nodes"][0]["name"] == "Neil Armstrong"
+
+
+# One rare word ("heliogyro") in a long summary and a long fact sentence, among documents
+# without it.
+SAIL = (
+    "A solar sail spacecraft studied at the laboratory in the nineteen seventies for a "
+    "rendezvous with a comet, built as a heliogyro of twelve long thin blades unrolled from "
+    "spools and spun slowly so that their own rotation kept them flat and taut in the sunlight"
+)
+
+
+async def test_only_the_bm25_list_finds_a_rare_word_in_a_long_text(
+    settings: Settings,
+) -> None:
+    calibrated = dataclasses.replace(settings, search_vector_floor=0.6)
+    engine = open_engine(calibrated)
+    try:
+        await load_crew(engine)
+        await call(engine, "knowledge_assert_entity", name="Halley Sail", summary=SAIL, group_id=G)
+        await call(
+            engine,
+            "knowledge_assert_relationship",
+            source_name="Halley Sail",
+            predicate="STUDIED_FOR",
+            target_name="Jim Lovell",
+            fact=f"{SAIL}, was briefed to Jim Lovell.",
+            group_id=G,
+        )
+        query = "heliogyro"
+
+        async def found(strategy: str) -> tuple[list[str], list[str]]:
+            nodes = await call(
+                engine, "knowledge_find_entities", query=query, search_strategy=strategy
+            )
+            facts = await call(
+                engine, "knowledge_find_relationships", query=query, search_strategy=strategy
+            )
+            return [n["name"] for n in nodes["nodes"]], [f["name"] for f in facts["facts"]]
+
+        assert await found("vector") == ([], [])  # the vector list has nothing to offer
+        assert await found("lexical") == (["Halley Sail"], ["STUDIED_FOR"])
+        for strategy in ("hybrid_rrf", "hybrid_mmr"):
+            assert await found(strategy) == (["Halley Sail"], ["STUDIED_FOR"]), strategy
+    finally:
+        engine.close()
 
 
 # A collection where "saturn" is rare overall (3 of 23 documents) and "rocket" is common (11),
