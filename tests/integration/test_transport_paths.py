@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from rpc_support import running_server, wait_settled
+from ui_support import assert_error_shape, request, running_http
 
 from lcg import ConflictError, Engine, InvalidRequestError, Settings, open_engine
 from lcg.service.registry import REGISTRY, dispatch
@@ -234,3 +235,44 @@ async def test_a_workspace_file_named_like_lcgs_state_is_not_that_state(engine: 
         assert (home / name).read_text().startswith('{"kind":"header"')
     with pytest.raises(InvalidRequestError, match="overlaps"):
         await dispatch(engine, "knowledge_export_graph", {"path": "../embeddings/x.jsonl"})
+
+
+def _sibling_calls(settings: Settings) -> tuple[Path, list[tuple[str, dict[str, object]]]]:
+    """A folder beside the workspace sharing its name (`.lcg-evil`) holding a file, and a call
+    of every confined method that names something in it."""
+    sibling = settings.home.with_name(settings.home.name + "-evil")
+    sibling.mkdir()
+    (sibling / "secret").write_text("do not touch\n")
+    return sibling, [
+        ("knowledge_export_graph", {"path": str(sibling / "secret"), "overwrite": True}),
+        ("knowledge_import_graph", {"path": str(sibling / "secret")}),
+        ("knowledge_dump_wal", {"target_dir": str(sibling / "dump")}),
+    ]
+
+
+def test_over_http_a_sibling_of_the_workspace_is_refused(
+    settings: Settings, engine: Engine
+) -> None:
+    sibling, calls = _sibling_calls(settings)
+    with running_http(settings, engine, scopes="read,write,admin") as service:
+        for method, params in calls:
+            status, _, body = request(service, "POST", f"/api/{method}", params)
+            assert status == 400, (method, body)
+            error = assert_error_shape(body)
+            assert "outside the workspace" in error["message"], method
+            assert error["data"] == {"field": CONFINED[method]}
+    assert (sibling / "secret").read_text() == "do not touch\n"
+    assert sorted(p.name for p in sibling.iterdir()) == ["secret"]
+
+
+def test_over_the_socket_a_sibling_of_the_workspace_is_refused(settings: Settings) -> None:
+    sibling, calls = _sibling_calls(settings)
+    with running_server(settings) as (server, path, _):
+        wait_settled(server)
+        with RpcClient(path) as client:
+            for method, params in calls:
+                with pytest.raises(RpcError) as info:
+                    client.call(method, params)
+                assert "outside the workspace" in info.value.message, method
+    assert (sibling / "secret").read_text() == "do not touch\n"
+    assert sorted(p.name for p in sibling.iterdir()) == ["secret"]
