@@ -19,7 +19,7 @@ from lcg.search import hybrid
 from lcg.service.registry import dispatch
 from lcg.storage.backend import GraphReader
 from lcg.temporal import context
-from lcg.temporal.filter import CURRENT, TimeFilter
+from lcg.timefilter import CURRENT, TimeFilter
 from lcg.timeutil import now
 
 BOTH_STORAGES = True

@@ -30,7 +30,7 @@ from lcg.search.scoring import bm25_idf, bm25_scores, mmr, rrf, top_k
 from lcg.search.strategy import HYBRID_RRF, Strategy
 from lcg.search.text import STOPWORDS, tokens
 from lcg.storage.backend import GraphReader
-from lcg.temporal.filter import CURRENT, TimeFilter
+from lcg.timefilter import CURRENT, TimeFilter
 
 if TYPE_CHECKING:
     from lcg.engine import Engine
