@@ -14,8 +14,8 @@ import pytest
 
 from lcg import Engine
 from lcg.engine import EpisodeCommit, Invalidation
+from lcg.graph import hybrid
 from lcg.models import Entity, Episode, Fact
-from lcg.search import hybrid
 from lcg.service.registry import dispatch
 from lcg.storage.backend import GraphReader
 from lcg.temporal import context

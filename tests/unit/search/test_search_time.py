@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lcg.graph.hybrid import _time_mask
 from lcg.models import Fact
-from lcg.search.hybrid import _time_mask
 from lcg.search.index import ALWAYS, NEVER, micros
 from lcg.search.partition import Partition
 from lcg.search.text import Vocabulary

@@ -1,4 +1,4 @@
-"""Hybrid search over entities, facts and episodes: the Python API other subsystems call.
+"""Hybrid search over entities, facts and episodes: the query the transports and areas call.
 
 Each search reads the partitions of the chosen groups from the engine's `SearchIndex`, builds a
 BM25 candidate list and one cosine list per vector kind (each up to `candidates * limit` long,
