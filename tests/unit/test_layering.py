@@ -220,15 +220,7 @@ def test_nothing_below_the_kernel_imports_it_or_an_area() -> None:
         for path, imports in sources().items()
         if (path.startswith(BELOW_THE_KERNEL) or _foundation(path)) and path != "lcg/__init__.py"
     }
-    known = {
-        # Subsystems that still take an `Engine` (to be inverted: they should receive what
-        # they use). Listed so that no new one appears unnoticed.
-        "lcg/search/index.py",
-        "lcg/ontology/maintenance.py",
-    }
-    found = {p: names for p, names in offenders.items() if names}
-    assert set(found) <= known, {p: n for p, n in found.items() if p not in known}
-    assert all(n == KERNEL or n.startswith(KERNEL + ".") for ns in found.values() for n in ns)
+    assert {p: names for p, names in offenders.items() if names} == {}
 
 
 def test_the_transports_reach_the_areas_through_the_registry() -> None:
