@@ -20,7 +20,6 @@ from lcg.config import Settings
 from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import embedder_for_stamp
-from lcg.engine.commits import Batch, store_commit
 from lcg.engine.names import NameIndex, NameRow, name_rows_of, names_stamp
 from lcg.engine.replay import Loaded, ReplayReport, applied_position, loss_key, position_key
 from lcg.errors import LcgError, StorageError
@@ -28,7 +27,7 @@ from lcg.gcpause import no_gc
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
 from lcg.search.partition import Partition
-from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
+from lcg.storage.backend import GraphBackend, GraphReader
 from lcg.telemetry import EventSink
 from lcg.wal import marks
 from lcg.wal.fold import FoldedGroup
@@ -130,8 +129,11 @@ class CatchUp:
         names: NameIndex,
         search: SearchIndex,
         replay: Replay,
+        *,
+        saves_indexes: bool,
     ) -> None:
         self._store = store
+        self._saves_indexes = saves_indexes  # beside local database files (lcg.engine.modes)
         self._wal = wal
         self.settings = settings
         self.embedder = embedder
@@ -500,55 +502,10 @@ class CatchUp:
             return False
         return True
 
-    def catch_up_store(self, groups: Sequence[str] | None = None) -> int:
-        """(Write lock held.) On a store that keeps the WAL itself, apply what each group's
-        stream holds beyond its graph (None: every group of the store) and drop the search
-        partitions of the groups that moved; how many lines were applied. The caller reloads
-        the names when it is not empty."""
-        store = self._store()
-        if not store.keeps_wal:
-            return 0
-        if groups is None:
-            with store.read() as r:
-                groups = r.group_ids()
-        applied = 0
-        for group_id in groups:
-            n = store.catch_up(group_id)
-            if n:
-                logger.info("group %r: applied %d WAL lines from the store's stream", group_id, n)
-                self._search.invalidate([group_id])
-                applied += n
-        return applied
-
-    def commit_to_store(
-        self, batch: Batch, logged: Sequence[bytes] | None, at: int | None = None
-    ) -> tuple[int, int]:
-        """(Write lock held.) `commits.store_commit` at position `at` (the one the batch was
-        planned against; None: the store's), after applying what the group's stream holds
-        beyond its graph: a stream ahead of its graph (a commit whose graph change failed
-        after its append) would otherwise take this batch in at seqs the stream already gave
-        away, since the graph-side guard sees only the graph's position.
-
-        Raises:
-            GroupMovedError: the group moved (lines were caught up, or another writer got
-                there first): nothing of the batch applied; catch up, plan again and retry
-                (`lcg.engine.follow`).
-        """
-        moved = self.catch_up_store([batch.group_id])
-        if moved:
-            with self._store().read() as r:
-                now_at = r.position(batch.group_id)
-            raise GroupMovedError(batch.group_id, (now_at or 0) - moved, now_at)
-        try:
-            return store_commit(self._store(), batch, self.embedder.identity, logged, at)
-        except GroupMovedError:  # a stream ahead of its graph is repaired before the retry
-            self.catch_up_store([batch.group_id])
-            raise
-
     def _names_saved(self) -> Path | None:
         """Where the name index is saved (lcg.engine.names): next to an embedded database only,
         as the search index."""
-        if self._store().backend != "kuzu":
+        if not self._saves_indexes:
             return None
         return self.settings.db_path.parent / "name-index"
 

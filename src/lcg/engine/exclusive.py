@@ -20,7 +20,6 @@ from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
 from lcg.errors import UnavailableError
 from lcg.storage.backend import GraphBackend
-from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
 from lcg.wal.records import Op
 
@@ -60,9 +59,10 @@ def kuzu_store(engine: Engine) -> Store:
         UnavailableError: the engine is degraded, or runs on another store than Kuzu.
     """
     backend = engine._db
-    if not isinstance(backend, KuzuBackend):
+    store = engine._mode.journal()
+    if store is None:
         raise UnavailableError(f"the engine runs on {backend.backend}, not the embedded Kuzu store")
-    return backend.store
+    return store
 
 
 def commit_logged(engine: Engine, batch: Batch, lines: Sequence[bytes]) -> tuple[int, int]:
@@ -72,7 +72,7 @@ def commit_logged(engine: Engine, batch: Batch, lines: Sequence[bytes]) -> tuple
     Raises:
         InvalidRequestError: the lines do not continue the group's stream.
     """
-    return engine._commit_to_store([batch], lines)[0]
+    return engine._commit([batch], lines)[0]
 
 
 def prepare(engine: Engine, group_id: str, ops: list[Op]) -> Batch:
