@@ -421,3 +421,77 @@ def test_unit_tests_mirror_the_packages() -> None:
         if t.stem.removeprefix("test_") not in foundations | project_wide
     )
     assert loose == [], f"unit tests of a package belong in tests/unit/<package>/: {loose}"
+
+
+# -- the storage mode is chosen once --------------------------------------------------------------
+
+# Where a module may ask which store it has: storage itself, the composition root (`open_engine`
+# picks the storage mode from the store it opened), and the test launchers, which drive a server
+# backend directly. Everyone else asks the mode (`lcg.engine.modes`) what to do.
+MODE_CHOOSERS = ("lcg/storage/", "lcg/testing/")
+COMPOSITION_ROOT = ("lcg/engine/kernel.py", "open_engine")
+BACKEND_CLASSES = ("KuzuBackend", "FalkorBackend")
+# Still asking, to be folded into the mode: a rebuild from the WAL files and one from a server's
+# stream are two paths. This list only shrinks.
+STILL_ASKING = {"lcg/admin/rebuild.py"}
+
+
+def _asks_the_store(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr == "keeps_wal"
+    if isinstance(node, ast.Call):
+        return (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+            and any(c in ast.unparse(node.args[1]) for c in BACKEND_CLASSES)
+        )
+    if isinstance(node, ast.Compare):
+        sides = [node.left, *node.comparators]
+        return any(isinstance(s, ast.Attribute) and s.attr == "backend" for s in sides)
+    return False
+
+
+def mode_checks(tree: ast.AST) -> list[str]:
+    """Where code asks which store it has: `keeps_wal`, a backend class in `isinstance`, a
+    comparison of a `.backend` name."""
+    found = [n for n in ast.walk(tree) if _asks_the_store(n)]
+    return sorted(f"{n.lineno}: {ast.unparse(n)}" for n in found)
+
+
+def test_the_mode_check_finds_checks() -> None:
+    source = (
+        "def f(store, engine):\n"
+        "    if store.keeps_wal:\n"
+        "        pass\n"
+        "    if isinstance(engine._db, KuzuBackend):\n"
+        "        pass\n"
+        "    return store.backend == 'kuzu'\n"
+    )
+    assert mode_checks(ast.parse(source)) == [
+        "2: store.keeps_wal",
+        "4: isinstance(engine._db, KuzuBackend)",
+        "6: store.backend == 'kuzu'",
+    ]
+
+
+def test_only_storage_and_the_composition_root_ask_which_store_they_have() -> None:
+    """The storage mode is chosen once, in `open_engine`; the kernel and the areas ask the mode
+    (docs/design.md, "Storage modes")."""
+    offenders: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        name = str(path.relative_to(SRC.parent))
+        if name.startswith(MODE_CHOOSERS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        if name == COMPOSITION_ROOT[0]:
+            root = [
+                n
+                for n in tree.body
+                if isinstance(n, ast.FunctionDef) and n.name == COMPOSITION_ROOT[1]
+            ]
+            assert len(root) == 1 and mode_checks(root[0])  # the one place that chooses
+            tree.body.remove(root[0])
+        if checks := mode_checks(tree):
+            offenders[name] = checks
+    assert set(offenders) == STILL_ASKING, offenders

@@ -11,27 +11,24 @@ imports this one or touches the lock or the store.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 
 from lcg.engine.catchup import CatchUp
-from lcg.engine.commits import Batch
 from lcg.engine.follow import Follower
 from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
+from lcg.engine.modes import StorageMode
 from lcg.errors import UnavailableError
 from lcg.storage.backend import GraphBackend
 from lcg.storage.store import Store
-from lcg.wal.records import Op
 
 __all__ = [
     "catchup",
-    "commit_logged",
     "follower",
     "is_open",
     "jobs",
     "kuzu_store",
     "maybe_checkpoint",
-    "prepare",
+    "mode",
     "set_indices_built",
     "store",
     "write_lock",
@@ -52,6 +49,12 @@ def store(engine: Engine) -> GraphBackend:
     return engine._db
 
 
+def mode(engine: Engine) -> StorageMode:
+    """The engine's storage mode (chosen by `open_engine`), for the admin passes' questions
+    whose answer depends on it (the WAL's groups and records, status, clearing the store)."""
+    return engine._mode
+
+
 def kuzu_store(engine: Engine) -> Store:
     """The engine's open Kuzu database (its journal, checkpoints, connection pool).
 
@@ -63,21 +66,6 @@ def kuzu_store(engine: Engine) -> Store:
     if store is None:
         raise UnavailableError(f"the engine runs on {backend.backend}, not the embedded Kuzu store")
     return store
-
-
-def commit_logged(engine: Engine, batch: Batch, lines: Sequence[bytes]) -> tuple[int, int]:
-    """Commit one batch with its WAL lines given verbatim, to a store that keeps the WAL
-    (`lcg wal import` into server mode; write lock held). Returns its (first, last) seq.
-
-    Raises:
-        InvalidRequestError: the lines do not continue the group's stream.
-    """
-    return engine._commit([batch], lines)[0]
-
-
-def prepare(engine: Engine, group_id: str, ops: list[Op]) -> Batch:
-    """A batch with the vectors its operations need (calls the embedder: no lock held)."""
-    return engine._prepare(group_id, ops)
 
 
 def catchup(engine: Engine) -> CatchUp:

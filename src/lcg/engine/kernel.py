@@ -185,6 +185,9 @@ class Engine:
                 self._catchup,
                 self._follow,
                 self._checkpointer,
+                self._write_lock,
+                self._prepare,
+                self._commit,
             )
         )
         # Set when no database is open (store None): the service then runs degraded.

@@ -20,12 +20,15 @@ and search indexes, through `committed`) is the kernel's and the same in both mo
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
@@ -35,12 +38,16 @@ from lcg.engine.commits import Batch, first_vectors, settle_stamp, store_commit
 from lcg.engine.follow import Follower
 from lcg.engine.replay import write_position
 from lcg.errors import InvalidRequestError, UnavailableError, WalError
+from lcg.fsmodes import open_private, private_dir
+from lcg.models import DEFAULT_GROUP_ID
 from lcg.search.index import SearchIndex
-from lcg.storage.backend import GraphBackend, GroupMovedError
+from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
 from lcg.telemetry import EventSink
-from lcg.wal.records import WalRecord
+from lcg.wal.layout import fsync_dir, group_dir, ordered_files
+from lcg.wal.reader import ReadStats, iter_records
+from lcg.wal.records import Op, WalRecord
 from lcg.wal.writer import Wal
 
 __all__ = ["EmbeddedMode", "ModeParts", "ServerMode", "StorageMode"]
@@ -66,6 +73,9 @@ class ModeParts:
     catchup: CatchUp
     follow: Follower
     checkpointer: Checkpointer
+    lock: threading.RLock  # the engine's write lock
+    prepare: Callable[[str, list[Op]], Batch]  # a batch with its vectors (no lock held)
+    commit: Callable[[Sequence[Batch], Sequence[bytes] | None], list[tuple[int, int]]]
 
 
 class StorageMode(ABC):
@@ -151,6 +161,43 @@ class StorageMode(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close the database (write lock held, the indexes saved)."""
+
+    # -- what the admin passes ask of the mode ---------------------------------------------
+
+    @abstractmethod
+    def wal_groups(self) -> list[str]:
+        """The groups that have a WAL, sorted."""
+
+    @abstractmethod
+    def wal_records(self, group_id: str) -> tuple[list[WalRecord], ReadStats]:
+        """The group's WAL as replay reads it, and what that read left out."""
+
+    @abstractmethod
+    def wal_states(self, conn: GraphReader) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """`knowledge_status`'s `wal` (the default group's) and `wal_groups`
+        (docs/api.md §status-wal)."""
+
+    @abstractmethod
+    def status(self) -> dict[str, Any]:
+        """What `knowledge_status`'s `storage` holds beyond the store's own status."""
+
+    def check_import(self, group_id: str, records: Sequence[WalRecord]) -> None:
+        """Refuse (`InvalidRequestError`) a group's imported WAL this mode cannot hold."""
+        return None
+
+    @abstractmethod
+    def import_group(
+        self, group_id: str, batches: Sequence[tuple[list[Op], list[bytes]]], file_name: str
+    ) -> None:
+        """(Write lock not held: taken as needed.) Load a group that holds nothing yet from
+        an imported WAL, given batch by batch as operations with their lines verbatim (`lcg
+        wal import`); `file_name`: the WAL file that holds them, where the mode keeps files."""
+
+    @abstractmethod
+    def empty_store(self, preserve_wal: bool) -> None:
+        """(Write lock held.) The first step of `knowledge_clear_all`, before the reopen:
+        empty what the reopen does not (`preserve_wal`: keep each group's WAL, recorded as
+        applied, so that nothing resurrects it before a rebuild)."""
 
 
 class EmbeddedMode(StorageMode):
@@ -285,6 +332,81 @@ class EmbeddedMode(StorageMode):
         if store is not None:
             store.close()
 
+    def wal_groups(self) -> list[str]:
+        return sorted(self.parts.wal.groups())
+
+    def wal_records(self, group_id: str) -> tuple[list[WalRecord], ReadStats]:
+        stats = ReadStats()
+        directory = self.parts.wal.directory(group_id)
+        return list(iter_records(directory, stats=stats)), stats
+
+    def wal_states(self, conn: GraphReader) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        wal = self.parts.wal
+        default_dir = group_dir(wal.root, DEFAULT_GROUP_ID)
+        files = ordered_files(default_dir)
+        default = {
+            "exists": default_dir.is_dir(),
+            "file_count": len(files),
+            "byte_size": sum(p.stat().st_size for p in files),
+            **self._wal_state(conn, DEFAULT_GROUP_ID),
+        }
+        return default, {g: self._wal_state(conn, g) for g in wal.groups()}
+
+    def _wal_state(self, conn: GraphReader, group_id: str) -> dict[str, Any]:
+        bounds = self.parts.wal.bounds(group_id)
+        generation = self.parts.wal.generation(group_id)
+        position = self.parts.catchup.position(conn, group_id)
+        applied = position[0] if position else None
+        max_seq = bounds.max_seq
+        if generation is not None:
+            gen_status = "known"
+        elif max_seq is None:
+            gen_status = "not_applicable"
+        else:
+            gen_status = "unknown"
+        if max_seq is None or max_seq == 0:
+            hydration = "not_applicable"
+        elif (applied if applied is not None else 0) >= max_seq:
+            hydration = "hydrated"
+        else:
+            hydration = "wal_ahead"
+        return {
+            "applied_seq": applied,
+            "max_seq": max_seq,
+            "generation": generation,
+            "generation_status": gen_status,
+            "hydration_status": hydration,
+        }
+
+    def status(self) -> dict[str, Any]:
+        return {}
+
+    def import_group(
+        self, group_id: str, batches: Sequence[tuple[list[Op], list[bytes]]], file_name: str
+    ) -> None:
+        """The lines copied into the group's WAL directory, then the group caught up from
+        them (the bulk replay of startup)."""
+        parts = self.parts
+        with parts.lock:
+            directory = parts.wal.directory(group_id)
+            private_dir(directory)
+            path = directory / file_name
+            with os.fdopen(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as f:
+                for _, lines in batches:
+                    for line in lines:
+                        f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            fsync_dir(directory)
+            parts.wal.drop_stream(group_id)
+            parts.wal.stream(group_id)  # its generation, minted now
+            parts.catchup.catch_up(group_id)
+            parts.search.invalidate([group_id])
+            parts.catchup.reload_names()
+
+    def empty_store(self, preserve_wal: bool) -> None:
+        return None  # the reopen's `prepare` deletes the database files themselves
+
 
 class ServerMode(StorageMode):
     """A store that keeps each group's WAL as a stream next to its graph (a FalkorDB server),
@@ -386,3 +508,92 @@ class ServerMode(StorageMode):
         store, self._store = self._store, None
         if store is not None:
             store.close()
+
+    def wal_groups(self) -> list[str]:
+        with self._db().read() as r:
+            return sorted(r.group_ids())
+
+    def wal_records(self, group_id: str) -> tuple[list[WalRecord], ReadStats]:
+        return self._db().stream_records(group_id), ReadStats()
+
+    def wal_states(self, conn: GraphReader) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """Per group, the stream (`stream`, `entries`, `byte_size`), `max_seq` its last line,
+        `applied_seq` the last line the group's graph holds; no generation (a server's stream
+        is never re-minted). `wal` is the default group's, with `exists` and `file_count` 0
+        (no files)."""
+        store = self._db()
+
+        def state(group_id: str) -> dict[str, Any]:
+            bounds = store.stream_bounds(group_id) or {}
+            max_seq = bounds.get("max_seq")
+            held = conn.position(group_id) or 0
+            applied = held - 1 if held else None
+            if max_seq is None:
+                hydration = "not_applicable"
+            else:
+                hydration = (
+                    "hydrated" if applied is not None and applied >= max_seq else "wal_ahead"
+                )
+            return {
+                "applied_seq": applied,
+                "max_seq": max_seq,
+                "generation": None,
+                "generation_status": "not_applicable",
+                "hydration_status": hydration,
+                "stream": bounds.get("stream"),
+                "entries": bounds.get("entries", 0),
+                "byte_size": bounds.get("byte_size", 0),
+            }
+
+        groups = {g: state(g) for g in sorted({*conn.group_ids(), DEFAULT_GROUP_ID})}
+        default = groups[DEFAULT_GROUP_ID]
+        wal = {"exists": default["entries"] > 0, "file_count": 0, **default}
+        return wal, {g: s for g, s in groups.items() if s["entries"] or g != DEFAULT_GROUP_ID}
+
+    def status(self) -> dict[str, Any]:
+        return {"follower": self.parts.follow.status()}  # other processes' commits, followed
+
+    def empty_store(self, preserve_wal: bool) -> None:
+        """Drop each group's graph and stream, or, to preserve the WAL, delete every row and
+        meta entry of the group but keep its stream and its position at the stream's end (as
+        the embedded store records each stream as applied), so a rebuild from the stream
+        brings the graph back and nothing resurrects it before."""
+        store = self._db()
+        with store.read() as r:
+            groups = r.group_ids()
+            metas = {g: r.meta_with_prefix("", g) for g in groups} if preserve_wal else {}
+        for group in groups:
+            if not preserve_wal:
+                store.drop_group(group)
+                continue
+            with store.transaction() as tx:
+                tx.purge_group(group)
+                for key in metas[group]:
+                    tx.set_meta(key, None, group)
+
+    def check_import(self, group_id: str, records: Sequence[WalRecord]) -> None:
+        """A server stream holds contiguous seqs from 0 only."""
+        for before, after in itertools.pairwise(records):
+            if after.seq != before.seq + 1:
+                raise InvalidRequestError(
+                    f"group {group_id!r}: the WAL skips from seq {before.seq} to {after.seq}; a "
+                    "server stream holds contiguous seqs only: nothing was imported",
+                    field="directory",
+                )
+        if records and records[0].seq != 0:
+            raise InvalidRequestError(
+                f"group {group_id!r}: the WAL starts at seq {records[0].seq}, not 0; a server "
+                "stream starts at 0: nothing was imported",
+                field="directory",
+            )
+
+    def import_group(
+        self, group_id: str, batches: Sequence[tuple[list[Op], list[bytes]]], file_name: str
+    ) -> None:
+        """Batch by batch, committed with the lines verbatim, so the server's stream holds
+        the same lines (and exports the same bytes)."""
+        parts = self.parts
+        for ops, lines in batches:
+            prepared = parts.prepare(group_id, ops)  # embeds: no lock held
+            with parts.lock:
+                parts.commit([prepared], lines)

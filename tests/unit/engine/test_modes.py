@@ -17,7 +17,7 @@ from lcg.errors import InvalidRequestError
 from lcg.graph import hybrid
 from lcg.models import Entity, Episode
 from lcg.storage.backend import GroupMovedError
-from lcg.wal.records import Op, entity_op
+from lcg.wal.records import Op, encode_line, entity_op
 
 pytestmark = pytest.mark.anyio
 
@@ -115,16 +115,30 @@ def _commit_of(engine: Engine, group: str, uuid: str, name: str) -> EpisodeCommi
     return EpisodeCommit(group, episode, [Entity(uuid, group, name, created_at=at)])
 
 
-def test_verbatim_lines_are_imported_into_a_server_store_only(engine: Engine) -> None:
-    batch = exclusive.prepare(engine, "a", [_entity("e1", "a", "Ada Lovelace")])
-    line = b'{"seq":0,"op":"entity.upsert","data":{"uuid":"e1","name":"Ada Lovelace"}}'
+async def test_an_imported_wal_lands_where_the_mode_keeps_it(engine: Engine) -> None:
+    """`lcg wal import`'s step: a group's batches with their lines verbatim, in the server's
+    stream (committed batch by batch) or the workspace's WAL files (then replayed)."""
+    op = _entity("e1", "a", "Ada Lovelace")
+    line = encode_line(0, "2026-01-01T00:00:00.000000Z", op, 0, 0)
+    engine._mode.import_group("a", [([op], [line])], "00000000_000000_export_0000.jsonl")
+    found = await engine.entity_by_name("a", "ada lovelace")
+    assert found is not None and found.uuid == "e1"
+    records, _ = engine._mode.wal_records("a")
+    assert [(r.seq, r.op, r.data["uuid"]) for r in records] == [(0, "entity.upsert", "e1")]
+    assert engine._mode.wal_groups() == ["a"]
+
+
+def test_verbatim_lines_are_committed_to_a_server_store_only(engine: Engine) -> None:
+    op = _entity("e1", "a", "Ada Lovelace")
+    batch = engine._prepare("a", [op])
+    line = encode_line(0, "2026-01-01T00:00:00.000000Z", op, 0, 0)
     with exclusive.write_lock(engine):
         if engine.settings.storage == "falkordb":
-            assert exclusive.commit_logged(engine, batch, [line]) == (0, 0)
-        else:
-            with pytest.raises(InvalidRequestError, match="server store only"):
-                exclusive.commit_logged(engine, batch, [line])
-            assert engine.parts.wal.groups() == []  # nothing logged, nothing applied
+            assert engine._commit([batch], [line]) == [(0, 0)]
+            return
+        with pytest.raises(InvalidRequestError, match="server store"):
+            engine._commit([batch], [line])
+    assert engine.parts.wal.groups() == []  # nothing logged, nothing applied
 
 
 async def test_reopen_keeps_the_graph_on_both_modes(engine: Engine) -> None:
