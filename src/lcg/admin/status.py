@@ -70,7 +70,7 @@ async def status(engine: Engine) -> dict[str, Any]:
                 "initializing": False,
                 "wal": wal,
                 "wal_groups": wal_groups,
-                "wal_problems": exclusive.catchup(engine).wal_problems(conn),
+                "wal_problems": exclusive.wal_problems(engine).wal_problems(conn),
                 "indices_built": engine.state.indices_built,
                 "name_index_trusted": engine.names.trusted,
                 "name_index_fallback_scans": 0,

@@ -17,6 +17,7 @@ from lcg.engine.follow import Follower
 from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
 from lcg.engine.modes import StorageMode
+from lcg.engine.walproblems import WalProblems
 from lcg.errors import UnavailableError
 from lcg.storage.backend import GraphBackend
 from lcg.storage.store import Store
@@ -31,6 +32,7 @@ __all__ = [
     "mode",
     "set_indices_built",
     "store",
+    "wal_problems",
     "write_lock",
 ]
 
@@ -98,3 +100,8 @@ def set_indices_built(engine: Engine, built: bool) -> None:
     """Record whether the search index is loaded for every group (`Engine.state`), for the
     passes that drop and reload it (rebuild, `knowledge_build_indices`, recovery)."""
     engine._indices_built = built
+
+
+def wal_problems(engine: Engine) -> WalProblems:
+    """The engine's record of its WAL's problems (for `knowledge_status` and a rebuild)."""
+    return engine._problems

@@ -42,6 +42,7 @@ from lcg.engine.modes import EmbeddedMode, ModeParts, ServerMode, StorageMode
 from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
 from lcg.engine.replay import ReplayReport, applied_position, replay_group
+from lcg.engine.walproblems import WalProblems
 from lcg.errors import UnavailableError
 from lcg.extraction.llm import LlmClient
 from lcg.extraction.select import LlmSlot
@@ -149,6 +150,7 @@ class Engine:
         # The ingest pipeline (lcg.ingest: an area the kernel does not import), built on the
         # first ingest unless given: reached through the engine, never through a side table.
         self.ingest = ingest
+        self._problems = WalProblems(lambda: self._db, wal, events)
         self._catchup = CatchUp(
             lambda: self._db,
             wal,
@@ -158,6 +160,7 @@ class Engine:
             self._names,
             self._search,
             replay,
+            self._problems,
             saves_indexes=mode.saves_indexes,
         )
         # Server mode: other processes' commits, followed into the indexes (lcg.engine.follow).
@@ -263,9 +266,9 @@ class Engine:
                     bytes_dropped=torn.bytes_dropped,
                     lines=torn.lines,
                 )
-                self._catchup.record_torn(torn)
-            self._catchup.check_mark_files()
-            self._catchup.check_database_ahead()
+                self._problems.record_torn(torn)
+            self._problems.check_mark_files()
+            self._problems.check_database_ahead()
             self._mode.catch_up_store()
             self._follow.reset()  # before the indexes load: they hold at least that much
             # Before the replays: a bulk replay installs the partitions it built from its rows.
