@@ -153,3 +153,21 @@ async def test_reopen_keeps_the_graph_on_both_modes(engine: Engine) -> None:
     assert engine.state.degraded_reason is None
     found = await engine.entity_by_name("a", "ada lovelace")
     assert found is not None and found.uuid == "e1"
+
+
+@pytest.mark.parametrize("preserve_wal", [True, False])
+async def test_clear_all_empties_the_store_of_either_mode(
+    engine: Engine, preserve_wal: bool
+) -> None:
+    """`knowledge_clear_all` empties what the mode keeps (`StorageMode.empty_store`, then the
+    reopen): the graph always, the WAL unless it is preserved."""
+    from lcg.admin.clear import clear_all
+
+    def plan(_: object) -> tuple[None, list[tuple[str, list[Op]]]]:
+        return None, [("a", [_entity("e1", "a", "Ada Lovelace")])]
+
+    await engine.write(plan)
+    await clear_all(engine, True, preserve_wal)
+    assert await engine.entity_by_name("a", "ada lovelace") is None
+    records, _ = engine._mode.wal_records("a")
+    assert len(records) == (1 if preserve_wal else 0)
