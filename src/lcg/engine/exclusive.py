@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 
 from lcg.engine.catchup import CatchUp
-from lcg.engine.follow import Follower
 from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
 from lcg.engine.modes import StorageMode
@@ -24,7 +23,6 @@ from lcg.storage.store import Store
 
 __all__ = [
     "catchup",
-    "follower",
     "is_open",
     "jobs",
     "kuzu_store",
@@ -74,11 +72,6 @@ def catchup(engine: Engine) -> CatchUp:
     """The engine's catch-up machinery (positions, replay, what a replay leaves behind), for a
     rebuild run under the write lock (lcg.admin.rebuild)."""
     return engine._catchup
-
-
-def follower(engine: Engine) -> Follower:
-    """The engine's follower of other processes' commits (server mode: `lcg.engine.follow`)."""
-    return engine._follow
 
 
 def jobs(engine: Engine) -> JobTable:
