@@ -38,8 +38,8 @@ from lcg.models import EmbeddingRow
 from lcg.storage.backend import Commit, GraphBackend
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
-from lcg.temporal.filter import TimeFilter
 from lcg.testing.falkordb_server import available, falkordb_server
+from lcg.timefilter import TimeFilter
 from lcg.wal.records import Op
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

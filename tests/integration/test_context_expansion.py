@@ -14,12 +14,12 @@ import pytest
 
 from lcg import Engine
 from lcg.engine import EpisodeCommit, Invalidation
+from lcg.graph import hybrid
 from lcg.models import Entity, Episode, Fact
-from lcg.search import hybrid
 from lcg.service.registry import dispatch
 from lcg.storage.backend import GraphReader
 from lcg.temporal import context
-from lcg.temporal.filter import CURRENT, TimeFilter
+from lcg.timefilter import CURRENT, TimeFilter
 from lcg.timeutil import now
 
 BOTH_STORAGES = True

@@ -15,10 +15,10 @@ from rebuild_jobs import rebuild_and_wait
 
 from lcg import Engine, Episode, EpisodeCommit, Fact, Invalidation, Settings, open_engine
 from lcg.errors import InvalidRequestError, NotFoundError
-from lcg.search.hybrid import search_entities, search_episodes, search_facts
+from lcg.graph.hybrid import search_entities, search_episodes, search_facts
 from lcg.search.strategy import HYBRID_MMR, LEXICAL_ONLY, VECTOR_ONLY
 from lcg.service.registry import dispatch
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 
 # The method tests run on the embedded store and on a FalkorDB server (conftest).
 BOTH_STORAGES = True

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from lcg import Engine, Episode, EpisodeCommit, Settings, open_engine
-from lcg.search.hybrid import search_entities, search_episodes, search_facts
+from lcg.graph.hybrid import search_entities, search_episodes, search_facts
 from lcg.search.strategy import HYBRID_RRF, LEXICAL_ONLY
 from lcg.service.registry import dispatch
 

@@ -250,7 +250,7 @@ async def test_an_import_page_that_lost_the_race_is_compared_again(
 async def test_an_ontology_batch_that_lost_the_race_is_derived_again(
     engines: tuple[Engine, Engine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lcg.ontology.maintenance as maintenance
+    import lcg.curation.retyping as retyping
 
     a, b = engines
     await dispatch(
@@ -271,14 +271,14 @@ async def test_an_ontology_batch_that_lost_the_race_is_derived_again(
     ontology.write_text(
         "relation_types:\n  - name: AUTHORED\n    aliases: [WROTE]\n", encoding="utf-8"
     )
-    real_fact_op = maintenance.fact_op
+    real_fact_op = retyping.fact_op
     b_commits = _once(lambda: anyio.from_thread.run(_assert, b, "Bo"))
 
     def fact_op_then_b_commits(fact: Any) -> Any:
         b_commits()  # A derived the batch's rows under its lock; B commits before A's commit
         return real_fact_op(fact)
 
-    monkeypatch.setattr(maintenance, "fact_op", fact_op_then_b_commits)
+    monkeypatch.setattr(retyping, "fact_op", fact_op_then_b_commits)
     done = await dispatch(a, "knowledge_canonicalize_relations", {"group_id": GROUP})
     assert done["mapped_count"] == 1
     edges = await dispatch(a, "knowledge_get_edges_by_group", {"group_ids": [GROUP]})

@@ -24,8 +24,8 @@ from lcg.service.registry import dispatch
 from lcg.storage import history
 from lcg.storage.backend import GraphReader
 from lcg.temporal import columns
-from lcg.temporal.filter import TimeFilter
 from lcg.temporal.timeline import CHANGE_KINDS, fact_record, successions
+from lcg.timefilter import TimeFilter
 from lcg.timeutil import now
 from lcg.wal.records import Op
 

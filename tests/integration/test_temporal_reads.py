@@ -24,7 +24,7 @@ from lcg.errors import InvalidRequestError, NotFoundError
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
 from lcg.storage.store import delete_database_files
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 
 # The method tests run on the embedded store and on a FalkorDB server (conftest).
 BOTH_STORAGES = True

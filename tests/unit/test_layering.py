@@ -185,9 +185,6 @@ BELOW_THE_KERNEL = (
     "lcg/extraction/",
     "lcg/ontology/",
 )
-# The bi-temporal read filter is a value of the temporal area that storage and search evaluate
-# (in Cypher and over index columns): the one area module below the kernel may import.
-TIME_FILTER = "lcg.temporal.filter"
 PROTOCOL_TRANSPORTS = ("lcg/service/mcp.py", "lcg/service/http.py", "lcg/service/rpc/")
 # The CLI's own commands that are not methods: `lcg ingest` (folder/), `lcg eval` (evals/),
 # `lcg rebuild` (several groups under one hold of the write lock, admin/rebuild.py), `lcg code
@@ -219,20 +216,11 @@ def test_the_kernel_imports_no_area_and_no_transport() -> None:
 
 def test_nothing_below_the_kernel_imports_it_or_an_area() -> None:
     offenders = {
-        path: [n for n in _names(imports, *AREAS, KERNEL) if not n.startswith(TIME_FILTER)]
+        path: _names(imports, *AREAS, KERNEL)
         for path, imports in sources().items()
         if (path.startswith(BELOW_THE_KERNEL) or _foundation(path)) and path != "lcg/__init__.py"
     }
-    known = {
-        # Subsystems that still take an `Engine` (to be inverted: they should receive what
-        # they use). Listed so that no new one appears unnoticed.
-        "lcg/search/hybrid.py",
-        "lcg/search/index.py",
-        "lcg/ontology/maintenance.py",
-    }
-    found = {p: names for p, names in offenders.items() if names}
-    assert set(found) <= known, {p: n for p, n in found.items() if p not in known}
-    assert all(n == KERNEL or n.startswith(KERNEL + ".") for ns in found.values() for n in ns)
+    assert {p: names for p, names in offenders.items() if names} == {}
 
 
 def test_the_transports_reach_the_areas_through_the_registry() -> None:
@@ -433,3 +421,77 @@ def test_unit_tests_mirror_the_packages() -> None:
         if t.stem.removeprefix("test_") not in foundations | project_wide
     )
     assert loose == [], f"unit tests of a package belong in tests/unit/<package>/: {loose}"
+
+
+# -- the storage mode is chosen once --------------------------------------------------------------
+
+# Where a module may ask which store it has: storage itself, the composition root (`open_engine`
+# picks the storage mode from the store it opened), and the test launchers, which drive a server
+# backend directly. Everyone else asks the mode (`lcg.engine.modes`) what to do.
+MODE_CHOOSERS = ("lcg/storage/", "lcg/testing/")
+COMPOSITION_ROOT = ("lcg/engine/kernel.py", "open_engine")
+BACKEND_CLASSES = ("KuzuBackend", "FalkorBackend")
+# Still asking, to be folded into the mode: a rebuild from the WAL files and one from a server's
+# stream are two paths. This list only shrinks.
+STILL_ASKING = {"lcg/admin/rebuild.py"}
+
+
+def _asks_the_store(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr == "keeps_wal"
+    if isinstance(node, ast.Call):
+        return (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+            and any(c in ast.unparse(node.args[1]) for c in BACKEND_CLASSES)
+        )
+    if isinstance(node, ast.Compare):
+        sides = [node.left, *node.comparators]
+        return any(isinstance(s, ast.Attribute) and s.attr == "backend" for s in sides)
+    return False
+
+
+def mode_checks(tree: ast.AST) -> list[str]:
+    """Where code asks which store it has: `keeps_wal`, a backend class in `isinstance`, a
+    comparison of a `.backend` name."""
+    found = [n for n in ast.walk(tree) if _asks_the_store(n)]
+    return sorted(f"{n.lineno}: {ast.unparse(n)}" for n in found)
+
+
+def test_the_mode_check_finds_checks() -> None:
+    source = (
+        "def f(store, engine):\n"
+        "    if store.keeps_wal:\n"
+        "        pass\n"
+        "    if isinstance(engine._db, KuzuBackend):\n"
+        "        pass\n"
+        "    return store.backend == 'kuzu'\n"
+    )
+    assert mode_checks(ast.parse(source)) == [
+        "2: store.keeps_wal",
+        "4: isinstance(engine._db, KuzuBackend)",
+        "6: store.backend == 'kuzu'",
+    ]
+
+
+def test_only_storage_and_the_composition_root_ask_which_store_they_have() -> None:
+    """The storage mode is chosen once, in `open_engine`; the kernel and the areas ask the mode
+    (docs/design.md, "Storage modes")."""
+    offenders: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        name = str(path.relative_to(SRC.parent))
+        if name.startswith(MODE_CHOOSERS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        if name == COMPOSITION_ROOT[0]:
+            root = [
+                n
+                for n in tree.body
+                if isinstance(n, ast.FunctionDef) and n.name == COMPOSITION_ROOT[1]
+            ]
+            assert len(root) == 1 and mode_checks(root[0])  # the one place that chooses
+            tree.body.remove(root[0])
+        if checks := mode_checks(tree):
+            offenders[name] = checks
+    assert set(offenders) == STILL_ASKING, offenders

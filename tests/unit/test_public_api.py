@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import lcg
 
@@ -61,3 +63,22 @@ def test_every_error_is_an_lcg_error() -> None:
 
 def test_the_package_has_a_version() -> None:
     assert isinstance(lcg.__version__, str) and lcg.__version__
+
+
+def _loaded_by(statement: str) -> list[str]:
+    """The lcg modules a fresh interpreter holds after running `statement`."""
+    script = (
+        f"import sys\n{statement}\nprint(sorted(m for m in sys.modules if m.startswith('lcg')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded: list[str] = eval(done.stdout)  # a printed list of strings
+    return loaded
+
+
+def test_importing_the_errors_loads_only_the_errors() -> None:
+    """A caller that only catches lcg's errors (a transport, a script) does not pay for the
+    engine, the storage and the search index: the package imports its other names on first use."""
+    assert _loaded_by("import lcg.errors") == ["lcg", "lcg.errors"]
+    assert "lcg.engine.kernel" in _loaded_by("import lcg\nlcg.open_engine")

@@ -37,24 +37,6 @@ async def clear_all(engine: Engine, confirm: bool, preserve_wal: bool) -> dict[s
     return await anyio.to_thread.run_sync(write)
 
 
-def _clear_server(store: GraphBackend, preserve_wal: bool) -> None:
-    """On a store that keeps the WAL (a server): drop each group's graph and stream, or, to
-    preserve the WAL, delete every row and meta entry of the group but keep its stream and its
-    position at the stream's end (as the embedded store records each stream as applied), so
-    a rebuild from the stream brings the graph back and nothing resurrects it before."""
-    with store.read() as r:
-        groups = r.group_ids()
-        metas = {g: r.meta_with_prefix("", g) for g in groups} if preserve_wal else {}
-    for group in groups:
-        if not preserve_wal:
-            store.drop_group(group)
-            continue
-        with store.transaction() as tx:
-            tx.purge_group(group)
-            for key in metas[group]:
-                tx.set_meta(key, None, group)
-
-
 def _clear(engine: Engine, preserve_wal: bool) -> None:
     wal = engine.parts.wal
     marks = (
@@ -62,9 +44,8 @@ def _clear(engine: Engine, preserve_wal: bool) -> None:
         if preserve_wal
         else {}
     )
-    store = exclusive.store(engine)  # degraded: unavailable, and nothing is deleted
-    if store.keeps_wal:
-        _clear_server(store, preserve_wal)
+    exclusive.store(engine)  # degraded: unavailable, and nothing is deleted
+    exclusive.mode(engine).empty_store(preserve_wal)
 
     def delete(db_path: Path) -> None:
         try:

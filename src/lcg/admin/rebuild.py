@@ -266,8 +266,9 @@ def _rebuild(
             loaded=prebuilt,
         )
         cu.stamp_replayed(group_id, full=from_seq == 0)
-        cu.record_losses(report, full=from_seq == 0)
-        cu.check_database_ahead([group_id])  # its stream was dropped: floor it again
+        problems = exclusive.wal_problems(engine)
+        problems.record_losses(report, full=from_seq == 0)
+        problems.check_database_ahead([group_id])  # its stream was dropped: floor it again
         max_seq = engine.parts.wal.bounds(group_id).max_seq
         if (
             to_seq is not None

@@ -20,11 +20,9 @@ from lcg.engine import Engine, exclusive
 from lcg.engine.replay import write_position
 from lcg.errors import LcgError
 from lcg.extraction.extractor import extractor_status
-from lcg.models import DEFAULT_GROUP_ID
 from lcg.ontology import ontology_status
 from lcg.storage.backend import GraphReader, schema_version
 from lcg.timeutil import to_iso_z, to_read_format
-from lcg.wal.layout import group_dir, ordered_files
 
 logger = logging.getLogger(__name__)
 
@@ -37,23 +35,11 @@ async def status(engine: Engine) -> dict[str, Any]:
     await anyio.to_thread.run_sync(backfill_positions, engine)
 
     storage = await anyio.to_thread.run_sync(exclusive.store(engine).status)
-    if exclusive.store(engine).keeps_wal:  # other processes' commits, followed (issue 19)
-        storage["follower"] = await anyio.to_thread.run_sync(exclusive.follower(engine).status)
+    storage.update(await anyio.to_thread.run_sync(exclusive.mode(engine).status))
 
     def read(conn: GraphReader) -> dict[str, Any]:
         c = conn.counts()
-        if exclusive.store(engine).keeps_wal:
-            wal, wal_groups = stream_states(engine, conn)
-        else:
-            default_dir = group_dir(engine.parts.wal.root, DEFAULT_GROUP_ID)
-            files = ordered_files(default_dir)
-            wal = {
-                "exists": default_dir.is_dir(),
-                "file_count": len(files),
-                "byte_size": sum(p.stat().st_size for p in files),
-                **wal_state(engine, conn, DEFAULT_GROUP_ID),
-            }
-            wal_groups = {g: wal_state(engine, conn, g) for g in engine.parts.wal.groups()}
+        wal, wal_groups = exclusive.mode(engine).wal_states(conn)
         identity = engine.parts.embedder.identity
         out: dict[str, Any] = {
             "database_path": engine.settings.database_path_text,
@@ -84,7 +70,7 @@ async def status(engine: Engine) -> dict[str, Any]:
                 "initializing": False,
                 "wal": wal,
                 "wal_groups": wal_groups,
-                "wal_problems": exclusive.catchup(engine).wal_problems(conn),
+                "wal_problems": exclusive.wal_problems(engine).wal_problems(conn),
                 "indices_built": engine.state.indices_built,
                 "name_index_trusted": engine.names.trusted,
                 "name_index_fallback_scans": 0,
@@ -132,68 +118,6 @@ async def health(engine: Engine) -> dict[str, Any]:
         return {"ok": True, "healthy": True, "state": "healthy"}
 
     return await engine.read(probe)
-
-
-def wal_state(engine: Engine, conn: GraphReader, group_id: str) -> dict[str, Any]:
-    bounds = engine.parts.wal.bounds(group_id)
-    generation = engine.parts.wal.generation(group_id)
-    position = exclusive.catchup(engine).position(conn, group_id)
-    applied = position[0] if position else None
-    max_seq = bounds.max_seq
-    if generation is not None:
-        gen_status = "known"
-    elif max_seq is None:
-        gen_status = "not_applicable"
-    else:
-        gen_status = "unknown"
-    if max_seq is None or max_seq == 0:
-        hydration = "not_applicable"
-    elif (applied if applied is not None else 0) >= max_seq:
-        hydration = "hydrated"
-    else:
-        hydration = "wal_ahead"
-    return {
-        "applied_seq": applied,
-        "max_seq": max_seq,
-        "generation": generation,
-        "generation_status": gen_status,
-        "hydration_status": hydration,
-    }
-
-
-def stream_states(
-    engine: Engine, conn: GraphReader
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """`wal` and `wal_groups` of a store that keeps each group's WAL as a stream (server
-    mode): per group, the stream (`stream`, `entries`, `byte_size`), `max_seq` its last line,
-    `applied_seq` the last line the group's graph holds; no generation (a server's stream is
-    never re-minted). `wal` is the default group's, with `exists` and `file_count` 0 (no files)."""
-    store = exclusive.store(engine)
-
-    def state(group_id: str) -> dict[str, Any]:
-        bounds = store.stream_bounds(group_id) or {}
-        max_seq = bounds.get("max_seq")
-        held = conn.position(group_id) or 0
-        applied = held - 1 if held else None
-        if max_seq is None:
-            hydration = "not_applicable"
-        else:
-            hydration = "hydrated" if applied is not None and applied >= max_seq else "wal_ahead"
-        return {
-            "applied_seq": applied,
-            "max_seq": max_seq,
-            "generation": None,
-            "generation_status": "not_applicable",
-            "hydration_status": hydration,
-            "stream": bounds.get("stream"),
-            "entries": bounds.get("entries", 0),
-            "byte_size": bounds.get("byte_size", 0),
-        }
-
-    groups = {g: state(g) for g in sorted({*conn.group_ids(), DEFAULT_GROUP_ID})}
-    default = groups[DEFAULT_GROUP_ID]
-    wal = {"exists": default["entries"] > 0, "file_count": 0, **default}
-    return wal, {g: s for g, s in groups.items() if s["entries"] or g != DEFAULT_GROUP_ID}
 
 
 def backfill_positions(engine: Engine) -> None:

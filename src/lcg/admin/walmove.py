@@ -15,7 +15,6 @@ the lines verbatim, so the server's stream holds the same lines and exports the 
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,24 +48,6 @@ def _batches(records: list[WalRecord]) -> Iterator[list[WalRecord]]:
         raise ValueError("a WAL batch without its last line")
 
 
-def _store_records(engine: Engine, group_id: str) -> tuple[list[WalRecord], ReadStats]:
-    """The group's WAL as replay reads it, from the store or from the workspace files."""
-    stats = ReadStats()
-    store = exclusive.store(engine)
-    if store.keeps_wal:
-        return store.stream_records(group_id), stats
-    directory = engine.parts.wal.directory(group_id)
-    return list(iter_records(directory, stats=stats)), stats
-
-
-def _groups(engine: Engine) -> list[str]:
-    store = exclusive.store(engine)
-    if store.keeps_wal:
-        with store.read() as r:
-            return sorted(r.group_ids())
-    return sorted(engine.parts.wal.groups())
-
-
 def export_wal(engine: Engine, target: Path) -> dict[str, Any]:
     """Write every group's WAL under `target` (which must not exist, or be an empty directory).
 
@@ -82,8 +63,8 @@ def export_wal(engine: Engine, target: Path) -> dict[str, Any]:
         )
     out: dict[str, Any] = {}
     with exclusive.write_lock(engine):
-        for group in _groups(engine):
-            records, stats = _store_records(engine, group)
+        for group in exclusive.mode(engine).wal_groups():
+            records, stats = exclusive.mode(engine).wal_records(group)
             if not records:
                 continue
             directory = group_dir(target, group)
@@ -129,22 +110,6 @@ def _read_export(source: Path) -> dict[str, list[WalRecord]]:
     return found
 
 
-def _check_contiguous(group: str, records: list[WalRecord]) -> None:
-    for before, after in itertools.pairwise(records):
-        if after.seq != before.seq + 1:
-            raise InvalidRequestError(
-                f"group {group!r}: the WAL skips from seq {before.seq} to {after.seq}; a server "
-                "stream holds contiguous seqs only: nothing was imported",
-                field="directory",
-            )
-    if records[0].seq != 0:
-        raise InvalidRequestError(
-            f"group {group!r}: the WAL starts at seq {records[0].seq}, not 0; a server stream "
-            "starts at 0: nothing was imported",
-            field="directory",
-        )
-
-
 def import_wal(engine: Engine, source: Path) -> dict[str, Any]:
     """Load an export directory into the engine's store (groups that hold nothing yet).
 
@@ -168,32 +133,13 @@ def import_wal(engine: Engine, source: Path) -> dict[str, Any]:
                         "groups (nothing was imported)",
                         field="directory",
                     )
-        if store.keeps_wal:
-            for group, records in found.items():
-                _check_contiguous(group, records)
+        for group, records in found.items():
+            exclusive.mode(engine).check_import(group, records)
     out: dict[str, Any] = {}
     for group, records in found.items():
-        if store.keeps_wal:
-            for batch in _batches(records):
-                prepared = exclusive.prepare(engine, group, [Op(r.op, r.data) for r in batch])
-                with exclusive.write_lock(engine):
-                    exclusive.commit_logged(engine, prepared, [_line(r) for r in batch])
-        else:
-            with exclusive.write_lock(engine):
-                directory = engine.parts.wal.directory(group)
-                private_dir(directory)
-                path = directory / EXPORT_FILE
-                with os.fdopen(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as f:
-                    for r in records:
-                        f.write(_line(r))
-                    f.flush()
-                    os.fsync(f.fileno())
-                fsync_dir(directory)
-                engine.parts.wal.drop_stream(group)
-                engine.parts.wal.stream(group)  # its generation, minted now
-                exclusive.catchup(engine).catch_up(group)
+        batches = [
+            ([Op(r.op, r.data) for r in b], [_line(r) for r in b]) for b in _batches(records)
+        ]
+        exclusive.mode(engine).import_group(group, batches, EXPORT_FILE)
         out[group] = {"lines": len(records), "last_seq": records[-1].seq}
-    if not store.keeps_wal:  # the commits above kept both indexes in step
-        engine.parts.search.invalidate(list(found))
-        exclusive.catchup(engine).reload_names()
     return {"directory": str(source), "backend": store.backend, "groups": out}

@@ -1,6 +1,6 @@
 """Startup catch-up and what a replay leaves behind: bringing each group up to its WAL, the
-applied positions, the WAL problems kept for `knowledge_status`, the database-ahead floor, and
-the derived state a replay refreshes (names, search, cross-group hops, the embedder stamp).
+applied positions, and the derived state a replay refreshes (names, search, cross-group hops,
+the embedder stamp). The WAL problems kept for `knowledge_status` are `lcg.engine.walproblems`'s.
 
 The kernel runs it at open (`open_engine`, `Engine.reopen`) and after a failed commit; the
 admin area's rebuild (`lcg.admin.rebuild`) drives the same pieces through `lcg.engine.exclusive`. Every
@@ -20,30 +20,22 @@ from lcg.config import Settings
 from lcg.embedding import stamp
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import embedder_for_stamp
-from lcg.engine.commits import Batch, store_commit
 from lcg.engine.names import NameIndex, NameRow, name_rows_of, names_stamp
-from lcg.engine.replay import Loaded, ReplayReport, applied_position, loss_key, position_key
-from lcg.errors import LcgError, StorageError
+from lcg.engine.replay import Loaded, ReplayReport, applied_position, position_key
+from lcg.engine.walproblems import WalProblems
+from lcg.errors import StorageError
 from lcg.gcpause import no_gc
 from lcg.search.floor import vector_floor
 from lcg.search.index import SearchIndex
 from lcg.search.partition import Partition
-from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
+from lcg.storage.backend import GraphBackend, GraphReader
 from lcg.telemetry import EventSink
-from lcg.wal import marks
 from lcg.wal.fold import FoldedGroup
-from lcg.wal.layout import GENERATION_FILE, generation_damaged, restore_generation
-from lcg.wal.writer import TornTail, Wal
+from lcg.wal.writer import Wal
 
-__all__ = ["AHEAD", "LOST", "MARK", "TORN", "CatchUp", "Replay"]
+__all__ = ["CatchUp", "PrebuiltSearch", "Replay"]
 
 logger = logging.getLogger(__name__)
-
-# The kinds of `wal_problems` entries in knowledge_status (kept in Meta `wal_loss:<group>`).
-LOST = "batch_not_applied"  # a batch with an unreadable line, passed over by a replay
-AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no longer holds
-TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut at startup
-MARK = "mark_file_corrupt"  # a WAL mark file (checkpoint record, generation) that did not parse
 
 
 class Replay(Protocol):
@@ -130,8 +122,13 @@ class CatchUp:
         names: NameIndex,
         search: SearchIndex,
         replay: Replay,
+        problems: WalProblems,
+        *,
+        saves_indexes: bool,
     ) -> None:
         self._store = store
+        self.problems = problems  # what a replay could not apply is recorded there
+        self._saves_indexes = saves_indexes  # beside local database files (lcg.engine.modes)
         self._wal = wal
         self.settings = settings
         self.embedder = embedder
@@ -153,199 +150,6 @@ class CatchUp:
 
     def position(self, conn: GraphReader, group_id: str) -> tuple[int | None, str | None] | None:
         return applied_position(conn, group_id)
-
-    def database_ahead(self, conn: GraphReader, group_id: str) -> tuple[int, int | None] | None:
-        """(applied_seq, max_seq) when the database has applied seqs its WAL stream no longer
-        holds (same generation): a fidelity problem, as a rebuild would lose them."""
-        position = self.position(conn, group_id)
-        if position is None or position[0] is None:
-            return None
-        if position[1] != self._wal.generation(group_id):
-            return None
-        max_seq = self._wal.bounds(group_id).max_seq
-        if max_seq is not None and position[0] <= max_seq:
-            return None
-        return position[0], max_seq
-
-    def check_database_ahead(self, groups: Sequence[str] | None = None) -> None:
-        """(Write lock held.) Report every group whose database is ahead of its WAL, record it
-        for `knowledge_status`, and move the group's stream past every seq ever applied, so no
-        seq is handed out twice."""
-        for group_id in self._wal.groups() if groups is None else groups:
-            with self._store().read_for_write() as conn:
-                ahead = self.database_ahead(conn, group_id)
-                known = self.losses(conn, group_id)
-            floor = max((x["last_seq"] for x in known if x.get("kind") == AHEAD), default=None)
-            if ahead is not None:
-                applied, max_seq = ahead
-                first = 0 if max_seq is None else max_seq + 1
-                logger.error(
-                    "group %r: the database has applied WAL seq %d but the WAL ends at %s; "
-                    "seqs %d..%d exist only in the database and a rebuild from the WAL would "
-                    "lose them; new writes continue at seq %d",
-                    group_id,
-                    applied,
-                    max_seq,
-                    first,
-                    applied,
-                    applied + 1,
-                )
-                self.events.emit(
-                    "wal_behind_database",
-                    group_id=group_id,
-                    applied_seq=applied,
-                    max_seq=max_seq,
-                    next_seq=applied + 1,
-                )
-                entry = {"kind": AHEAD, "file": None, "first_seq": first, "last_seq": applied}
-                if entry not in known:
-                    with self._store().transaction() as tx:
-                        tx.set_meta(loss_key(group_id), json.dumps([*known, entry]))
-                floor = applied if floor is None else max(floor, applied)
-            if floor is not None:
-                self._wal.stream(group_id).skip_to(floor + 1)
-
-    def losses(self, conn: GraphReader, group_id: str) -> list[dict[str, Any]]:
-        raw = conn.get_meta(loss_key(group_id))
-        value = json.loads(raw) if raw else []
-        return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
-
-    def record_losses(self, report: ReplayReport, *, full: bool) -> None:
-        """Keep the batches a replay could not apply (write lock held), for `knowledge_status`.
-
-        A replay of the whole stream replaces the group's record of them; a tail replay adds
-        to it. Seqs the database held beyond its WAL stay recorded (they bound the next seq).
-        """
-        for loss in report.lost:
-            logger.error(
-                "group %r: WAL batch seq %s..%s in %s has an unreadable line and was not "
-                "applied (%d readable lines dropped)",
-                report.group_id,
-                loss.first_seq,
-                loss.last_seq,
-                loss.file,
-                loss.lines_dropped,
-            )
-            self.events.emit("wal_batch_lost", group_id=report.group_id, **loss.to_wire())
-        if not report.lost and not full:
-            return
-        with self._store().read_for_write() as conn:
-            known = self.losses(conn, report.group_id)
-        if full:  # a replay re-derives batches; what the WAL itself lost stays recorded
-            known = [x for x in known if x.get("kind") in (AHEAD, TORN, MARK)]
-        fresh = [{"kind": LOST, **loss.to_wire()} for loss in report.lost]
-        merged = known + [x for x in fresh if x not in known]
-        with self._store().transaction() as tx:
-            tx.set_meta(loss_key(report.group_id), json.dumps(merged) if merged else None)
-
-    def record_torn(self, torn: TornTail) -> None:
-        """(Write lock held.) Keep a torn tail cut at startup for `knowledge_status`."""
-        entry = {"kind": TORN, **torn.to_wire()}
-        with self._store().read_for_write() as conn:
-            known = self.losses(conn, torn.group_id)
-        with self._store().transaction() as tx:
-            tx.set_meta(loss_key(torn.group_id), json.dumps([*known, entry]))
-
-    def check_mark_files(self) -> None:
-        """(Write lock held, at startup.) Find the group's WAL mark files that no longer parse,
-        rebuild them from what still names their content, and record each for
-        `knowledge_status` (`wal_problems`, kind `mark_file_corrupt`); never fail the startup.
-
-        - a checkpoint's create record: rebuilt from the WAL (`lcg.wal.marks.rebuild_mark`);
-        - `.wal-generation.json`: restored from the generation the database's applied position
-          records, else from the newest mark that names one; with neither it stays unknown
-          (the group is then not caught up until a rebuild, as for a missing file).
-        """
-        for group_id in self._wal.groups():
-            directory = self._wal.directory(group_id)
-            entries: list[dict[str, Any]] = []
-            try:
-                if generation_damaged(directory):
-                    entries.append(self._restore_generation(group_id, directory))
-                for damaged in marks.damaged_marks(directory):
-                    entries.append(self._rebuild_mark(group_id, directory, damaged))
-            except (OSError, LcgError) as exc:  # reported, never a failed startup
-                logger.error("group %r: WAL mark files could not be checked: %s", group_id, exc)
-                continue
-            if not entries:
-                continue
-            with self._store().read_for_write() as conn:
-                known = self.losses(conn, group_id)
-            fresh = [e for e in entries if e not in known]
-            with self._store().transaction() as tx:
-                tx.set_meta(loss_key(group_id), json.dumps([*known, *fresh]))
-
-    def _restore_generation(self, group_id: str, directory: Path) -> dict[str, Any]:
-        with self._store().read_for_write() as conn:
-            position = self.position(conn, group_id)
-        generation = position[1] if position is not None else None
-        source = "database_position"
-        if generation is None:
-            named = [m.mark for m in marks.list_marks(directory) if m.mark.wal_generation]
-            named.sort(key=lambda m: m.created_at_ms)
-            generation = named[-1].wal_generation if named else None
-            source = "mark"
-        if generation is not None:
-            restore_generation(directory, generation)
-            self._wal.drop_stream(group_id)  # re-read with its generation
-        logger.error(
-            "group %r: %s did not parse; %s",
-            group_id,
-            directory / GENERATION_FILE,
-            f"restored generation {generation} from the {source.replace('_', ' ')}"
-            if generation is not None
-            else "no record names its generation: run knowledge_rebuild_from_wal for the group",
-        )
-        self.events.emit(
-            "wal_mark_file_corrupt",
-            group_id=group_id,
-            file=GENERATION_FILE,
-            rebuilt=bool(generation),
-        )
-        return {
-            "kind": MARK,
-            "file": GENERATION_FILE,
-            "first_seq": None,
-            "last_seq": None,
-            "rebuilt": generation is not None,
-            "rebuilt_from": source if generation is not None else None,
-        }
-
-    def _rebuild_mark(
-        self, group_id: str, directory: Path, damaged: marks.DamagedMark
-    ) -> dict[str, Any]:
-        rebuilt = marks.rebuild_mark(directory, damaged)
-        relative = str(damaged.path.relative_to(directory))
-        logger.error(
-            "group %r: WAL mark %r (%s) did not parse; %s",
-            group_id,
-            damaged.name,
-            relative,
-            f"rebuilt from the WAL at seq {rebuilt.seq}"
-            if rebuilt is not None
-            else "the WAL no longer tells its seq: it stays unusable (delete and re-create it)",
-        )
-        self.events.emit(
-            "wal_mark_file_corrupt", group_id=group_id, file=relative, rebuilt=rebuilt is not None
-        )
-        return {
-            "kind": MARK,
-            "file": relative,
-            "first_seq": None,
-            "last_seq": None,
-            "mark": damaged.name,
-            "rebuilt": rebuilt is not None,
-            "rebuilt_from": "wal" if rebuilt is not None else None,
-            "seq": rebuilt.seq if rebuilt is not None else None,
-        }
-
-    def wal_problems(self, conn: GraphReader) -> list[dict[str, Any]]:
-        """The `wal_problems` of `knowledge_status` (an lcg extension): WAL lines lost, by group."""
-        return [
-            {"group_id": group_id, **loss}
-            for group_id in self._wal.groups()
-            for loss in self.losses(conn, group_id)
-        ]
 
     def group_has_data(self, conn: GraphReader, group_id: str) -> bool:
         return any(conn.group_counts(group_id).values())
@@ -420,7 +224,7 @@ class CatchUp:
                 batch_size=self.settings.replay_batch_size,
             )
         self.stamp_replayed(group_id, full=plan[0] == "bulk")
-        self.record_losses(report, full=plan[0] == "bulk")
+        self.problems.record_losses(report, full=plan[0] == "bulk")
         self._search.invalidate([group_id])
         prebuilt.install(group_id)
         self._note_names(prebuilt.name_rows() if plan[0] == "bulk" else None)
@@ -500,55 +304,10 @@ class CatchUp:
             return False
         return True
 
-    def catch_up_store(self, groups: Sequence[str] | None = None) -> int:
-        """(Write lock held.) On a store that keeps the WAL itself, apply what each group's
-        stream holds beyond its graph (None: every group of the store) and drop the search
-        partitions of the groups that moved; how many lines were applied. The caller reloads
-        the names when it is not empty."""
-        store = self._store()
-        if not store.keeps_wal:
-            return 0
-        if groups is None:
-            with store.read() as r:
-                groups = r.group_ids()
-        applied = 0
-        for group_id in groups:
-            n = store.catch_up(group_id)
-            if n:
-                logger.info("group %r: applied %d WAL lines from the store's stream", group_id, n)
-                self._search.invalidate([group_id])
-                applied += n
-        return applied
-
-    def commit_to_store(
-        self, batch: Batch, logged: Sequence[bytes] | None, at: int | None = None
-    ) -> tuple[int, int]:
-        """(Write lock held.) `commits.store_commit` at position `at` (the one the batch was
-        planned against; None: the store's), after applying what the group's stream holds
-        beyond its graph: a stream ahead of its graph (a commit whose graph change failed
-        after its append) would otherwise take this batch in at seqs the stream already gave
-        away, since the graph-side guard sees only the graph's position.
-
-        Raises:
-            GroupMovedError: the group moved (lines were caught up, or another writer got
-                there first): nothing of the batch applied; catch up, plan again and retry
-                (`lcg.engine.follow`).
-        """
-        moved = self.catch_up_store([batch.group_id])
-        if moved:
-            with self._store().read() as r:
-                now_at = r.position(batch.group_id)
-            raise GroupMovedError(batch.group_id, (now_at or 0) - moved, now_at)
-        try:
-            return store_commit(self._store(), batch, self.embedder.identity, logged, at)
-        except GroupMovedError:  # a stream ahead of its graph is repaired before the retry
-            self.catch_up_store([batch.group_id])
-            raise
-
     def _names_saved(self) -> Path | None:
         """Where the name index is saved (lcg.engine.names): next to an embedded database only,
         as the search index."""
-        if self._store().backend != "kuzu":
+        if not self._saves_indexes:
             return None
         return self.settings.db_path.parent / "name-index"
 

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 
 from lcg.errors import StorageError
-from lcg.storage.kuzu_backend import KuzuBackend
+from lcg.storage.store import Store
 
 __all__ = ["Checkpointer"]
 
@@ -43,9 +43,11 @@ class Checkpointer:
     if due without waiting for the lock; `stop()` joins the thread (before the store closes)."""
 
     def __init__(
-        self, backend: Callable[[], object], lock: threading.RLock, journal_limit: int
+        self, journal: Callable[[], Store | None], lock: threading.RLock, journal_limit: int
     ) -> None:
-        self._backend = backend  # the engine's open store (None while degraded)
+        # The local database the engine checkpoints (None: degraded, or a server, which
+        # checkpoints itself: `StorageMode.journal`).
+        self._journal = journal
         self._lock = lock  # the engine's write lock
         self._journal_limit = journal_limit
         self._wake = threading.Event()
@@ -56,10 +58,9 @@ class Checkpointer:
     def after_commit(self) -> None:
         """After a commit, write lock held: an overdue checkpoint (or one owed by journal size)
         now; a due one on the thread, once this commit has released the lock."""
-        backend = self._backend()
-        if not isinstance(backend, KuzuBackend):
-            return  # a server checkpoints itself
-        store = backend.store
+        store = self._journal()
+        if store is None:
+            return
         limit = self._journal_limit
         if store.commits_since_checkpoint >= _CHECKPOINT_DRAIN_COMMITS or (
             limit > 0 and store.journal_bytes() >= limit
@@ -75,10 +76,9 @@ class Checkpointer:
         if not self._lock.acquire(blocking=False):
             return False
         try:
-            backend = self._backend()
-            if not isinstance(backend, KuzuBackend):
-                return False  # a server checkpoints itself (or no database is open)
-            store = backend.store
+            store = self._journal()
+            if store is None:
+                return False
             limit = self._journal_limit
             by_size = limit > 0 and store.journal_bytes() >= limit
             if not by_size and store.commits_since_checkpoint < _CHECKPOINT_EVERY_COMMITS:

@@ -21,7 +21,6 @@ from lcg.timeutil import now, to_wal
 from lcg.wal.layout import encode_group
 from lcg.wal.reader import parse_line
 from lcg.wal.records import Op, encode_batch, entity_op, episode_op, fact_op
-from lcg.wal.writer import Wal
 
 __all__ = [
     "Batch",
@@ -31,7 +30,6 @@ __all__ = [
     "check_commit_shape",
     "episode_ops",
     "first_vectors",
-    "group_position",
     "settle_stamp",
     "stamp_meta",
     "store_commit",
@@ -254,19 +252,6 @@ def stamp_meta(r: GraphReader, batch: Batch, identity: EmbedderIdentity) -> dict
         if set(left) <= gone:  # every vector the group still holds goes with this batch
             return {key: None}
     return {}
-
-
-def group_position(db: GraphBackend, wal: Wal, group_id: str) -> tuple[str | None, int]:
-    """(generation, next seq) of the group's WAL, wherever it is kept: the workspace's stream
-    (its generation; (None, 0) when the group has none), or the store's (no generation: a
-    server's stream is never re-minted). Write lock held."""
-    if db.keeps_wal:
-        with db.read_for_write() as r:
-            return (None, r.position(group_id) or 0)
-    if not wal.directory(group_id).is_dir():
-        return (None, 0)
-    stream = wal.stream(group_id)
-    return (stream.generation, stream.next_seq)
 
 
 def store_commit(

@@ -11,30 +11,26 @@ imports this one or touches the lock or the store.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 
 from lcg.engine.catchup import CatchUp
-from lcg.engine.commits import Batch
-from lcg.engine.follow import Follower
 from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
+from lcg.engine.modes import StorageMode
+from lcg.engine.walproblems import WalProblems
 from lcg.errors import UnavailableError
 from lcg.storage.backend import GraphBackend
-from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
-from lcg.wal.records import Op
 
 __all__ = [
     "catchup",
-    "commit_logged",
-    "follower",
     "is_open",
     "jobs",
     "kuzu_store",
     "maybe_checkpoint",
-    "prepare",
+    "mode",
     "set_indices_built",
     "store",
+    "wal_problems",
     "write_lock",
 ]
 
@@ -53,6 +49,12 @@ def store(engine: Engine) -> GraphBackend:
     return engine._db
 
 
+def mode(engine: Engine) -> StorageMode:
+    """The engine's storage mode (chosen by `open_engine`), for the admin passes' questions
+    whose answer depends on it (the WAL's groups and records, status, clearing the store)."""
+    return engine._mode
+
+
 def kuzu_store(engine: Engine) -> Store:
     """The engine's open Kuzu database (its journal, checkpoints, connection pool).
 
@@ -60,35 +62,16 @@ def kuzu_store(engine: Engine) -> Store:
         UnavailableError: the engine is degraded, or runs on another store than Kuzu.
     """
     backend = engine._db
-    if not isinstance(backend, KuzuBackend):
+    store = engine._mode.journal()
+    if store is None:
         raise UnavailableError(f"the engine runs on {backend.backend}, not the embedded Kuzu store")
-    return backend.store
-
-
-def commit_logged(engine: Engine, batch: Batch, lines: Sequence[bytes]) -> tuple[int, int]:
-    """Commit one batch with its WAL lines given verbatim, to a store that keeps the WAL
-    (`lcg wal import` into server mode; write lock held). Returns its (first, last) seq.
-
-    Raises:
-        InvalidRequestError: the lines do not continue the group's stream.
-    """
-    return engine._commit_to_store([batch], lines)[0]
-
-
-def prepare(engine: Engine, group_id: str, ops: list[Op]) -> Batch:
-    """A batch with the vectors its operations need (calls the embedder: no lock held)."""
-    return engine._prepare(group_id, ops)
+    return store
 
 
 def catchup(engine: Engine) -> CatchUp:
     """The engine's catch-up machinery (positions, replay, what a replay leaves behind), for a
     rebuild run under the write lock (lcg.admin.rebuild)."""
     return engine._catchup
-
-
-def follower(engine: Engine) -> Follower:
-    """The engine's follower of other processes' commits (server mode: `lcg.engine.follow`)."""
-    return engine._follow
 
 
 def jobs(engine: Engine) -> JobTable:
@@ -110,3 +93,8 @@ def set_indices_built(engine: Engine, built: bool) -> None:
     """Record whether the search index is loaded for every group (`Engine.state`), for the
     passes that drop and reload it (rebuild, `knowledge_build_indices`, recovery)."""
     engine._indices_built = built
+
+
+def wal_problems(engine: Engine) -> WalProblems:
+    """The engine's record of its WAL's problems (for `knowledge_status` and a rebuild)."""
+    return engine._problems

@@ -153,8 +153,11 @@ class Follower:
         search: SearchIndex,
         embedder: Embedder,
         reload_names: Callable[[], None],
+        *,
+        follows: bool,
     ) -> None:
         self._store = store
+        self._follows = follows  # whether other processes commit to the store (lcg.engine.modes)
         self._lock = lock
         self._names = names
         self._search = search
@@ -176,10 +179,13 @@ class Follower:
     # -- positions (write lock held) ------------------------------------------------------
 
     def _active(self) -> bool:
+        if not self._follows:
+            return False
         try:
-            return self._store().keeps_wal
+            self._store()
         except Exception:  # no database open (degraded): nothing to follow
             return False
+        return True
 
     def reset(self) -> None:
         """(Write lock held, before the name index loads.) Take every group's position from

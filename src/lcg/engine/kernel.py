@@ -35,21 +35,15 @@ from lcg.embedding.select import build_embedder
 from lcg.embedding.vectors import embed_plan, plan_for_ops
 from lcg.engine.catchup import CatchUp, Replay
 from lcg.engine.checkpointer import Checkpointer
-from lcg.engine.commits import (
-    Batch,
-    EpisodeCommit,
-    check_commit_references,
-    episode_ops,
-    first_vectors,
-    group_position,
-    settle_stamp,
-)
+from lcg.engine.commits import Batch, EpisodeCommit, check_commit_references, episode_ops
 from lcg.engine.follow import Follower, index_names, retrying
 from lcg.engine.jobs import JobTable
+from lcg.engine.modes import EmbeddedMode, ModeParts, ServerMode, StorageMode
 from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
-from lcg.engine.replay import ReplayReport, applied_position, replay_group, write_position
-from lcg.errors import UnavailableError, WalError
+from lcg.engine.replay import ReplayReport, applied_position, replay_group
+from lcg.engine.walproblems import WalProblems
+from lcg.errors import UnavailableError
 from lcg.extraction.llm import LlmClient
 from lcg.extraction.select import LlmSlot
 from lcg.fsmodes import private_dir
@@ -60,7 +54,6 @@ from lcg.search.snapshot import Snapshots
 from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.select import open_backend
-from lcg.storage.store import Store
 from lcg.telemetry import EventSink, NullSink
 from lcg.wal.records import Op, WalRecord
 from lcg.wal.writer import Wal
@@ -71,9 +64,6 @@ logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-# How long `reopen` waits for running reads before closing the database under them.
-_READERS_DRAIN_SECONDS = 30.0
 
 
 class Writer:
@@ -94,17 +84,16 @@ class Writer:
             return fn(conn)
 
     def position(self, group_id: str) -> tuple[str | None, int]:
-        """(generation, next seq) of the group's WAL, wherever it is kept (`group_position`);
-        on a server, the position this process's indexes reflect (`lcg.engine.follow`)."""
-        if self._engine._db.keeps_wal:
-            return (None, self._engine._follow.at(group_id))
-        return group_position(self._engine._db, self._engine._wal, group_id)
+        """(generation, next seq) of the group's WAL, wherever it is kept; on a server, the
+        position this process's indexes reflect (`lcg.engine.follow`)."""
+        self._engine._db  # noqa: B018 -- degraded: UnavailableError, as any read
+        return self._engine._mode.position(group_id)
 
     def stream(self, group_id: str, since: int) -> list[WalRecord] | None:
         """On a server, the group's WAL lines from seq `since` on (what other processes
         committed, for an area's own caches); None on the embedded store."""
-        db = self._engine._db
-        return db.stream_records(group_id, since) if db.keeps_wal else None
+        self._engine._db  # noqa: B018 -- degraded: UnavailableError, as any read
+        return self._engine._mode.stream(group_id, since)
 
     def commit(self, batches: Sequence[Batch | tuple[str, list[Op]]]) -> list[tuple[int, int]]:
         """Apply, log and commit batches of several groups atomically: per group one WAL batch,
@@ -123,7 +112,7 @@ class Engine:
     def __init__(
         self,
         settings: Settings,
-        store: GraphBackend | None,
+        mode: StorageMode,
         wal: Wal,
         embedder: Embedder,
         events: EventSink | None = None,
@@ -136,7 +125,7 @@ class Engine:
     ) -> None:
         self.settings = settings
         events = events or NullSink()
-        self._store: GraphBackend | None = store
+        self._mode = mode  # chosen once, by `open_engine` (lcg.engine.modes)
         self._wal = wal
         self._write_lock = threading.RLock()
         self._names = NameIndex()
@@ -149,20 +138,30 @@ class Engine:
                 settings.db_path.parent / "search-index",
                 lambda group: self._read(lambda conn: applied_position(conn, group)),
             )
-            # Embedded only: in server mode the workspace keeps no local database files, and
-            # the index is built from the server at open.
-            if store is not None and store.backend == "kuzu"
+            # Only beside local database files (in server mode the workspace keeps none, and
+            # the index is built from the server at open).
+            if mode.saves_indexes
             else None,
             # Rows hydrated from a store only this process writes (lcg.search.rows).
-            cache_rows=store is not None and store.backend == "kuzu",
+            cache_rows=mode.exclusive_rows,
         )
         # The language model is built from the settings on first use unless given.
         self.parts = Parts(wal, embedder, events, self._search, LlmSlot(settings, events, llm))
         # The ingest pipeline (lcg.ingest: an area the kernel does not import), built on the
         # first ingest unless given: reached through the engine, never through a side table.
         self.ingest = ingest
+        self._problems = WalProblems(lambda: self._db, wal, events)
         self._catchup = CatchUp(
-            lambda: self._db, wal, settings, embedder, events, self._names, self._search, replay
+            lambda: self._db,
+            wal,
+            settings,
+            embedder,
+            events,
+            self._names,
+            self._search,
+            replay,
+            self._problems,
+            saves_indexes=mode.saves_indexes,
         )
         # Server mode: other processes' commits, followed into the indexes (lcg.engine.follow).
         self._follow = Follower(
@@ -172,16 +171,36 @@ class Engine:
             self._search,
             embedder,
             self._catchup.reload_names,
+            follows=mode.follows,
         )
         self._indices_built = False
         self._jobs = jobs if jobs is not None else JobTable()
         self._checkpointer = Checkpointer(
-            lambda: self._store, self._write_lock, settings.checkpoint_wal_bytes
+            mode.journal, self._write_lock, settings.checkpoint_wal_bytes
+        )
+        mode.bind(
+            ModeParts(
+                settings,
+                wal,
+                embedder,
+                events,
+                self._search,
+                self._catchup,
+                self._follow,
+                self._checkpointer,
+                self._write_lock,
+                self._prepare,
+                self._commit,
+            )
         )
         # Set when no database is open (store None): the service then runs degraded.
-        self._degraded_reason = None if store is not None else degraded_reason
+        self._degraded_reason = None if mode.store is not None else degraded_reason
 
     # -- plumbing --------------------------------------------------------------------------
+
+    @property
+    def _store(self) -> GraphBackend | None:
+        return self._mode.store
 
     @property
     def _db(self) -> GraphBackend:
@@ -192,7 +211,9 @@ class Engine:
     @property
     def state(self) -> EngineState:
         """Whether a database is open (else why not) and whether the search index is loaded."""
-        return EngineState(self._degraded_reason, self._indices_built)
+        return EngineState(
+            self._degraded_reason if self._store is None else None, self._indices_built
+        )
 
     async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
@@ -245,10 +266,10 @@ class Engine:
                     bytes_dropped=torn.bytes_dropped,
                     lines=torn.lines,
                 )
-                self._catchup.record_torn(torn)
-            self._catchup.check_mark_files()
-            self._catchup.check_database_ahead()
-            self._catchup.catch_up_store()
+                self._problems.record_torn(torn)
+            self._problems.check_mark_files()
+            self._problems.check_database_ahead()
+            self._mode.catch_up_store()
             self._follow.reset()  # before the indexes load: they hold at least that much
             # Before the replays: a bulk replay installs the partitions it built from its rows.
             self._search.reset()
@@ -276,9 +297,7 @@ class Engine:
                 self._catchup.save_indexes()
             self._wal.close()
             self._wal.unlock()
-            if self._store is not None:
-                self._store.close()
-                self._store = None
+            self._mode.close()
 
     def reopen(
         self,
@@ -299,22 +318,9 @@ class Engine:
         catch-up reports. If `prepare` or the reopening raises, the engine is left degraded
         with `failed_reason` (no store) and the error propagates.
         """
-        if self._store is not None and not isinstance(self._store, KuzuBackend):
-            return self._reset_server(prepare, on_open=on_open, catch_up=catch_up)
-        store, self._store = self._store, None
-        self._degraded_reason = failed_reason
+        self._degraded_reason = failed_reason  # reported while no database is open
         self._indices_built = False
-        if store is not None:
-            # New reads now fail as degraded; let the reads already running finish first.
-            if not store.store.wait_idle(_READERS_DRAIN_SECONDS):
-                logger.warning("reopening the database with reads still running")
-            store.close()
-        self._wal.close()
-        prepare(self.settings.db_path)
-        fresh = KuzuBackend(
-            Store(self.settings.db_path, buffer_pool_mb=self.settings.kuzu_buffer_pool_mb)
-        )
-        self._store = fresh
+        fresh = self._mode.reopen(prepare)
         try:
             if on_open is not None:
                 on_open(fresh)
@@ -325,31 +331,10 @@ class Engine:
                 self._names.load([])
                 self._search.reset()
         except BaseException:
-            self._store = None
-            fresh.close()
+            self._mode.abandon()
             raise
         self._degraded_reason = None
         return reports
-
-    def _reset_server(
-        self,
-        prepare: Callable[[Path], object],
-        *,
-        on_open: Callable[[GraphBackend], object] | None,
-        catch_up: bool,
-    ) -> list[ReplayReport]:
-        """`reopen` on a server store: it stays connected (the caller changed what it holds);
-        `prepare` sees the workspace's local database path, and the indexes start again."""
-        server = self._db
-        self._indices_built = False
-        prepare(self.settings.db_path)
-        if on_open is not None:
-            on_open(server)
-        if catch_up:
-            return self._startup()
-        self._names.load([])
-        self._search.reset()
-        return []
 
     # -- the commit primitive --------------------------------------------------------------
 
@@ -360,97 +345,28 @@ class Engine:
         vectors = embed_plan(plan, self.parts.embedder, cache_only=cache_only)
         return Batch(group_id, ops, vectors, plan.stale)
 
-    def _commit(self, batches: Sequence[Batch]) -> list[tuple[int, int]]:
-        """Apply, log and commit batches of several groups atomically (write lock held).
-
-        Returns each batch's (first, last) seq.
+    def _commit(
+        self, batches: Sequence[Batch], logged: Sequence[bytes] | None = None
+    ) -> list[tuple[int, int]]:
+        """The one commit path (write lock held): apply, log and commit batches of several
+        groups, made durable by the storage mode (`StorageMode.commit`: on the embedded store
+        one transaction for all of them; on a server one commit per group), then the name and
+        search indexes follow each batch (`_committed`). `logged`: one batch's WAL lines,
+        verbatim (`lcg wal import`). Returns each batch's (first, last) seq.
 
         Raises:
             StorageError, WalError: nothing was applied or logged.
+            GroupMovedError: (server) another process committed to a group first.
         """
         batches = [b for b in batches if b.ops]
         if not batches:
             return []
-        if self._db.keeps_wal:
-            return self._commit_to_store(batches)
-        appended: list[tuple[str, int, int]] = []
-        body_done = False
-        try:
-            with self._db.transaction() as tx:
-                for batch in batches:
-                    if batch.apply is not None:
-                        batch.apply(tx)
-                    else:
-                        tx.apply_ops(batch.group_id, batch.ops, batch.new)
-                    stamps = first_vectors(tx, batch)
-                    tx.put_embeddings(batch.vectors, new=batch.new)
-                    tx.delete_embeddings(batch.stale)
-                    settle_stamp(tx, batch, stamps, self.parts.embedder.identity)
-                # Several batches: each head line names the seqs of all (a crash between two
-                # appends is cut at startup, never replayed by halves: lcg.wal.writer).
-                mark = self._wal.plan_commit([(b.group_id, len(b.ops)) for b in batches])
-                for batch in batches:
-                    stream = self._wal.stream(batch.group_id)
-                    first, last = stream.append(batch.ops, mark)
-                    appended.append((batch.group_id, first, last))
-                    write_position(tx, batch.group_id, last, stream.generation)
-                body_done = True
-        except BaseException:
-            if not appended or not self._recover_failed_commit(appended, body_done):
-                raise
-        for batch in batches:
-            self._index_names(batch)
-            self._search.apply(batch.group_id, batch.ops, batch.vectors)
-            stream = self._wal.stream(batch.group_id)
-            while stream.rotated:
-                closed, opened = stream.rotated.pop(0)
-                self.parts.events.emit(
-                    "wal_rotated",
-                    group_id=batch.group_id,
-                    closed_file=str(closed),
-                    new_file=str(opened),
-                )
-        self._checkpointer.after_commit()  # a due checkpoint runs after this commit returns
-        return [(first, last) for _, first, last in appended]
+        return self._mode.commit(batches, self._committed, logged)
 
-    def _commit_to_store(
-        self, batches: Sequence[Batch], logged: Sequence[bytes] | None = None
-    ) -> list[tuple[int, int]]:
-        """`_commit` on a store that keeps the WAL itself (server mode): each group's batch
-        with its lines in one `GraphBackend.commit` (`commits.store_commit`), one group after
-        another (write lock held); `logged`: one batch's lines, verbatim (`lcg wal import`)."""
-        done: list[tuple[int, int]] = []
-        for batch in batches:
-            at = None if logged is not None else self._follow.at(batch.group_id)
-            done.append(self._catchup.commit_to_store(batch, logged, at))
-            self._follow.committed(batch.group_id, *done[-1])
-            self._index_names(batch)
-            self._search.apply(batch.group_id, batch.ops, batch.vectors)
-        return done
-
-    def _recover_failed_commit(self, appended: list[tuple[str, int, int]], body_done: bool) -> bool:
-        """A commit failed after WAL lines were written: make the WAL and the DB agree again.
-
-        Returns True when the write turned out to be committed (the COMMIT raised but the
-        positions it set are visible), False when it was rolled back and its lines were removed.
-        """
-        if body_done:
-            with self._db.read_for_write() as conn:
-                if all(
-                    (self._catchup.position(conn, g) or (None, None))[0] == last
-                    for g, _, last in appended
-                ):
-                    return True
-        for group_id, first, _ in appended:
-            try:
-                self._wal.stream(group_id).truncate_from(first)
-            except WalError:
-                # The lines are durable and cannot be removed: apply them so the DB matches.
-                logger.exception(
-                    "could not remove WAL lines of group %r; applying them instead", group_id
-                )
-                self._catchup.catch_up(group_id)
-        return False
+    def _committed(self, batch: Batch, first: int, last: int) -> None:
+        """A batch is durable: the in-memory projections take its operations."""
+        self._index_names(batch)
+        self._search.apply(batch.group_id, batch.ops, batch.vectors)
 
     def _index_names(self, batch: Batch) -> None:
         index_names(self._names, batch.group_id, batch.ops, self._catchup.reload_names)
@@ -504,8 +420,8 @@ class Engine:
 
         def write() -> list[tuple[int, int]]:
             with self.writer():
-                if at is not None and self._db.keeps_wal and at != self._follow.at(group):
-                    raise GroupMovedError(group, at, self._follow.at(group))
+                if at is not None:
+                    self._mode.check_planned(group, at)
                 with self._db.read_for_write() as conn:
                     check_commit_references(conn, commits)
                 return self._commit([batch])
@@ -560,7 +476,10 @@ def open_engine(
     except BaseException:
         wal.unlock()
         raise
-    engine = Engine(settings, store, wal, cached, events, replay=replay, jobs=jobs, llm=llm)
+    # The storage mode, chosen here once: the kernel and the areas ask the mode, never which
+    # one it is (lcg.engine.modes).
+    mode = EmbeddedMode(store) if isinstance(store, KuzuBackend) else ServerMode(store)
+    engine = Engine(settings, mode, wal, cached, events, replay=replay, jobs=jobs, llm=llm)
     if ingest is not None:
         engine.ingest = ingest(engine)
     try:

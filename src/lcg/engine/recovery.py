@@ -26,6 +26,7 @@ from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import build_embedder
 from lcg.engine import Engine, open_engine
+from lcg.engine.modes import EmbeddedMode
 from lcg.errors import StorageError
 from lcg.telemetry import EventSink, NullSink
 from lcg.wal.writer import Wal
@@ -68,7 +69,7 @@ def degraded_engine(
     except BaseException:
         wal.unlock()
         raise
-    return Engine(settings, None, wal, built, events, degraded_reason=reason)
+    return Engine(settings, EmbeddedMode(None), wal, built, events, degraded_reason=reason)
 
 
 def open_or_degraded(

@@ -14,7 +14,7 @@ from lcg.models import Entity, Fact, entity_to_wire, episode_to_wire, fact_to_wi
 from lcg.search.factrows import FactRows
 from lcg.storage.backend import GraphReader
 from lcg.temporal import columns
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 from lcg.timeutil import now
 
 

@@ -1,9 +1,8 @@
 """The ontology: declared entity and relation types, per workspace or per group (docs/ontology.md).
 
 `load_ontology(settings, group_id)` resolves the ontology governing a group; the typing
-maintenance passes (knowledge_reprocess_entity_types and friends) live in
-`lcg.ontology.maintenance`, which is imported by the service, not from here (it needs the engine,
-and the engine needs this package for `knowledge_status`).
+maintenance passes over a group (knowledge_reprocess_entity_types and friends) are the curation
+area's (`lcg.curation.retyping`): they take the engine, which sits above this package.
 """
 
 from lcg.ontology.loader import (

@@ -26,7 +26,7 @@ from pydantic import (
 
 from lcg.errors import InvalidRequestError
 from lcg.models import DEFAULT_GROUP_ID
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 from lcg.timeutil import parse_wire_timestamp
 from lcg.wal.layout import encode_group
 
@@ -230,7 +230,7 @@ KnownAt = Annotated[
 
 
 class TimeFields(Params):
-    """`as_of`, `known_at`, `include_invalidated`: see lcg.temporal.filter.TimeFilter."""
+    """`as_of`, `known_at`, `include_invalidated`: see lcg.timefilter.TimeFilter."""
 
     as_of: AsOf | None = None
     known_at: KnownAt | None = None

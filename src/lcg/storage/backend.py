@@ -36,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, TemporalTables
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 from lcg.wal.fold import FoldedGroup
 from lcg.wal.records import Op, WalRecord
 

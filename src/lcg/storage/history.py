@@ -1,6 +1,6 @@
 """Temporal reads of the graph: facts filtered on both time axes, changes in a window, histories.
 
-The time rule of `lcg.temporal.filter.TimeFilter.admits` is evaluated here in Cypher (`time_clause`),
+The time rule of `lcg.timefilter.TimeFilter.admits` is evaluated here in Cypher (`time_clause`),
 so filtered reads never load facts they do not return. Like every read in `graph.py`, these
 return only facts whose two structural hops (source -> fact -> target) both exist.
 """
@@ -16,7 +16,7 @@ from lcg.storage import graph
 from lcg.storage.graph import _HOPS, FACT_COLS, _fact, _group_filter, _where
 from lcg.storage.rows import provenance_of
 from lcg.storage.store import Conn
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 from lcg.timeutil import to_db
 
 __all__ = [

@@ -18,7 +18,7 @@ from lcg.storage import bulk, crossgroup, dump, graph, history, search_rows
 from lcg.storage.backend import Commit, NameRow
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, TemporalTables
 from lcg.storage.store import Conn, Store
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 from lcg.wal.fold import FoldedGroup
 from lcg.wal.records import Op, WalRecord
 

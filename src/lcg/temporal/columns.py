@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lcg.models import Fact
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 
 if TYPE_CHECKING:
     from lcg.search.factrows import FactRows

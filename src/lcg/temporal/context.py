@@ -37,12 +37,12 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
+from lcg.graph import hybrid
 from lcg.models import Entity, Fact
-from lcg.search import hybrid
 from lcg.search.index import ALWAYS, NEVER, SearchIndex, micros
 from lcg.search.partition import View
-from lcg.temporal.filter import CURRENT, TimeFilter
 from lcg.temporal.timeline import fact_status
+from lcg.timefilter import CURRENT, TimeFilter
 from lcg.timeutil import now, to_read_format
 
 if TYPE_CHECKING:

@@ -8,12 +8,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lcg.graph.hybrid import _time_mask
 from lcg.models import Fact
-from lcg.search.hybrid import _time_mask
 from lcg.search.index import ALWAYS, NEVER, micros
 from lcg.search.partition import Partition
 from lcg.search.text import Vocabulary
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 
 BASE = datetime(2020, 1, 1, tzinfo=UTC)
 moment = st.integers(-5, 5).map(lambda d: BASE + timedelta(days=d))

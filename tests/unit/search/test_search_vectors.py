@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lcg.graph.hybrid import _cosine
 from lcg.search import vectors as vectors_mod
-from lcg.search.hybrid import _cosine
 from lcg.search.partition import Partition
 from lcg.search.text import Vocabulary
 

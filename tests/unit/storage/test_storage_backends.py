@@ -29,7 +29,7 @@ from lcg.models import EmbeddingRow
 from lcg.storage.backend import Commit, GraphBackend, GraphReader, GraphWriter, GroupMovedError
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 from lcg.wal.fold import fold
 from lcg.wal.records import Op, WalRecord
 

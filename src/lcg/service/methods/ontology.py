@@ -1,7 +1,7 @@
 """Typing maintenance methods (docs/api.md §ontology): reprocess entity types, canonicalize /
 backfill / reprocess relation types.
 
-Thin: the passes live in `lcg.ontology.maintenance`. The two LLM passes get the configured
+Thin: the passes live in `lcg.curation.retyping`. The two LLM passes get the configured
 extraction model lazily, so an unconfigured one is reported the way docs/api.md §error-styles says
 (a `success: false` result) and only when there is something to classify.
 """
@@ -13,11 +13,11 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from lcg.curation import retyping
+from lcg.curation.retyping import SCOPES
 from lcg.engine import Engine
 from lcg.extraction.select import llm_client
 from lcg.models import DEFAULT_GROUP_ID
-from lcg.ontology import maintenance
-from lcg.ontology.maintenance import SCOPES
 from lcg.service.declare import Context, Declarations
 from lcg.service.params import Params, WriteGroup, write_group
 
@@ -96,7 +96,7 @@ declare = Declarations()
 async def _reprocess_entity_types(
     engine: Engine, a: ReprocessTypesParams, ctx: Context
 ) -> dict[str, Any]:
-    return await maintenance.reprocess_entity_types(
+    return await retyping.reprocess_entity_types(
         engine, a.group_id, a.scope, a.dry_run, lambda: llm_client(engine), ctx.progress
     )
 
@@ -115,7 +115,7 @@ async def _reprocess_entity_types(
 async def _canonicalize_relations(
     engine: Engine, a: CanonicalizeRelationsParams, ctx: Context
 ) -> dict[str, Any]:
-    return await maintenance.canonicalize_relations(
+    return await retyping.canonicalize_relations(
         engine, a.group_id, a.dry_run, a.embedding_threshold, ctx.progress
     )
 
@@ -133,7 +133,7 @@ async def _canonicalize_relations(
 async def _backfill_relation_types(
     engine: Engine, a: GroupDryRunParams, ctx: Context
 ) -> dict[str, Any]:
-    return await maintenance.backfill_relation_types(engine, a.group_id, a.dry_run, ctx.progress)
+    return await retyping.backfill_relation_types(engine, a.group_id, a.dry_run, ctx.progress)
 
 
 @declare(
@@ -148,6 +148,6 @@ async def _backfill_relation_types(
 async def _reprocess_relation_types(
     engine: Engine, a: ReprocessTypesParams, ctx: Context
 ) -> dict[str, Any]:
-    return await maintenance.reprocess_relation_types(
+    return await retyping.reprocess_relation_types(
         engine, a.group_id, a.scope, a.dry_run, lambda: llm_client(engine), ctx.progress
     )

@@ -16,12 +16,12 @@ import anyio.to_thread
 from pydantic import BeforeValidator, Field, field_validator
 
 from lcg.engine import Engine
+from lcg.graph.hybrid import episode_hits, search_entities, search_facts
 from lcg.models import entity_to_wire, fact_to_wire
-from lcg.search.hybrid import episode_hits, search_entities, search_facts
 from lcg.search.strategy import STRATEGIES, Strategy
 from lcg.service.declare import Context, Declarations
 from lcg.service.params import CollapsingGroups, GroupsOptional, Params, count_field, timestamp
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 from lcg.timeutil import to_read_format
 
 

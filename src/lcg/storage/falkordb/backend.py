@@ -85,7 +85,7 @@ from lcg.storage.search_rows import (
     Micros,
     TemporalTables,
 )
-from lcg.temporal.filter import TimeFilter
+from lcg.timefilter import TimeFilter
 from lcg.timeutil import now, to_wal
 from lcg.wal.fold import FoldedGroup, fold
 from lcg.wal.reader import parse_line

@@ -1,4 +1,4 @@
-"""Hybrid search over entities, facts and episodes: the Python API other subsystems call.
+"""Hybrid search over entities, facts and episodes: the query the transports and areas call.
 
 Each search reads the partitions of the chosen groups from the engine's `SearchIndex`, builds a
 BM25 candidate list and one cosine list per vector kind (each up to `candidates * limit` long,
@@ -30,7 +30,7 @@ from lcg.search.scoring import bm25_idf, bm25_scores, mmr, rrf, top_k
 from lcg.search.strategy import HYBRID_RRF, Strategy
 from lcg.search.text import STOPWORDS, tokens
 from lcg.storage.backend import GraphReader
-from lcg.temporal.filter import CURRENT, TimeFilter
+from lcg.timefilter import CURRENT, TimeFilter
 
 if TYPE_CHECKING:
     from lcg.engine import Engine

@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from lcg.models import Fact
-from lcg.temporal.filter import CURRENT, TimeFilter
+from lcg.timefilter import CURRENT, TimeFilter
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 T1 = datetime(2024, 6, 1, tzinfo=UTC)

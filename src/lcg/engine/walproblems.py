@@ -1,0 +1,237 @@
+"""The WAL problems kept for `knowledge_status` (`wal_problems`, an lcg extension), by group:
+batches a replay could not apply, seqs the database applied that its WAL no longer holds (and
+the floor that keeps them from being handed out again), torn tails cut at startup, and WAL mark
+files that did not parse (rebuilt from what still names their content). Every method that
+writes expects the write lock held.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lcg.engine.replay import ReplayReport, applied_position, loss_key
+from lcg.errors import LcgError
+from lcg.storage.backend import GraphBackend, GraphReader
+from lcg.telemetry import EventSink
+from lcg.wal import marks
+from lcg.wal.layout import GENERATION_FILE, generation_damaged, restore_generation
+from lcg.wal.writer import TornTail, Wal
+
+__all__ = ["AHEAD", "LOST", "MARK", "TORN", "WalProblems"]
+
+logger = logging.getLogger(__name__)
+
+# The kinds of `wal_problems` entries in knowledge_status (kept in Meta `wal_loss:<group>`).
+LOST = "batch_not_applied"  # a batch with an unreadable line, passed over by a replay
+AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no longer holds
+TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut at startup
+MARK = "mark_file_corrupt"  # a WAL mark file (checkpoint record, generation) that did not parse
+
+
+class WalProblems:
+    """One engine's record of its WAL's problems (in the store's Meta rows)."""
+
+    def __init__(self, store: Callable[[], GraphBackend], wal: Wal, events: EventSink) -> None:
+        self._store = store
+        self._wal = wal
+        self.events = events
+
+    def position(self, conn: GraphReader, group_id: str) -> tuple[int | None, str | None] | None:
+        return applied_position(conn, group_id)
+
+    def database_ahead(self, conn: GraphReader, group_id: str) -> tuple[int, int | None] | None:
+        """(applied_seq, max_seq) when the database has applied seqs its WAL stream no longer
+        holds (same generation): a fidelity problem, as a rebuild would lose them."""
+        position = self.position(conn, group_id)
+        if position is None or position[0] is None:
+            return None
+        if position[1] != self._wal.generation(group_id):
+            return None
+        max_seq = self._wal.bounds(group_id).max_seq
+        if max_seq is not None and position[0] <= max_seq:
+            return None
+        return position[0], max_seq
+
+    def check_database_ahead(self, groups: Sequence[str] | None = None) -> None:
+        """(Write lock held.) Report every group whose database is ahead of its WAL, record it
+        for `knowledge_status`, and move the group's stream past every seq ever applied, so no
+        seq is handed out twice."""
+        for group_id in self._wal.groups() if groups is None else groups:
+            with self._store().read_for_write() as conn:
+                ahead = self.database_ahead(conn, group_id)
+                known = self.losses(conn, group_id)
+            floor = max((x["last_seq"] for x in known if x.get("kind") == AHEAD), default=None)
+            if ahead is not None:
+                applied, max_seq = ahead
+                first = 0 if max_seq is None else max_seq + 1
+                logger.error(
+                    "group %r: the database has applied WAL seq %d but the WAL ends at %s; "
+                    "seqs %d..%d exist only in the database and a rebuild from the WAL would "
+                    "lose them; new writes continue at seq %d",
+                    group_id,
+                    applied,
+                    max_seq,
+                    first,
+                    applied,
+                    applied + 1,
+                )
+                self.events.emit(
+                    "wal_behind_database",
+                    group_id=group_id,
+                    applied_seq=applied,
+                    max_seq=max_seq,
+                    next_seq=applied + 1,
+                )
+                entry = {"kind": AHEAD, "file": None, "first_seq": first, "last_seq": applied}
+                if entry not in known:
+                    with self._store().transaction() as tx:
+                        tx.set_meta(loss_key(group_id), json.dumps([*known, entry]))
+                floor = applied if floor is None else max(floor, applied)
+            if floor is not None:
+                self._wal.stream(group_id).skip_to(floor + 1)
+
+    def losses(self, conn: GraphReader, group_id: str) -> list[dict[str, Any]]:
+        raw = conn.get_meta(loss_key(group_id))
+        value = json.loads(raw) if raw else []
+        return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+    def record_losses(self, report: ReplayReport, *, full: bool) -> None:
+        """Keep the batches a replay could not apply (write lock held), for `knowledge_status`.
+
+        A replay of the whole stream replaces the group's record of them; a tail replay adds
+        to it. Seqs the database held beyond its WAL stay recorded (they bound the next seq).
+        """
+        for loss in report.lost:
+            logger.error(
+                "group %r: WAL batch seq %s..%s in %s has an unreadable line and was not "
+                "applied (%d readable lines dropped)",
+                report.group_id,
+                loss.first_seq,
+                loss.last_seq,
+                loss.file,
+                loss.lines_dropped,
+            )
+            self.events.emit("wal_batch_lost", group_id=report.group_id, **loss.to_wire())
+        if not report.lost and not full:
+            return
+        with self._store().read_for_write() as conn:
+            known = self.losses(conn, report.group_id)
+        if full:  # a replay re-derives batches; what the WAL itself lost stays recorded
+            known = [x for x in known if x.get("kind") in (AHEAD, TORN, MARK)]
+        fresh = [{"kind": LOST, **loss.to_wire()} for loss in report.lost]
+        merged = known + [x for x in fresh if x not in known]
+        with self._store().transaction() as tx:
+            tx.set_meta(loss_key(report.group_id), json.dumps(merged) if merged else None)
+
+    def record_torn(self, torn: TornTail) -> None:
+        """(Write lock held.) Keep a torn tail cut at startup for `knowledge_status`."""
+        entry = {"kind": TORN, **torn.to_wire()}
+        with self._store().read_for_write() as conn:
+            known = self.losses(conn, torn.group_id)
+        with self._store().transaction() as tx:
+            tx.set_meta(loss_key(torn.group_id), json.dumps([*known, entry]))
+
+    def check_mark_files(self) -> None:
+        """(Write lock held, at startup.) Find the group's WAL mark files that no longer parse,
+        rebuild them from what still names their content, and record each for
+        `knowledge_status` (`wal_problems`, kind `mark_file_corrupt`); never fail the startup.
+
+        - a checkpoint's create record: rebuilt from the WAL (`lcg.wal.marks.rebuild_mark`);
+        - `.wal-generation.json`: restored from the generation the database's applied position
+          records, else from the newest mark that names one; with neither it stays unknown
+          (the group is then not caught up until a rebuild, as for a missing file).
+        """
+        for group_id in self._wal.groups():
+            directory = self._wal.directory(group_id)
+            entries: list[dict[str, Any]] = []
+            try:
+                if generation_damaged(directory):
+                    entries.append(self._restore_generation(group_id, directory))
+                for damaged in marks.damaged_marks(directory):
+                    entries.append(self._rebuild_mark(group_id, directory, damaged))
+            except (OSError, LcgError) as exc:  # reported, never a failed startup
+                logger.error("group %r: WAL mark files could not be checked: %s", group_id, exc)
+                continue
+            if not entries:
+                continue
+            with self._store().read_for_write() as conn:
+                known = self.losses(conn, group_id)
+            fresh = [e for e in entries if e not in known]
+            with self._store().transaction() as tx:
+                tx.set_meta(loss_key(group_id), json.dumps([*known, *fresh]))
+
+    def _restore_generation(self, group_id: str, directory: Path) -> dict[str, Any]:
+        with self._store().read_for_write() as conn:
+            position = self.position(conn, group_id)
+        generation = position[1] if position is not None else None
+        source = "database_position"
+        if generation is None:
+            named = [m.mark for m in marks.list_marks(directory) if m.mark.wal_generation]
+            named.sort(key=lambda m: m.created_at_ms)
+            generation = named[-1].wal_generation if named else None
+            source = "mark"
+        if generation is not None:
+            restore_generation(directory, generation)
+            self._wal.drop_stream(group_id)  # re-read with its generation
+        logger.error(
+            "group %r: %s did not parse; %s",
+            group_id,
+            directory / GENERATION_FILE,
+            f"restored generation {generation} from the {source.replace('_', ' ')}"
+            if generation is not None
+            else "no record names its generation: run knowledge_rebuild_from_wal for the group",
+        )
+        self.events.emit(
+            "wal_mark_file_corrupt",
+            group_id=group_id,
+            file=GENERATION_FILE,
+            rebuilt=bool(generation),
+        )
+        return {
+            "kind": MARK,
+            "file": GENERATION_FILE,
+            "first_seq": None,
+            "last_seq": None,
+            "rebuilt": generation is not None,
+            "rebuilt_from": source if generation is not None else None,
+        }
+
+    def _rebuild_mark(
+        self, group_id: str, directory: Path, damaged: marks.DamagedMark
+    ) -> dict[str, Any]:
+        rebuilt = marks.rebuild_mark(directory, damaged)
+        relative = str(damaged.path.relative_to(directory))
+        logger.error(
+            "group %r: WAL mark %r (%s) did not parse; %s",
+            group_id,
+            damaged.name,
+            relative,
+            f"rebuilt from the WAL at seq {rebuilt.seq}"
+            if rebuilt is not None
+            else "the WAL no longer tells its seq: it stays unusable (delete and re-create it)",
+        )
+        self.events.emit(
+            "wal_mark_file_corrupt", group_id=group_id, file=relative, rebuilt=rebuilt is not None
+        )
+        return {
+            "kind": MARK,
+            "file": relative,
+            "first_seq": None,
+            "last_seq": None,
+            "mark": damaged.name,
+            "rebuilt": rebuilt is not None,
+            "rebuilt_from": "wal" if rebuilt is not None else None,
+            "seq": rebuilt.seq if rebuilt is not None else None,
+        }
+
+    def wal_problems(self, conn: GraphReader) -> list[dict[str, Any]]:
+        """The `wal_problems` of `knowledge_status` (an lcg extension): WAL lines lost, by group."""
+        return [
+            {"group_id": group_id, **loss}
+            for group_id in self._wal.groups()
+            for loss in self.losses(conn, group_id)
+        ]
