@@ -34,6 +34,7 @@ from lcg.cli.export_html import export_html
 from lcg.cli.ingest import ingest
 from lcg.cli.models import models
 from lcg.cli.portable import export_command, import_command
+from lcg.cli.query import QUERY_COMMANDS
 from lcg.cli.remote import existing_settings, service_client
 from lcg.cli.serve import serve
 from lcg.cli.wal import wal
@@ -212,6 +213,8 @@ cli.add_command(ingest)
 cli.add_command(eval_command)
 cli.add_command(models)
 cli.add_command(code)
+for _query in QUERY_COMMANDS:
+    cli.add_command(_query)
 
 
 @cli.command("mcp")
