@@ -5,12 +5,16 @@ both go through the ingest layer's fact planning; each runs on Kuzu and on Falko
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from changelog_support import fact
+from click.testing import CliRunner  # noqa: TID251  a folder ingest drives click's own runner
 
 from lcg import Engine, Settings, open_engine
+from lcg.cli.main import cli
 from lcg.service.registry import dispatch
 
 BOTH_STORAGES = True
@@ -122,6 +126,29 @@ async def test_an_episode_ingested_twice_adds_no_copy(engine: Engine) -> None:
                 {"name": f"note {day}", "episode_body": text, "reference_time": day},
             )
     assert sorted(f["fact"] for f in await _every_fact(engine)) == [
+        "Maria Lopez leads the Atlas project.",
+        "Priya Shah now leads the Atlas project.",
+    ]
+
+
+def test_a_folder_ingested_again_with_a_copy_adds_no_copy(tmp_path: Path) -> None:
+    """`lcg ingest` of a history, then again with a copy of its first entry (the same date)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "2025-01-01-lead.md").write_text("Maria Lopez leads the Atlas project.\n")
+    (notes / "2025-03-01-lead.md").write_text("Priya Shah now leads the Atlas project.\n")
+    home = tmp_path / ".lcg"
+    env = {"LCG_EXTRACTOR": "heuristic", "LCG_EMBEDDER": "hash"}
+    for _ in range(2):
+        result = CliRunner().invoke(cli, ["--home", str(home), "ingest", str(notes)], env=env)
+        assert result.exit_code == 0, result.output
+        (notes / "2025-01-01-copy.md").write_text("Maria Lopez leads the Atlas project.\n")
+    engine = open_engine(Settings.for_home(home, embedder="hash"))
+    try:
+        facts = anyio.run(_every_fact, engine)
+    finally:
+        engine.close()
+    assert sorted(f["fact"] for f in facts) == [
         "Maria Lopez leads the Atlas project.",
         "Priya Shah now leads the Atlas project.",
     ]
