@@ -143,3 +143,24 @@ def test_a_running_service_answers_the_query_commands(settings: Settings) -> Non
         wait_settled(server)
         out = _lcg(settings.home, "timeline", "Atlas", "--socket", str(path))
         assert LEAD_PRIYA in out
+
+
+def test_facts_with_the_same_start_read_in_the_same_order_on_every_run(engine: Engine) -> None:
+    """Six facts of one episode share their start: the timeline orders them by their text (by
+    their random uuids, any order of the 720 could come out)."""
+    texts = [f"Atlas uses tool {c}." for c in "FBDACE"]
+    anyio.run(
+        dispatch,
+        engine,
+        "knowledge_add_facts",
+        {
+            "reference_time": "2025-01-01",
+            "entities": [{"name": "Atlas"}, *({"name": f"tool {c}"} for c in "FBDACE")],
+            "facts": [
+                {"source": "Atlas", "target": f"tool {c}", "relation_type": "USES", "fact": t}
+                for c, t in zip("FBDACE", texts, strict=True)
+            ],
+        },
+    )
+    timeline = anyio.run(dispatch, engine, "knowledge_get_entity_timeline", {"name": "Atlas"})
+    assert [f["fact"] for f in timeline["facts"]] == sorted(texts)
