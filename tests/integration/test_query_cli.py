@@ -83,6 +83,9 @@ def test_the_other_query_commands_answer_as_their_methods(settings: Settings) ->
     assert "Atlas" in [n["name"] for n in wire["nodes"]]
     _fits(_lcg(home, "search", "Atlas", "--kind", "entities"))
     _fits(_lcg(home, "facts", "--all"))
+    current = [f["fact"] for f in json.loads(_lcg(home, "facts", "--json"))["facts"]]
+    every = [f["fact"] for f in json.loads(_lcg(home, "facts", "--all", "--json"))["facts"]]
+    assert LEAD_PRIYA in current and LEAD_MARIA not in current and LEAD_MARIA in every
     assert "Priya Shah" in _lcg(home, "context", "Who leads Atlas?")
     # The method's own validation error (`lcg.cli.main.main` prints it and exits with its code).
     result = CliRunner().invoke(

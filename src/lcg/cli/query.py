@@ -344,7 +344,9 @@ def facts(
             "num_results": limit,
             "as_of": as_of,
             "known_at": known_at,
-            "include_invalidated": include_invalidated,
+            # Current facts unless --all: the method's own default is the reference's (every
+            # edge, superseded ones too).
+            "include_invalidated": bool(include_invalidated),
         },
     )
     if as_json:
