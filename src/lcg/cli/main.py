@@ -32,8 +32,10 @@ from lcg.cli.endpoint_options import (
 from lcg.cli.evaluate import eval_command
 from lcg.cli.export_html import export_html
 from lcg.cli.ingest import ingest
+from lcg.cli.mcpconfig import CLIENTS, client_config
 from lcg.cli.models import models
 from lcg.cli.portable import export_command, import_command
+from lcg.cli.query import QUERY_COMMANDS
 from lcg.cli.remote import existing_settings, service_client
 from lcg.cli.serve import serve
 from lcg.cli.wal import wal
@@ -212,6 +214,8 @@ cli.add_command(ingest)
 cli.add_command(eval_command)
 cli.add_command(models)
 cli.add_command(code)
+for _query in QUERY_COMMANDS:
+    cli.add_command(_query)
 
 
 @cli.command("mcp")
@@ -239,6 +243,16 @@ cli.add_command(code)
     help="Group tools by the reference's scopes (knowledge_clear_all in write); by default "
     "destructive tools need admin.",
 )
+@click.option(
+    "--print-config",
+    "print_config",
+    type=click.Choice(list(CLIENTS)),
+    is_flag=False,
+    flag_value="claude-desktop",
+    default=None,
+    help="Print the MCP client config that starts this command on this workspace (the "
+    "absolute path of this lcg, LCG_HOME) and exit; default client: claude-desktop.",
+)
 @extractor_options
 @embedder_options
 @click.pass_context
@@ -248,15 +262,28 @@ def mcp_command(
     socket_path: str | None,
     allow_remote_close: bool,
     reference_scopes: bool,
+    print_config: str | None,
 ) -> None:
     """Serve the knowledge tools over MCP on stdin/stdout (logs go to stderr).
 
     When the workspace's service answers on its socket (`lcg serve` owns the database), calls
     are forwarded to it, as with --connect; otherwise the database is opened here.
     """
+    home = ctx.obj.get("home")
+    if print_config is not None:
+        settings = load_settings(overrides={"home": home} if home else {})
+        args = ["mcp", "--scope", scope]
+        if socket_path is not None:
+            args += ["--connect", str(Path(socket_path).absolute())]
+        if reference_scopes:
+            args.append("--reference-scopes")
+        config, where = client_config(print_config, args, settings.home)
+        click.echo(json.dumps(config, indent=2))
+        click.echo(where, err=True)
+        return
+
     from lcg.cli.mcp_stdio import serve_mcp  # imports the MCP SDK only for this command
 
-    home = ctx.obj.get("home")
     overrides: dict[str, Any] = {"home": home} if home else {}
     overrides.update(extractor_overrides(ctx))
     overrides.update(embedder_overrides(ctx))

@@ -10,12 +10,58 @@ from __future__ import annotations
 from typing import Any
 
 from lcg.engine import Engine
-from lcg.models import Entity, Fact, entity_to_wire, episode_to_wire, fact_to_wire
+from lcg.errors import InvalidRequestError, NotFoundError
+from lcg.models import DEFAULT_GROUP_ID, Entity, Fact, entity_to_wire, episode_to_wire, fact_to_wire
 from lcg.search.factrows import FactRows
 from lcg.storage.backend import GraphReader
 from lcg.temporal import columns
 from lcg.timefilter import TimeFilter
 from lcg.timeutil import now
+
+
+async def one_group(engine: Engine, group_id: str | None) -> str:
+    """The group a one-group read works on: `group_id` when given, else the workspace's only
+    group (the default group when it has none), so that a read never answers empty merely
+    because the caller did not name the group (docs/api.md §parameters).
+
+    Raises:
+        InvalidRequestError: none was given and the workspace has several, named in the message.
+    """
+    if group_id is not None:
+        return group_id
+    groups = sorted(await engine.read(lambda conn: conn.group_ids()))
+    if len(groups) <= 1:
+        return groups[0] if groups else DEFAULT_GROUP_ID
+    raise InvalidRequestError(
+        f"group_id is required: this workspace has {len(groups)} groups "
+        f"({', '.join(groups)}); name one",
+        field="group_id",
+    )
+
+
+async def group_of_name(engine: Engine, name: str) -> str:
+    """The group where an entity is named `name`, when no group was given: the only group
+    holding that name (or the workspace's only group).
+
+    Raises:
+        InvalidRequestError: several groups hold the name (they are named in the message).
+        NotFoundError: none does.
+    """
+    groups = sorted(await engine.read(lambda conn: conn.group_ids()))
+    if len(groups) <= 1:
+        return groups[0] if groups else DEFAULT_GROUP_ID
+    holding = [g for g in groups if await engine.entity_by_name(g, name) is not None]
+    if len(holding) == 1:
+        return holding[0]
+    if not holding:
+        raise NotFoundError(
+            "entity", name, f"'{name}' is not an entity of any group ({', '.join(groups)})"
+        )
+    raise InvalidRequestError(
+        f"group_id is required: '{name}' is an entity of {len(holding)} groups "
+        f"({', '.join(holding)}); name one",
+        field="group_id",
+    )
 
 
 async def get_episodes(engine: Engine, group_id: str, last_n: int) -> dict[str, Any]:

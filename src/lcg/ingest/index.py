@@ -2,6 +2,9 @@
 
 Per group, in memory: the entities with their name keys (normalised name, punctuation-free
 key, aliases, acronym) and name vectors, and the active facts with their vectors and adjacency.
+Superseded facts (ended in the world and retired by the graph) are kept apart, keyed by
+their endpoints, relation type, sentence and start, so that the same fact told again by a new
+episode becomes a mention of the stored one instead of a second copy (docs/facts.md).
 It is loaded from the committed graph on first use, updated from each episode the pipeline
 commits, and reloaded whenever the group's WAL moved past the position it was built at (any
 other writer — a direct assert, a merge, a delete, raw Cypher — shows up there). Resolution thus
@@ -24,14 +27,19 @@ import numpy as np
 from lcg.embedding.base import Vectors
 from lcg.models import Entity, Fact, normalize_name
 
+RetiredKey = tuple[str, str, str, str, str]  # source, target, relation type, sentence, valid_at
+
 __all__ = [
     "GroupIndex",
     "Matrix",
+    "RetiredKey",
     "acronym",
     "aliases_of",
     "canon",
     "is_acronym_like",
     "numbers",
+    "retired_key",
+    "sentence_key",
 ]
 
 _STOPWORDS = frozenset({"of", "and", "the", "for", "a", "an", "in", "on", "at", "to", "de", "&"})
@@ -45,6 +53,24 @@ _DIGITS = re.compile(r"\d+")
 # and names (every word of every episode by `mentioned`, every candidate by resolution): each
 # remembers its last answers.
 _KEYS_CACHED = 1 << 13  # strings a function (a few MB at most)
+
+
+def sentence_key(text: str) -> str:
+    """A fact sentence for comparison: case-folded, whitespace collapsed, no final period."""
+    return " ".join(text.casefold().split()).rstrip(".")
+
+
+def retired_key(fact: Fact) -> RetiredKey | None:
+    """What makes two facts the same told twice; None for a fact with no start."""
+    if fact.valid_at is None:
+        return None
+    return (
+        fact.source_uuid,
+        fact.target_uuid,
+        fact.relation_type or "",
+        sentence_key(fact.fact),
+        fact.valid_at.isoformat(),
+    )
 
 
 @lru_cache(maxsize=_KEYS_CACHED)
@@ -151,6 +177,9 @@ class GroupIndex:
     facts: dict[str, Fact] = field(default_factory=dict)
     facts_of: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     fact_vectors: Matrix | None = None
+    # Superseded facts (invalid_at and expired_at set), by `retired_key`.
+    retired: dict[RetiredKey, Fact] = field(default_factory=dict)
+    retired_keys: dict[str, RetiredKey] = field(default_factory=dict)  # uuid -> its key
 
     def __post_init__(self) -> None:
         self.names = self.names or Matrix(self.dim)
@@ -224,6 +253,7 @@ class GroupIndex:
     def put_fact(self, fact: Fact, vec: Vectors | None) -> None:
         if fact.expired_at is not None:
             self.drop_fact(fact.uuid)
+            self.retire(fact)
             return
         self.facts[fact.uuid] = fact
         self.facts_of[fact.source_uuid].add(fact.uuid)
@@ -237,6 +267,21 @@ class GroupIndex:
         if fact is not None:
             self.facts_of[fact.source_uuid].discard(uuid)
             self.facts_of[fact.target_uuid].discard(uuid)
+        key = self.retired_keys.pop(uuid, None)
+        if key is not None:
+            self.retired.pop(key, None)
+
+    def retire(self, fact: Fact) -> None:
+        """Remember a superseded fact (a retracted one, never valid, is not remembered)."""
+        key = retired_key(fact) if fact.invalid_at is not None else None
+        if key is not None and fact.expired_at is not None:
+            self.retired[key] = fact
+            self.retired_keys[fact.uuid] = key
+
+    def retired_like(self, fact: Fact) -> Fact | None:
+        """The superseded fact `fact` repeats: same endpoints, relation type, sentence, start."""
+        key = retired_key(fact)
+        return self.retired.get(key) if key is not None else None
 
     def current_facts_about(self, entity_uuids: Sequence[str]) -> list[Fact]:
         """Active facts touching any of the entities that are not yet invalidated."""

@@ -23,7 +23,7 @@ import itertools
 import time
 import uuid as uuidlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -226,8 +226,12 @@ class IngestPipeline:
         if position != (None, 0):
             with engine.reader() as conn:
                 entities = conn.entities_in_groups([group_id])
-                facts = [f for f in conn.facts_with_hops([group_id]) if f.expired_at is None]
+                facts = conn.facts_with_hops([group_id])
         index = GroupIndex(group_id, engine.parts.embedder.identity.dim, position=position)
+        for f in facts:
+            if f.expired_at is not None:
+                index.retire(f)
+        facts = [f for f in facts if f.expired_at is None]
         live = [e for e in entities if "Merged" not in e.labels]
         texts = [e.name for e in live] + [f.fact or f.name for f in facts]
         vectors = engine.parts.embedder.embed(texts) if texts else None
@@ -615,7 +619,10 @@ class IngestPipeline:
                 vec = np.asarray(self.engine.parts.embedder.embed([row.name])[0])
             index.put_entity(row, vec)
         for inv in facts.invalidations.values():
+            retired = index.facts.get(inv.fact_uuid)
             index.drop_fact(inv.fact_uuid)
+            if retired is not None:
+                index.retire(replace(retired, invalid_at=inv.invalid_at, expired_at=inv.expired_at))
         for f in facts.rows:
             index.put_fact(f, extracted.fact_vectors.get(f.fact))
         index.position = (expected[0] or self._generation(index.group_id), seqs[-1][1] + 1)

@@ -16,7 +16,10 @@ ended where the later one starts (reported with `same_episode: true`). Without a
 model, a fact is valid from the episode's reference time.
 
 Duplicates — an active fact between the same endpoints with the same predicate, relation type
-or sentence — are not stored twice: the existing fact gains the episode in its provenance.
+or sentence — are not stored twice: the existing fact gains the episode in its provenance. So
+does an ended fact (superseded, or stored already ended) that a new episode tells again with the
+same endpoints, relation type, sentence and `valid_at`: a re-ingested history adds mentions,
+not copies.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from lcg.engine import Invalidation
-from lcg.ingest.index import GroupIndex
+from lcg.ingest.index import GroupIndex, retired_key, sentence_key
 from lcg.ingest.resolve import ResolvedFact, relation_type_for
 from lcg.models import Fact, canonical_attributes
 from lcg.ontology import UNCLASSIFIED_RELATION, Ontology
@@ -64,10 +67,6 @@ class FactPlan:
         return [*self.new_facts, *self.updated.values()]
 
 
-def _sentence_key(text: str) -> str:
-    return " ".join(text.casefold().split()).rstrip(".")
-
-
 def _duplicate_of(
     existing: Sequence[Fact], predicate: str, relation_type: str, text: str
 ) -> Fact | None:
@@ -77,10 +76,22 @@ def _duplicate_of(
         if (
             fact.name.casefold() == predicate.casefold()
             or (fact.relation_type or "") == relation_type != UNCLASSIFIED_RELATION
-            or _sentence_key(fact.fact) == _sentence_key(text)
+            or sentence_key(fact.fact) == sentence_key(text)
         ):
             return fact
     return None
+
+
+def _repeated(index: GroupIndex, existing: Sequence[Fact], fact: Fact) -> Fact | None:
+    """The ended fact `fact` tells again: the same endpoints, relation type, sentence and
+    `valid_at` (a superseded fact, or one stored already ended); None if there is none."""
+    key = retired_key(fact)
+    if key is None:
+        return None
+    for old in existing:
+        if old.invalid_at is not None and retired_key(old) == key:
+            return old
+    return index.retired_like(fact)
 
 
 def _superseded(
@@ -182,6 +193,22 @@ def plan_facts(
             if x.uuid not in flagged  # a fact the text says ended is not a duplicate
         ]
         dup = _duplicate_of(existing, f.predicate, relation_type, f.fact)
+        if dup is None and key not in seen:
+            dup = _repeated(
+                index,
+                existing,
+                Fact(
+                    uuid="",
+                    group_id=group_id,
+                    source_uuid=item.source_uuid,
+                    target_uuid=item.target_uuid,
+                    name=f.predicate,
+                    fact=f.fact,
+                    relation_type=relation_type,
+                    valid_at=f.valid_at or reference_time,
+                ),
+            )
+            dup = plan.updated.get(dup.uuid, dup) if dup is not None else None
         if dup is not None or key in seen:
             plan.duplicates += 1
             if dup is not None and episode_uuid not in dup.episodes:

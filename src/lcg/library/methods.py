@@ -966,7 +966,7 @@ class GraphMethods(ABC):
         *,
         entity_uuid: str | None = None,
         name: str | None = None,
-        group_id: str = "liminis",
+        group_id: str | None = None,
     ) -> results.TimelineResult:
         """Every fact about one entity (by entity_uuid, or by name within group_id), current and
         superseded, ordered by when it became true, each with its status and the facts it
@@ -1139,7 +1139,7 @@ class GraphMethods(ABC):
         self,
         name: str,
         *,
-        group_id: str = "liminis",
+        group_id: str | None = None,
     ) -> dict[str, Any]:
         """Where a code symbol is defined: each match with its kind, `path:line_start-line_end`,
         signature and first docstring line (and whether it still exists). Wire method
@@ -1158,7 +1158,7 @@ class GraphMethods(ABC):
         self,
         name: str,
         *,
-        group_id: str = "liminis",
+        group_id: str | None = None,
         as_of: datetime | date | str | None = None,
     ) -> dict[str, Any]:
         """Who calls a code symbol and what it calls (calls resolved within the repository), now or
@@ -1180,7 +1180,7 @@ class GraphMethods(ABC):
         *,
         until: datetime | date | str | None = None,
         path: str = "",
-        group_id: str = "liminis",
+        group_id: str | None = None,
     ) -> dict[str, Any]:
         """What changed in the code between two times (under a path prefix): symbols added,
         removed, and those whose signature changed. Wire method `knowledge_code_changes`

@@ -20,7 +20,58 @@ from typing import Any, Literal
 from lcg.engine import Engine
 from lcg.service import params as p
 
-__all__ = ["Context", "Declarations", "Handler", "Method", "Scope"]
+__all__ = ["REFERENCE_METHODS", "Context", "Declarations", "Handler", "Method", "Scope"]
+
+# The reference service's methods. Over its transports (the socket, MCP) they keep its reading of
+# params: members a method does not know are ignored. lcg's own methods, and every method over
+# HTTP, refuse them (docs/api.md §envelope).
+REFERENCE_METHODS = frozenset(
+    {
+        "health_check",
+        "knowledge_status",
+        "knowledge_close",
+        "knowledge_process_chunk",
+        "knowledge_add_episode",
+        "knowledge_assert_entity",
+        "knowledge_assert_relationship",
+        "knowledge_find_entities",
+        "knowledge_find_relationships",
+        "knowledge_search_passages",
+        "knowledge_query_cypher",
+        "knowledge_get_episodes",
+        "knowledge_get_nodes_by_group",
+        "knowledge_get_edges_by_group",
+        "knowledge_get_edges_by_uuids",
+        "knowledge_list_entities",
+        "knowledge_list_relationships",
+        "knowledge_get_entity_neighbors",
+        "knowledge_get_entities_by_source",
+        "knowledge_delete_episode",
+        "knowledge_delete_by_source",
+        "knowledge_delete_chunk_episode",
+        "knowledge_delete_by_group",
+        "knowledge_clear_all",
+        "knowledge_merge_entities",
+        "knowledge_validate_corrections",
+        "knowledge_apply_corrections",
+        "knowledge_reprocess_entity_types",
+        "knowledge_canonicalize_relations",
+        "knowledge_backfill_relation_types",
+        "knowledge_reprocess_relation_types",
+        "knowledge_add_cross_group_edge",
+        "knowledge_rebind_pointers",
+        "knowledge_rebuild_from_wal",
+        "knowledge_rebuild_status",
+        "knowledge_build_indices",
+        "knowledge_dump_wal",
+        "knowledge_prepare_checkpoint",
+        "knowledge_wal_mark_create",
+        "knowledge_wal_mark_list",
+        "knowledge_wal_mark_delete",
+        "knowledge_recover",
+        "knowledge_recover_full",
+    }
+)
 
 Scope = Literal["read", "write", "cypher", "admin"]
 Progress = Callable[[dict[str, Any]], None]
@@ -48,6 +99,11 @@ class Method:
     destructive: bool = False
     replaced_by: str | None = None
     required: tuple[str, ...] | None = None
+
+    @property
+    def reference(self) -> bool:
+        """One of the reference service's methods (it ignores params it does not know)."""
+        return self.name in REFERENCE_METHODS
 
     def scope_for(self, reference: bool) -> Scope | None:
         """The scope that exposes this method: as declared in the reference's grouping; in

@@ -57,7 +57,7 @@ from lcg.errors import (
     UnavailableError,
 )
 from lcg.service.mcp import parse_scopes
-from lcg.service.registry import REGISTRY, dispatch
+from lcg.service.registry import REGISTRY, check_params, dispatch
 from lcg.service.rpc import protocol
 from lcg.service.rpc.server import RpcServer
 from lcg.telemetry import EventSink, NullSink
@@ -329,6 +329,7 @@ def build_app(
                     params = orjson.loads(body)
                 except orjson.JSONDecodeError as exc:
                     raise _ParseError(str(exc)) from None
+            check_params(name, params, strict=True)  # HTTP refuses unknown members
             result = await backend.call(name, params)
         except _ParseError as exc:
             status, code = 400, protocol.PARSE_ERROR

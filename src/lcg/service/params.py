@@ -30,13 +30,39 @@ from lcg.timefilter import TimeFilter
 from lcg.timeutil import parse_wire_timestamp
 from lcg.wal.layout import encode_group
 
-__all__ = ["Params", "parse_params", "timestamp"]
+__all__ = ["Params", "parse_params", "refuse_unknown", "timestamp"]
 
 
 class Params(BaseModel):
-    """Base of every params model: unknown members (e.g. `_progress_token`) are ignored."""
+    """Base of every params model. Unknown members are dropped by the model; whether a call with
+    one is refused first is the transport's and the method's choice (`refuse_unknown`)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+def refuse_unknown(method: str, model: type[Params], raw: Any) -> None:
+    """Refuse members of `raw` that `model` does not declare, naming the ones it does.
+
+    Members starting with `_` belong to the protocol (`_progress_token`) and always pass;
+    `null` members are absent, as everywhere (docs/api.md §envelope).
+
+    Raises:
+        InvalidRequestError: an unknown member (nothing was changed).
+    """
+    if not isinstance(raw, dict):
+        return
+    known = list(model.model_fields)
+    unknown = [
+        k for k, v in raw.items() if v is not None and k not in known and not k.startswith("_")
+    ]
+    if unknown:
+        names = ", ".join(known) or "none"
+        listed = ", ".join(map(repr, unknown))
+        raise InvalidRequestError(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {listed} for {method}; "
+            f"its parameters are: {names}",
+            field=unknown[0],
+        )
 
 
 def parse_params(model: type[Params], raw: Any) -> Params:

@@ -17,7 +17,22 @@ from lcg.service import params as p
 from lcg.service.declare import Context, Declarations, Method
 from lcg.service.methods import TABLES
 
-__all__ = ["REGISTRY", "Context", "Method", "dispatch"]
+__all__ = ["REGISTRY", "Context", "Method", "check_params", "dispatch"]
+
+
+def check_params(name: str, raw_params: Any, *, strict: bool = False) -> Method:
+    """The method `name`, after refusing params it does not declare: always for lcg's own
+    methods, for the reference's only when `strict` (HTTP; docs/api.md §envelope).
+
+    Raises:
+        InvalidRequestError: unknown method, or an unknown parameter (naming the known ones).
+    """
+    method = REGISTRY.get(name)
+    if method is None:
+        raise InvalidRequestError(f"Method not found: {name}")
+    if strict or not method.reference:
+        p.refuse_unknown(name, method.params, raw_params)
+    return method
 
 
 async def dispatch(
@@ -30,9 +45,7 @@ async def dispatch(
         UnavailableError: the database is not open and the method needs it.
         LcgError: anything the method itself raises.
     """
-    method = REGISTRY.get(name)
-    if method is None:
-        raise InvalidRequestError(f"Method not found: {name}")
+    method = check_params(name, raw_params)
     parsed = p.parse_params(method.params, raw_params)
     if engine.state.degraded_reason is not None and not method.degraded_ok:
         raise UnavailableError(engine.state.degraded_reason)

@@ -206,10 +206,12 @@ async def entity_timeline(
             predecessors[new].append(old)
     at = now()
 
-    def order(f: Fact) -> tuple[datetime, datetime, str]:
+    def order(f: Fact) -> tuple[datetime, datetime, str, str]:
+        # Facts learned together with the same start (one episode) are ordered by their text,
+        # not by their random uuids, so the same history reads the same on every run.
         floor = datetime.min.replace(tzinfo=at.tzinfo)
         start = f.valid_at or f.created_at or floor
-        return start, f.created_at or floor, f.uuid
+        return start, f.created_at or floor, f.fact, f.uuid
 
     records = []
     for fact in sorted(facts, key=order):

@@ -15,6 +15,7 @@ from lcg.code.ingest import ingest_tree
 from lcg.code.queries import callers_and_callees, code_changes, where_defined
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
+from lcg.graph.reads import one_group
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.service.declare import Context, Declarations
 from lcg.service.params import (
@@ -41,11 +42,14 @@ class IngestParams(Params):
     )
 
 
+_GROUP = "The code's group (default: the workspace's only group; required when it has several)."
+
+
 class SymbolParams(Params):
     name: Annotated[str, required_text("name", strip=True)] = Field(
         description="Qualified name (pkg.module.Class.method), a path, or a short name."
     )
-    group_id: ReadGroup = DEFAULT_GROUP_ID
+    group_id: ReadGroup | None = Field(default=None, description=_GROUP)
 
 
 class CallsParams(SymbolParams):
@@ -60,7 +64,7 @@ class ChangesParams(Params):
     since: Since
     until: Until | None = None
     path: str = Field(default="", description="Only symbols under this path prefix.")
-    group_id: ReadGroup = DEFAULT_GROUP_ID
+    group_id: ReadGroup | None = Field(default=None, description=_GROUP)
 
     def model_post_init(self, context: Any) -> None:
         if self.until is not None and self.until <= self.since:
@@ -96,7 +100,7 @@ async def _ingest(engine: Engine, a: IngestParams, ctx: Context) -> dict[str, An
     "signature and first docstring line (and whether it still exists).",
 )
 async def _where(engine: Engine, a: SymbolParams, ctx: Context) -> dict[str, Any]:
-    return await where_defined(engine, a.group_id, a.name)
+    return await where_defined(engine, await one_group(engine, a.group_id), a.name)
 
 
 @declare(
@@ -107,7 +111,8 @@ async def _where(engine: Engine, a: SymbolParams, ctx: Context) -> dict[str, Any
     "or as of a time.",
 )
 async def _calls(engine: Engine, a: CallsParams, ctx: Context) -> dict[str, Any]:
-    return await callers_and_callees(engine, a.group_id, a.name, as_of=a.as_of)
+    group = await one_group(engine, a.group_id)
+    return await callers_and_callees(engine, group, a.name, as_of=a.as_of)
 
 
 @declare(
@@ -118,4 +123,5 @@ async def _calls(engine: Engine, a: CallsParams, ctx: Context) -> dict[str, Any]
     "removed, and those whose signature changed.",
 )
 async def _changes(engine: Engine, a: ChangesParams, ctx: Context) -> dict[str, Any]:
-    return await code_changes(engine, a.group_id, a.since, a.until or now(), a.path)
+    group = await one_group(engine, a.group_id)
+    return await code_changes(engine, group, a.since, a.until or now(), a.path)

@@ -10,7 +10,7 @@ from pydantic import BeforeValidator, Field
 
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
-from lcg.models import DEFAULT_GROUP_ID
+from lcg.graph.reads import group_of_name
 from lcg.service.declare import Context, Declarations
 from lcg.service.params import (
     AsOf,
@@ -80,7 +80,11 @@ class TimelineParams(Params):
     name: Annotated[str, required_text("name")] | None = Field(
         default=None, description="Entity name (exact, case-insensitive), instead of entity_uuid."
     )
-    group_id: ReadGroup = DEFAULT_GROUP_ID
+    group_id: ReadGroup | None = Field(
+        default=None,
+        description="The group of `name` (default: the only group with an entity of that "
+        "name; required when several have one).",
+    )
 
     def model_post_init(self, context: Any) -> None:
         if self.entity_uuid is None and self.name is None:
@@ -141,7 +145,10 @@ async def _changes(engine: Engine, a: ChangesParams, ctx: Context) -> dict[str, 
     "superseded / was superseded by.",
 )
 async def _timeline(engine: Engine, a: TimelineParams, ctx: Context) -> dict[str, Any]:
-    return await timeline.entity_timeline(engine, a.entity_uuid, a.name, a.group_id)
+    group = a.group_id
+    if a.entity_uuid is None and group is None:
+        group = await group_of_name(engine, a.name or "")
+    return await timeline.entity_timeline(engine, a.entity_uuid, a.name, group or "")
 
 
 @declare(
