@@ -35,6 +35,7 @@
       group: entity.group_id,
       labels: labels,
       summary: entity.summary || '',
+      createdAt: parseTime(entity.created_at),
       attributes: attributes,
       episodes: entity.episode_uuids || [],
       code: code(entity.name, labels, attributes)
