@@ -1,5 +1,5 @@
 """The browser UI shows time and keeps dense graphs readable, in real headless Chromium over a
-real `HttpService` and Kuzu database (docs/ui.md): the time slider hides entities that did not
+real `HttpService` and Kuzu database (docs/http.md, The UI): the time slider hides entities that did not
 exist yet; literal-looking and hub nodes are quiet; superseded facts are on demand in a large
 graph; the timeline axis runs to today; every column of the Changes table has a header; episode
 lines say their file once; the first frame is drawn without an animation frame. Each test keeps
