@@ -24,6 +24,7 @@ from ui_support import (
     in_thread,
     keep_screenshot,
     launch_chromium,
+    request,
     running_http,
 )
 
@@ -281,3 +282,45 @@ def test_a_small_graph_shows_superseded_facts_by_default(
     page.uncheck("#show-superseded")
     expect(canvas).to_have_attribute("data-superseded", "0")
     _close(context)
+
+
+def test_the_graph_comes_with_the_page_so_its_load_event_waits_for_it(
+    browser: Any, served: str, tmp_path: Path
+) -> None:
+    # The graph reads over fetch never answer: what is drawn came with the page itself.
+    context = browser.new_context(viewport={"width": 1400, "height": 860})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    for method in ("knowledge_get_nodes_by_group", "knowledge_get_edges_by_group"):
+        page.route(f"**/api/{method}", lambda route: route.abort())
+    page.goto(served + "/", wait_until="load")
+    canvas = page.locator("#graph")
+    expect(canvas).to_have_attribute("data-nodes", "6")
+    first, loaded = page.evaluate(
+        """() => [performance.getEntriesByName('lcg-first-frame')[0].startTime,
+                  performance.getEntriesByType('navigation')[0].loadEventStart]"""
+    )
+    assert 0 < first <= loaded  # drawn before the load event: a plain --screenshot sees it
+    _shot(page, tmp_path, "graph-with-the-page")
+    context.close()
+
+
+def test_the_first_graph_script_answers_null_to_other_sites_and_behind_a_token(
+    settings: Settings, engine: Engine
+) -> None:
+    in_thread(anyio.run, build_history, engine)
+    with running_http(settings, engine) as service:
+        for headers in ({}, {"Sec-Fetch-Site": "cross-site"}):
+            status, _, body = request(service, "GET", "/ui/first-graph.js", headers=headers)
+            assert (status, body) == (200, "window.LCG_FIRST_GRAPH = null;\n")
+        status, headers, body = request(
+            service, "GET", "/ui/first-graph.js", headers={"Sec-Fetch-Site": "same-origin"}
+        )
+        assert status == 200 and headers["content-type"].startswith("text/javascript")
+        assert body.startswith("window.LCG_FIRST_GRAPH = {") and '"Alice"' in body
+    guarded = Settings.for_home(settings.home, api_token="s3cret-token")
+    with running_http(guarded, engine) as service:
+        status, _, body = request(
+            service, "GET", "/ui/first-graph.js", headers={"Sec-Fetch-Site": "same-origin"}
+        )
+        assert (status, body) == (200, "window.LCG_FIRST_GRAPH = null;\n")

@@ -94,7 +94,12 @@
     var seq = ++S.loadSeq;
     var g = groupIds();
     var edgeParams = Object.assign({}, g, shapes.timeParams(S.at, S.axis));
-    return Promise.all([
+    // The first load of "all groups, now" may come with the page (/ui/first-graph.js): drawn
+    // before the load event, with no request.
+    var first = global.LCG_FIRST_GRAPH;
+    global.LCG_FIRST_GRAPH = null;
+    var usable = first && !S.group && S.at == null && !S.expanded.size;
+    return Promise.all(usable ? [first.nodes, first.edges, null] : [
       api.call('knowledge_get_nodes_by_group', g),
       api.call('knowledge_get_edges_by_group', edgeParams),
       reloadExpansions()
