@@ -16,6 +16,7 @@ pytest.importorskip("tree_sitter_language_pack")
 
 from code_support import git
 
+from lcg.admin.rebuild import rebuild_from_wal
 from lcg.code.history import ingest_history
 from lcg.code.ingest import ingest_tree
 from lcg.code.queries import code_changes, where_defined
@@ -137,3 +138,11 @@ async def test_a_move_with_an_unchanged_body_renames_the_symbol(
     git(repo, "commit", "-q", "-m", "edit helper", when=T0 + 14400)
     await ingest_history(engine, repo, "g")
     assert len(await _current(engine, "RENAMED_TO")) == 1
+
+    # The WAL is the source of truth: a rebuild from it keeps the rename.
+    before = await _current(engine, "RENAMED_TO")
+    done = await rebuild_from_wal(engine, "g", force_clear=True)
+    assert done.get("dry_run") is not True
+    assert await _current(engine, "RENAMED_TO") == before
+    old = (await where_defined(engine, "g", "a.helper"))["symbols"][0]
+    assert old["renamed_to"] == "b.helper"
