@@ -324,3 +324,49 @@ def test_the_first_graph_script_answers_null_to_other_sites_and_behind_a_token(
             service, "GET", "/ui/first-graph.js", headers={"Sec-Fetch-Site": "same-origin"}
         )
         assert (status, body) == (200, "window.LCG_FIRST_GRAPH = null;\n")
+
+
+async def _code_symbols(engine: Engine) -> None:
+    stamp = datetime(2024, 1, 1, tzinfo=UTC)
+
+    def symbol(uuid: str, name: str, attributes: str) -> Entity:
+        return Entity(uuid=uuid, group_id="code", name=name,
+                      labels=("Entity", "Code", "Function"), attributes=attributes,
+                      created_at=stamp)  # fmt: skip
+
+    old = symbol(
+        "s-old", "a.helper",
+        '{"code":"function","path":"a.py","line_start":1,"line_end":6,"removed":true,'
+        '"renamed_to":"b.helper","signature":"def helper(rows, key)"}',
+    )  # fmt: skip
+    get = symbol(
+        "s-get", "m.get",
+        '{"code":"function","path":"m.py","line_start":3,"line_end":8,'
+        '"signature":"def get(key)",'
+        '"variants":"[\\"def get(key: int) -> int\\",\\"def get(key: str) -> str\\",'
+        '\\"def get(key)\\"]"}',
+    )  # fmt: skip
+    episode = Episode(uuid="code-1", group_id="code", name="code", content="code",
+                      created_at=stamp, valid_at=stamp)  # fmt: skip
+    await engine.commit_episode(EpisodeCommit("code", episode, [old, get], []))
+
+
+def test_a_renamed_symbol_and_an_overloaded_one_say_so(
+    browser: Any, settings: Settings, engine: Engine, tmp_path: Path
+) -> None:
+    in_thread(anyio.run, _code_symbols, engine)
+    with running_http(settings, engine) as service:
+        context, page = _open(browser, service.url + "/")
+        expect(page.locator("#graph")).to_have_attribute("data-nodes", "2")
+        page.evaluate("() => lcgApp.focusNode('s-old')")
+        info = page.locator("#detail-code")
+        expect(info).to_contain_text("renamed to b.helper")
+        expect(info).not_to_contain_text("removed")
+        page.evaluate("() => lcgApp.focusNode('s-get')")
+        expect(info.locator(".code-sig")).to_have_text("def get(key)")
+        expect(info.locator(".code-variants")).to_have_text(
+            "def get(key: int) -> int\ndef get(key: str) -> str\ndef get(key)"
+        )
+        expect(info).to_contain_text("3 variants")
+        _shot(page, tmp_path, "code-variants")
+        _close(context)

@@ -271,9 +271,13 @@
     return el('div', { class: 'code-info' }, [
       el('span', { class: 'kind kind-' + c.kind, text: c.kind }),
       c.location ? el('code', { class: 'code-loc', text: c.location }) : null,
-      c.removed ? el('span', { class: 'badge ended', text: 'removed' }) : null,
+      c.removed && !c.renamedTo ? el('span', { class: 'badge ended', text: 'removed' }) : null,
+      c.renamedTo ? el('span', { class: 'badge ended', text: 'renamed' }) : null,
+      c.renamedTo ? el('span', { class: 'hint code-renamed', text: ' to ' + c.renamedTo }) : null,
       c.external ? el('span', { class: 'hint', text: ' imported, not in the repository' }) : null,
       full && c.signature ? el('pre', { class: 'code-sig', text: c.signature }) : null,
+      full && c.variants.length ? el('div', { class: 'hint', text: 'one symbol, ' + c.variants.length + ' variants (overloads):' }) : null,
+      full && c.variants.length ? el('pre', { class: 'code-variants', text: c.variants.join('\n') }) : null,
       full && c.doc ? el('div', { class: 'code-doc', text: c.doc }) : null,
       full && c.language ? el('div', { class: 'hint', text: c.language + (c.lines != null ? ', ' + c.lines + ' lines' : '') }) : null
     ]);
