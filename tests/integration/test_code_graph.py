@@ -111,10 +111,16 @@ async def test_history_follows_git_commit_by_commit(
     assert per[0]["removed"] == []
     assert per[1]["added"] == [] and per[1]["removed"] == []
     assert per[1]["signature_changed"] == ["a.foo"]
-    assert sorted(per[2]["added"]) == ["c.Bar", "c.Bar.m", "c.foo"]
-    assert sorted(per[2]["removed"]) == ["a.Bar", "a.Bar.m", "a.foo"]
-    assert sorted(per[3]["added"]) == ["c.gone"]
-    assert sorted(per[3]["removed"]) == ["c.foo"]
+    # git renamed a.py to c.py: its symbols are renamed (RENAMED_TO), not removed and added.
+    assert per[2]["added"] == [] and per[2]["removed"] == []
+    assert sorted(per[2]["renamed"]) == [
+        ["a.Bar", "c.Bar"],
+        ["a.Bar.m", "c.Bar.m"],
+        ["a.foo", "c.foo"],
+    ]
+    # foo became gone() with the same body: a rename in place.
+    assert per[3]["added"] == [] and per[3]["removed"] == []
+    assert per[3]["renamed"] == [["c.foo", "c.gone"]]
 
     # As-of reads at each commit time show the symbols of that commit.
     expected = [
@@ -138,7 +144,12 @@ async def test_history_follows_git_commit_by_commit(
         {"name": "a.foo", "before": "def foo(x)", "after": "def foo(x, y)"}
     ]
     changes = await code_changes(engine, GROUP, times[1], times[3], "c.py")
-    assert changes["added"] == ["c.Bar", "c.Bar.m", "c.gone"]
+    assert changes["added"] == [] and changes["removed"] == []
+    assert changes["renamed"] == [
+        {"from": "a.Bar", "to": "c.Bar"},
+        {"from": "a.Bar.m", "to": "c.Bar.m"},
+        {"from": "a.foo", "to": "c.gone"},
+    ]
 
     # The rename kept the File entity; where-is and callers answer with locations.
     found = await where_defined(engine, GROUP, "c.py")
@@ -271,7 +282,8 @@ async def test_methods_answer_through_dispatch(
         "knowledge_code_changes",
         {"since": times[2].isoformat(), "until": times[3].isoformat(), "group_id": GROUP},
     )
-    assert changes["added"] == ["c.gone"] and changes["removed"] == ["c.foo"]
+    assert changes["added"] == [] and changes["removed"] == []
+    assert changes["renamed"] == [{"from": "c.foo", "to": "c.gone"}]
     timeline = await dispatch(
         engine, "knowledge_get_entity_timeline", {"name": "a.foo", "group_id": GROUP}
     )

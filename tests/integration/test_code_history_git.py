@@ -146,16 +146,27 @@ async def test_symbols_added_and_removed_per_commit_matchgit(
     for n, sha in enumerate(shas):
         now = _symbols_ingit(repo, sha)
         added, removed = now - before, before - now
-        got = reported.get(sha, {"added": [], "removed": []})
+        # A file git renamed renames its symbols (RENAMED_TO), neither removed nor added.
+        renamed = {
+            (name, new.removesuffix(".py") + name[len(old.removesuffix(".py")) :])
+            for old, new in STEPS[n][1]
+            for name in removed
+            if name.startswith(old.removesuffix(".py") + ".")
+        }
+        added -= {b for _, b in renamed}
+        removed -= {a for a, _ in renamed}
+        got = reported.get(sha, {"added": [], "removed": [], "renamed": []})
         assert (sorted(got["added"]), sorted(got["removed"])) == (
             sorted(added),
             sorted(removed),
         ), f"commit {n}"
+        assert {tuple(pair) for pair in got["renamed"]} == renamed, f"commit {n}"
         when = datetime.fromtimestamp(T0 + n * 3600, UTC)
         assert set(await symbols_at(engine, "many", when)) == now, f"as of commit {n}"
         before = now
     assert sum(len(c["added"]) for c in report.per_commit) >= 15
-    assert sum(len(c["removed"]) for c in report.per_commit) >= 8
+    assert sum(len(c["removed"]) + len(c["renamed"]) for c in report.per_commit) >= 8
+    assert sum(len(c["renamed"]) for c in report.per_commit) == 5
     assert await symbols_at(engine, "many", datetime.fromtimestamp(T0, UTC) - timedelta(1)) == {}
 
     # No line of any function body, at any commit, reached the WAL or the database.

@@ -354,7 +354,9 @@ def test_the_timeline_axis_keeps_its_end_dates_inside(page: Page) -> None:
 
 def test_the_status_page_uses_one_timestamp_format(page: Page) -> None:
     page.goto(page.url.split("#")[0] + "#status")
-    card = page.locator("#status .card", has_text="first / last episode ingested")
+    # The oldest and newest episode dates, labelled as what they are (not "ingested").
+    card = page.locator("#status .card", has_text="oldest / newest episode date")
+    expect(page.locator("#status")).not_to_contain_text("episode ingested")
     # knowledge_status gives these in two wire formats (DB read format and ISO-Z): shown as one.
     expect(card).to_contain_text("2021-01-05 00:00:00 UTC / 2023-06-02 00:00:00 UTC")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -48,6 +49,12 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENS = Path("/work/helpers/screens")
+# Every view's screenshot, kept for CI to publish as artifacts (the run prints the folder):
+# $LCG_UI_SCREENSHOTS (read at import, before the tests scrub LCG_* variables), else build/.
+SCREENSHOTS = Path(
+    os.environ.get("LCG_UI_SCREENSHOTS")
+    or Path(__file__).resolve().parents[2] / "build" / "ui-screens"
+)
 WAIT_SECONDS = 30.0
 
 
@@ -200,7 +207,10 @@ def launch_chromium(playwright: Any) -> Any:
 
 
 def keep_screenshot(path: Path) -> None:
-    """Copy a screenshot where the lead can look at it (when that directory exists)."""
+    """Copy a screenshot into SCREENSHOTS (and where the lead can look at it, when that
+    directory exists)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, SCREENSHOTS / path.name)
     if SCREENS.parent.is_dir():
         SCREENS.mkdir(exist_ok=True)
         shutil.copy(path, SCREENS / path.name)

@@ -12,6 +12,7 @@ and `CodeParserUnavailable` says how to install it when it is missing.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ EXTENSIONS = {
 
 _SIGNATURE_MAX = 240
 _DOC_MAX = 200
+_BODY_MIN = 32
 
 
 class CodeParserUnavailable(LcgError):
@@ -70,6 +72,11 @@ class Symbol:
 
     `local` is the name inside its module (`Engine.commit`); `parent` the `local` of the class
     holding it (None at the top level). `bases` and `calls` are as written in the source.
+    `variants`: the signatures of every declaration of an overloaded name (Python `@overload`,
+    TypeScript overload signatures, a name defined twice), in source order, when there are
+    several; `signature` is then the implementation's (the last one with a body, else the last).
+    `body_hash`: a digest of the body's text, whitespace collapsed (a move with an unchanged
+    body is recognised by it); never the body itself.
     """
 
     kind: str  # "class" | "function" | "method"
@@ -82,6 +89,8 @@ class Symbol:
     parent: str | None = None
     bases: tuple[str, ...] = ()
     calls: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
+    body_hash: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,13 +165,38 @@ def _squash(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_COMMENTS = ("comment", "line_comment", "block_comment")
+
+
+def _comments_in(node: Any, end: int) -> Iterator[tuple[int, int]]:
+    """The byte spans of the comments under `node` that start before `end` (absolute)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.start_byte >= end:
+            continue
+        if n.type in _COMMENTS:
+            yield n.start_byte, n.end_byte
+        else:
+            stack.extend(n.children)
+
+
 def _header(node: Any, body: Any) -> str:
-    """The declaration's text up to its body (the signature), whitespace collapsed."""
+    """The declaration's text up to its body (the signature), comments dropped (tree-sitter
+    puts a comment between `def f():` and the first statement before the body, and one
+    between `)` and `{` before the block), whitespace collapsed."""
     source = node.text
-    end = (body.start_byte - node.start_byte) if body is not None else len(source)
-    return _squash(
-        source[:end].decode("utf-8", "replace").rstrip().rstrip(":{").rstrip(), _SIGNATURE_MAX
-    )
+    base = node.start_byte
+    end = (body.start_byte - base) if body is not None else len(source)
+    kept = bytearray()
+    at = 0
+    for start, stop in sorted(_comments_in(node, base + end)):
+        if start - base >= at:
+            kept += source[at : start - base] + b" "
+            at = min(stop - base, end)
+    kept += source[at:end]
+    text = kept.decode("utf-8", "replace").rstrip().rstrip(":{;").rstrip()
+    return _squash(text, _SIGNATURE_MAX)
 
 
 def _first_line(text: str) -> str:
@@ -220,6 +254,7 @@ class _Collector:
         self.symbols: list[Symbol] = []
         self.spans: list[tuple[int, int, int]] = []  # (start_byte, end_byte, symbol index)
         self.receivers: dict[int, str] = {}  # symbol index -> Go receiver / Python self name
+        self.declarations: set[int] = set()  # symbol indexes of overload declarations (no body)
 
     def add(
         self,
@@ -246,12 +281,69 @@ class _Collector:
                 outer.end_point[0] + 1,
                 parent,
                 bases,
+                body_hash=_body_hash(body),
             )
         )
         index = len(self.symbols) - 1
+        if body is None or _is_overload(outer):
+            self.declarations.add(index)
         if kind != "class":
             self.spans.append((node.start_byte, node.end_byte, index))
         return index
+
+
+def _body_hash(body: Any) -> str:
+    if body is None:
+        return ""
+    text = b" ".join(body.text.split())
+    if len(text) < _BODY_MIN:  # `pass`, `return x`: too common to tell one move from another
+        return ""
+    return hashlib.blake2b(text, digest_size=12).hexdigest()
+
+
+def _is_overload(outer: Any) -> bool:
+    """A Python definition decorated `@overload` / `@typing.overload`."""
+    if outer.type != "decorated_definition":
+        return False
+    return any(
+        d.type == "decorator" and _text(d).lstrip("@").strip().rsplit(".", 1)[-1] == "overload"
+        for d in outer.named_children
+    )
+
+
+def _merge_variants(c: _Collector) -> list[Symbol]:
+    """One symbol per (kind, name): the declarations of an overloaded name become its variants."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, s in enumerate(c.symbols):
+        groups.setdefault((s.kind, s.local), []).append(i)
+    out: list[Symbol] = []
+    for indexes in groups.values():
+        if len(indexes) == 1:
+            out.append(c.symbols[indexes[0]])
+            continue
+        parts = [c.symbols[i] for i in indexes]
+        implementations = [i for i in indexes if i not in c.declarations]
+        main = c.symbols[implementations[-1] if implementations else indexes[-1]]
+        calls = tuple(dict.fromkeys(x for p in parts for x in p.calls))
+        bases = tuple(dict.fromkeys(x for p in parts for x in p.bases))
+        variants = tuple(dict.fromkeys(p.signature for p in parts))
+        out.append(
+            Symbol(
+                main.kind,
+                main.local,
+                main.name,
+                main.signature,
+                main.doc or next((p.doc for p in parts if p.doc), ""),
+                min(p.line_start for p in parts),
+                max(p.line_end for p in parts),
+                main.parent,
+                bases,
+                calls,
+                variants if len(variants) > 1 else (),
+                main.body_hash,
+            )
+        )
+    return out
 
 
 def _name(node: Any, field_name: str = "name") -> str | None:
@@ -810,6 +902,7 @@ def _calls(language: str, root: Any, collector: _Collector) -> None:
             s.parent,
             s.bases,
             tuple(calls),
+            body_hash=s.body_hash,
         )
 
 
@@ -862,7 +955,7 @@ def parse_file(
         imports = _rust_imports(root, name)
     _calls(language, root, c)
     return FileStructure(
-        path, language, name, data.count(b"\n") + 1, tuple(c.symbols), tuple(imports)
+        path, language, name, data.count(b"\n") + 1, tuple(_merge_variants(c)), tuple(imports)
     )
 
 

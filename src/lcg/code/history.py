@@ -279,6 +279,7 @@ async def ingest_history(
                     "added": batch.symbols_added,
                     "removed": batch.symbols_removed,
                     "signature_changed": batch.signatures_changed,
+                    "renamed": [list(pair) for pair in batch.symbols_renamed],
                 }
             )
             if len(pending) >= batch_episodes or pending_rows >= _BATCH_ROWS:

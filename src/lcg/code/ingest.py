@@ -53,6 +53,7 @@ class IngestReport:
             symbols_added=len(b.symbols_added),
             symbols_removed=len(b.symbols_removed),
             signatures_changed=len(b.signatures_changed),
+            symbols_renamed=len(b.symbols_renamed),
             facts_started=b.facts_started,
             facts_ended=b.facts_ended,
             entities_written=b.entities_written,

@@ -49,12 +49,14 @@ def _describe(row: list[Any]) -> dict[str, Any]:
     attrs = json.loads(row[3] or "{}")
     kind = next((label for label in row[2] if label in (*_SYMBOL_LABELS, "File", "Module")), "")
     out: dict[str, Any] = {"uuid": row[0], "name": row[1], "kind": kind}
-    for key in ("path", "line_start", "line_end", "signature", "doc", "language"):
+    for key in ("path", "line_start", "line_end", "signature", "variants", "doc", "language"):
         if key in attrs:
             out[key] = attrs[key]
     if "path" in attrs and "line_start" in attrs:
         out["location"] = f"{attrs['path']}:{attrs['line_start']}-{attrs['line_end']}"
     out["present"] = not attrs.get("removed")
+    if attrs.get("renamed_to"):
+        out["renamed_to"] = attrs["renamed_to"]
     return out
 
 
@@ -132,14 +134,47 @@ async def symbols_at(
     return await engine.read(read)
 
 
+async def _renames_between(
+    engine: Engine, group_id: str, since: datetime, until: datetime
+) -> list[tuple[str, str]]:
+    """(first name, last name) of each symbol renamed in (since, until], chains composed."""
+
+    def read(conn: GraphReader) -> list[list[Any]]:
+        return conn.rows(
+            "MATCH (a:Entity)-[:RELATES_TO]->(f:Fact)-[:RELATES_TO]->(b:Entity) "
+            "WHERE f.group_id = $g AND f.name = 'RENAMED_TO' "
+            "RETURN a.name, b.name, f.valid_at",
+            {"g": group_id},
+        )
+
+    steps = []
+    for old, new, valid_at in await engine.read(read):
+        start = stored_time(valid_at)
+        if start is not None and since < start <= until:
+            steps.append((start, str(old), str(new)))
+    origin: dict[str, str] = {}  # name now -> the name it had at `since`
+    for _, old, new in sorted(steps):
+        origin[new] = origin.pop(old, old)
+    return sorted((first, last) for last, first in origin.items() if first != last)
+
+
 async def code_changes(
     engine: Engine, group_id: str, since: datetime, until: datetime, path_prefix: str = ""
 ) -> dict[str, Any]:
-    """Symbols added, removed and re-signed under `path_prefix` in [since, until)."""
+    """Symbols added, removed, renamed (or moved) and re-signed under `path_prefix` between the
+    state at `since` and the state at `until`: a symbol renamed is listed under `renamed` (`from`, `to`), not as a removal
+    plus an addition."""
     before = await symbols_at(engine, group_id, since, path_prefix)
     after = await symbols_at(engine, group_id, until, path_prefix)
     added = sorted(set(after) - set(before))
     removed = sorted(set(before) - set(after))
+    renamed = [
+        {"from": first, "to": last}
+        for first, last in await _renames_between(engine, group_id, since, until)
+        if (first in removed or last in added) and first not in after and last not in before
+    ]
+    added = [n for n in added if n not in {r["to"] for r in renamed}]
+    removed = [n for n in removed if n not in {r["from"] for r in renamed}]
     changed = [
         {"name": n, "before": before[n]["signature"], "after": after[n]["signature"]}
         for n in sorted(set(before) & set(after))
@@ -151,5 +186,6 @@ async def code_changes(
         "path": path_prefix,
         "added": added,
         "removed": removed,
+        "renamed": renamed,
         "signature_changed": changed,
     }

@@ -150,10 +150,18 @@ def desired_file(
         }
         if s.doc:
             attrs["doc"] = s.doc
+        if s.variants:
+            attrs["variants"] = list(s.variants)
+        if s.body_hash:
+            attrs["body_hash"] = s.body_hash
         out.entities.append(EntitySpec(key, q, LABELS[s.kind], attrs, s.local))
+        # An overloaded name is one fact whose detail holds every variant: adding or changing
+        # one ends it and starts the next, so one signature set is current at a time.
+        detail = "\n".join(s.variants) if s.variants else s.signature
+        shown = s.signature + (f" ({len(s.variants)} variants)" if s.variants else "")
         if s.parent is None:
             out.facts.append(
-                DesiredFact("DEFINES", fkey, key, s.signature, f"{path} defines {q}: {s.signature}")
+                DesiredFact("DEFINES", fkey, key, detail, f"{path} defines {q}: {shown}")
             )
         else:
             pq = f"{module}.{s.parent}"
@@ -165,9 +173,7 @@ def desired_file(
                     )
                 )
             out.facts.append(
-                DesiredFact(
-                    "CONTAINS", parent_key, key, s.signature, f"{pq} contains {q}: {s.signature}"
-                )
+                DesiredFact("CONTAINS", parent_key, key, detail, f"{pq} contains {q}: {shown}")
             )
         if s.bases:
             bases_of.setdefault(s.local, []).extend(s.bases)

@@ -56,6 +56,7 @@ class BatchResult:
     symbols_added: list[str] = field(default_factory=list)
     symbols_removed: list[str] = field(default_factory=list)
     signatures_changed: list[str] = field(default_factory=list)
+    symbols_renamed: list[tuple[str, str]] = field(default_factory=list)  # (old, new) names
     facts_started: int = 0
     facts_ended: int = 0
     entities_written: int = 0
@@ -132,6 +133,8 @@ def _apply(state: CodeState, commit: EpisodeCommit) -> None:
         state.end_fact(inv.fact_uuid)
     for fact in commit.facts:
         attrs = json.loads(fact.attributes)
+        if "file" not in attrs:  # RENAMED_TO: owned by no file, never ended by a sync
+            continue
         key = (fact.name, fact.source_uuid, fact.target_uuid, str(attrs.get("detail", "")))
         state.add_fact(fact, key, str(attrs["file"]))
 
@@ -208,6 +211,7 @@ def _plan(
 
     entities: dict[str, Entity] = {}
     defined: set[str] = set()
+    appeared: dict[str, EntitySpec] = {}  # uuid -> spec of each symbol new (or back) in this batch
     for key, spec in specs.items():
         u = uuid_of(key)
         attrs = dict(spec.attributes)
@@ -242,6 +246,7 @@ def _plan(
         defines_symbol = spec.label in ("Class", "Function", "Method") and "path" in attrs
         if defines_symbol and (previous is None or state.attrs[u].get("removed")):
             result.symbols_added.append(spec.name)
+            appeared[u] = spec
     # Symbols and files of the changed paths that nothing defines any more.
     gone_uuids: set[str] = set()
     for u in in_changed:
@@ -256,9 +261,52 @@ def _plan(
             if is_symbol(e):
                 result.symbols_removed.append(e.name)
                 gone_uuids.add(u)
-    # Facts: per changed file, what it asserts now against what it asserted.
+    # Renames: the old symbol is superseded by the new one (a RENAMED_TO fact), not removed.
     episode_uuid = _uuid(group_id, "episode", name, to_wal(when) or "")
     new_facts: list[Fact] = []
+    for old_u, new_u in _renames(state, gone_uuids, appeared, renamed):
+        was, now_spec = state.entities[old_u], appeared[new_u]
+        result.symbols_removed.remove(was.name)
+        result.symbols_added.remove(now_spec.name)
+        result.symbols_renamed.append((was.name, now_spec.name))
+        superseded = {**state.attrs[old_u], "removed": True, "renamed_to": now_spec.name}
+        entities[old_u] = Entity(
+            old_u,
+            group_id,
+            was.name,
+            was.labels,
+            was.summary,
+            canonical_attributes(superseded),
+            was.created_at,
+        )
+        earlier = json.loads(state.attrs[old_u].get("renamed_from") or "[]")
+        renamed_entity = entities[new_u]
+        new_attrs = {**json.loads(renamed_entity.attributes), "renamed_from": [*earlier, was.name]}
+        entities[new_u] = Entity(
+            new_u,
+            group_id,
+            renamed_entity.name,
+            renamed_entity.labels,
+            renamed_entity.summary,
+            canonical_attributes(new_attrs),
+            renamed_entity.created_at,
+        )
+        # No `file` attribute: no file asserts a rename, so no later change of a file ends it.
+        new_facts.append(
+            Fact(
+                _uuid(group_id, "RENAMED_TO", old_u, new_u, to_wal(when) or ""),
+                group_id,
+                old_u,
+                new_u,
+                "RENAMED_TO",
+                f"{was.name} renamed to {now_spec.name}",
+                relation_type="RENAMED_TO",
+                episodes=(episode_uuid,),
+                valid_at=when,
+                created_at=stamp,
+            )
+        )
+    # Facts: per changed file, what it asserts now against what it asserted.
     ended: list[Invalidation] = []
     by_path = {d.path: d for d in desired}
     for change in changes:
@@ -337,6 +385,54 @@ def _plan(
     return commit, result
 
 
+def _renames(
+    state: CodeState,
+    gone: set[str],
+    added: dict[str, EntitySpec],
+    renamed: dict[str, str],
+) -> list[tuple[str, str]]:
+    """(old uuid, new uuid) of the symbols a batch renamed or moved: one gone and one new of
+    the same kind that either keep their name inside the module of a file git renamed, or have
+    the same body (a body hash no other gone or new symbol of the batch shares)."""
+    old_paths = {old: new for new, old in renamed.items()}
+    pairs: list[tuple[str, str]] = []
+    taken_old: set[str] = set()
+    taken_new: set[str] = set()
+
+    def label(labels: tuple[str, ...]) -> str:
+        return next((x for x in labels if x in ("Class", "Function", "Method")), "")
+
+    by_local: dict[tuple[str, str, str], str] = {}  # (new path, label, local) -> new uuid
+    for u, spec in added.items():
+        by_local[(str(spec.attributes.get("path")), spec.label, spec.local)] = u
+    for u in sorted(gone, key=lambda u: state.entities[u].name):
+        attrs, e = state.attrs[u], state.entities[u]
+        new_path = old_paths.get(str(attrs.get("path")))
+        if new_path is None:
+            continue
+        module = str(attrs.get("module", ""))
+        local = e.name[len(module) + 1 :] if module and e.name.startswith(module + ".") else e.name
+        found = by_local.get((new_path, label(e.labels), local))
+        if found is not None and found not in taken_new:
+            pairs.append((u, found))
+            taken_old.add(u)
+            taken_new.add(found)
+    olds: dict[tuple[str, str], list[str]] = {}
+    for u in gone - taken_old:
+        digest = str(state.attrs[u].get("body_hash") or "")
+        if digest:
+            olds.setdefault((label(state.entities[u].labels), digest), []).append(u)
+    news: dict[tuple[str, str], list[str]] = {}
+    for u, spec in added.items():
+        digest = str(spec.attributes.get("body_hash") or "")
+        if digest and u not in taken_new:
+            news.setdefault((spec.label, digest), []).append(u)
+    for key, candidates in sorted(olds.items()):
+        if len(candidates) == 1 and len(news.get(key, ())) == 1:
+            pairs.append((candidates[0], news[key][0]))
+    return pairs
+
+
 def _summary(attrs: dict[str, Any]) -> str:
     """What search and knowledge_get_context show of a symbol: where it is, its signature and
     the first line of its docstring (`src/a.py:4-7 def foo(x) — Return x doubled.`)."""
@@ -356,6 +452,7 @@ def _episode_text(changes: Sequence[FileChange], result: BatchResult) -> str:
         ("added", result.symbols_added),
         ("removed", result.symbols_removed),
         ("signature changed", result.signatures_changed),
+        ("renamed", [f"{a} -> {b}" for a, b in result.symbols_renamed]),
     ):
         if names:
             shown = ", ".join(names[:20]) + (

@@ -1183,8 +1183,8 @@ class GraphMethods(ABC):
         group_id: str | None = None,
     ) -> dict[str, Any]:
         """What changed in the code between two times (under a path prefix): symbols added,
-        removed, and those whose signature changed. Wire method `knowledge_code_changes`
-        (docs/api.md §knowledge_code_changes).
+        removed, renamed (or moved), and those whose signature changed. Wire method
+        `knowledge_code_changes` (docs/api.md §knowledge_code_changes).
         """
         answer = await self._call(
             "knowledge_code_changes",

@@ -13,7 +13,12 @@ The one module that imports FastAPI. It owns:
   a `Host` allow-list (loopback names, the bound address, `LCG_HTTP_ALLOWED_HOSTS`) against DNS
   rebinding; a cross-origin `Origin` is refused unless listed in `LCG_HTTP_CORS_ORIGINS` (no
   CORS headers otherwise); a Content-Security-Policy that lets pages load nothing from elsewhere;
-- the UI: static files from `lcg/service/ui/` at `/` and `/ui/`.
+- the UI: static files from `lcg/service/ui/` at `/` and `/ui/`, and `/ui/first-graph.js`, the
+  graph of the first view as a script the page loads while it is parsed, so its load event
+  waits for the graph (a plain `chromium --headless --screenshot` captures it). A script can
+  be included by any page, so it answers `null` unless the browser says the request is
+  same-origin (`Sec-Fetch-Site`), and always `null` when a token is required (a script sends
+  no `Authorization`); the UI then reads the graph with `fetch` as before.
 
 `HttpService` runs uvicorn on a socket it binds itself (so a refused or busy address is a
 `ConfigError`, not uvicorn's `sys.exit`), in the caller's event loop, without installing signal
@@ -31,6 +36,7 @@ import re
 import socket
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -401,6 +407,30 @@ def build_app(
         if request.method == "POST":
             return _refusal(404, f"IPC error: Method not found: {name}")
         return _refusal(405, f"use POST /api/{name}")
+
+    first_graph_methods = {"knowledge_get_nodes_by_group", "knowledge_get_edges_by_group"}
+
+    @app.get("/ui/first-graph.js", include_in_schema=False)
+    async def first_graph(request: Request) -> Response:
+        body: Any = None
+        same_origin = request.headers.get("sec-fetch-site") == "same-origin"
+        if token is None and same_origin and first_graph_methods <= set(methods):
+            known_at = datetime.now(UTC) + timedelta(seconds=1)  # what the UI's "now" asks
+            try:
+                nodes = await backend.call("knowledge_get_nodes_by_group", {})
+                edges = await backend.call(
+                    "knowledge_get_edges_by_group",
+                    {"known_at": known_at.isoformat(), "include_invalidated": True},
+                )
+            except Exception:  # the page reads the graph itself, and reports what fails
+                logger.exception("the UI's first graph could not be read")
+            else:
+                body = {"nodes": nodes, "edges": edges}
+        return Response(
+            b"window.LCG_FIRST_GRAPH = " + orjson.dumps(body) + b";\n",
+            media_type="text/javascript",
+            headers={"cache-control": "no-store"},
+        )
 
     @app.get("/", include_in_schema=False)
     async def index() -> FileResponse:

@@ -120,7 +120,7 @@ async def _calls(engine: Engine, a: CallsParams, ctx: Context) -> dict[str, Any]
     "read",
     ChangesParams,
     "What changed in the code between two times (under a path prefix): symbols added, "
-    "removed, and those whose signature changed.",
+    "removed, renamed (or moved), and those whose signature changed.",
 )
 async def _changes(engine: Engine, a: ChangesParams, ctx: Context) -> dict[str, Any]:
     group = await one_group(engine, a.group_id)

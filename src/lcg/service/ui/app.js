@@ -14,6 +14,7 @@
     at: null, axis: 'valid',
     range: [Date.now() - 365 * DAY, Date.now()],
     limit: 2000,
+    superseded: null,              // show superseded facts: null = the default for the graph's size
     nodes: [], edges: [],          // the group's graph at the view's instant
     extraNodes: new Map(), extraEdges: new Map(), expanded: new Set(),
     known: new Map(),              // every node seen: uuid -> node
@@ -93,7 +94,12 @@
     var seq = ++S.loadSeq;
     var g = groupIds();
     var edgeParams = Object.assign({}, g, shapes.timeParams(S.at, S.axis));
-    return Promise.all([
+    // The first load of "all groups, now" may come with the page (/ui/first-graph.js): drawn
+    // before the load event, with no request.
+    var first = global.LCG_FIRST_GRAPH;
+    global.LCG_FIRST_GRAPH = null;
+    var usable = first && !S.group && S.at == null && !S.expanded.size;
+    return Promise.all(usable ? [first.nodes, first.edges, null] : [
       api.call('knowledge_get_nodes_by_group', g),
       api.call('knowledge_get_edges_by_group', edgeParams),
       reloadExpansions()
@@ -138,13 +144,35 @@
     syncTimeControls();
   }
 
-  /* The nodes drawn: the best-connected `limit` of the group, plus everything the user pulled in
-   * (search hits, expansions, the selection); the facts drawn: those among drawn nodes. */
+  /* Superseded facts are drawn by default in a small graph, on demand (the toggle) in a large one. */
+  var SUPERSEDED_DEFAULT_MAX = 150;
+
+  function showSuperseded(total) {
+    return S.superseded != null ? S.superseded : total <= SUPERSEDED_DEFAULT_MAX;
+  }
+
+  /* Whether an entity existed at the view's instant: it has a fact then, or the graph had it by
+   * then. "Now" shows every entity. */
+  function existedAt(n, withFacts) {
+    if (S.at == null || withFacts.has(n.id)) return true;
+    return n.createdAt != null && n.createdAt <= S.at;
+  }
+
+  /* The nodes drawn: the best-connected `limit` of the group's entities that existed at the
+   * view's instant, plus everything the user pulled in (search hits, expansions, the
+   * selection); the facts drawn: those among drawn nodes (superseded ones when shown). */
   function render() {
-    var edges = S.edges.slice();
-    var seen = new Set(edges.map(function (e) { return e.id; }));
-    S.extraEdges.forEach(function (e) { if (!seen.has(e.id)) { edges.push(e); seen.add(e.id); } });
-    var byId = new Map(S.nodes.map(function (n) { return [n.id, n]; }));
+    var all = S.edges.slice();
+    var seen = new Set(all.map(function (e) { return e.id; }));
+    S.extraEdges.forEach(function (e) { if (!seen.has(e.id)) { all.push(e); seen.add(e.id); } });
+    var supersededAll = all.filter(function (e) { return e.superseded; }).length;
+    var withSuperseded = showSuperseded(all.length);
+    $('show-superseded').checked = withSuperseded;
+    var edges = withSuperseded ? all : all.filter(function (e) { return !e.superseded; });
+    var withFacts = new Set();
+    all.forEach(function (e) { withFacts.add(e.source); withFacts.add(e.target); });
+    var byId = new Map(S.nodes.filter(function (n) { return existedAt(n, withFacts); })
+      .map(function (n) { return [n.id, n]; }));
     S.extraNodes.forEach(function (n) { if (!byId.has(n.id)) byId.set(n.id, n); });
     var degree = new Map();
     edges.forEach(function (e) {
@@ -163,8 +191,12 @@
     view.select(S.selected);
     view.highlight(S.highlighted);
     var superseded = shown.filter(function (e) { return e.superseded; }).length;
+    var hidden = withSuperseded ? 0 : supersededAll;
+    var absent = S.nodes.length - S.nodes.filter(function (n) { return byId.has(n.id); }).length;
     $('graph-stats').textContent = nodes.length + ' of ' + byId.size + ' entities · ' + shown.length +
-      ' facts' + (superseded ? ' (' + superseded + ' superseded)' : '');
+      ' facts' + (superseded ? ' (' + superseded + ' superseded)' : '') +
+      (hidden ? ' · ' + hidden + ' superseded hidden' : '') +
+      (absent ? ' · ' + absent + ' not yet in the graph then' : '');
     renderLegend(superseded);
   }
 
@@ -239,9 +271,13 @@
     return el('div', { class: 'code-info' }, [
       el('span', { class: 'kind kind-' + c.kind, text: c.kind }),
       c.location ? el('code', { class: 'code-loc', text: c.location }) : null,
-      c.removed ? el('span', { class: 'badge ended', text: 'removed' }) : null,
+      c.removed && !c.renamedTo ? el('span', { class: 'badge ended', text: 'removed' }) : null,
+      c.renamedTo ? el('span', { class: 'badge ended', text: 'renamed' }) : null,
+      c.renamedTo ? el('span', { class: 'hint code-renamed', text: ' to ' + c.renamedTo }) : null,
       c.external ? el('span', { class: 'hint', text: ' imported, not in the repository' }) : null,
       full && c.signature ? el('pre', { class: 'code-sig', text: c.signature }) : null,
+      full && c.variants.length ? el('div', { class: 'hint', text: 'one symbol, ' + c.variants.length + ' variants (overloads):' }) : null,
+      full && c.variants.length ? el('pre', { class: 'code-variants', text: c.variants.join('\n') }) : null,
       full && c.doc ? el('div', { class: 'code-doc', text: c.doc }) : null,
       full && c.language ? el('div', { class: 'hint', text: c.language + (c.lines != null ? ', ' + c.lines + ' lines' : '') }) : null
     ]);
@@ -294,15 +330,29 @@
     var eps = episodesFor(n.group).then(function (all) {
       var mine = all.filter(function (e) { return e.mentions.indexOf(id) >= 0; });
       if (!mine.length) epBox.appendChild(el('li', { class: 'hint', text: 'none among the 500 most recent of its group' }));
-      mine.slice(0, 20).forEach(function (e) {
-        epBox.appendChild(el('li', { class: 'episode' }, [
-          el('strong', { text: e.name }), ' ',
-          el('span', { class: 'hint', text: G.formatTime(e.validAt || e.createdAt) + (e.source ? ' · ' + e.source : '') }),
-          el('div', { class: 'content', text: e.content })
-        ]));
-      });
+      episodeLines(mine.slice(0, 20)).forEach(function (li) { epBox.appendChild(li); });
     }).catch(function (err) { epBox.appendChild(errorBox(err)); });
     return Promise.all([facts, eps]);
+  }
+
+  /* Episode lines under one heading per source file: the path (`docs/a.md` of a source
+   * `docs/a.md:Intro`) is said once, each line keeps only what differs from its name. */
+  function episodeLines(eps) {
+    var out = [], path = null;
+    eps.forEach(function (e) {
+      var src = String(e.source || ''), colon = src.lastIndexOf(':');
+      var file = colon > 0 && !/^[a-z]+$/.test(src.slice(0, colon)) ? src.slice(0, colon) : '';
+      if (file && file !== path) out.push(el('li', { class: 'episode-file' }, [el('code', { text: file })]));
+      path = file || null;
+      var tail = file ? src.slice(colon + 1) : src;
+      var name = file && e.name.indexOf(file) === 0 ? e.name.slice(file.length).replace(/^[\s:#›>\-]+/, '') || e.name : e.name;
+      out.push(el('li', { class: 'episode' + (file ? ' in-file' : '') }, [
+        el('strong', { text: name }), ' ',
+        el('span', { class: 'hint', text: G.formatTime(e.validAt || e.createdAt) + (tail && tail !== name && tail !== e.name ? ' · ' + tail : '') }),
+        el('div', { class: 'content', text: e.content })
+      ]));
+    });
+    return out;
   }
 
   // -- explore: search ---------------------------------------------------------------------------
@@ -371,7 +421,7 @@
     $('time-input').value = toLocalInput(S.at == null ? Date.now() : S.at);
     var cap = $('time-caption');
     if (S.at == null) {
-      cap.textContent = 'Now: current facts, and superseded ones in red dashed lines.';
+      cap.textContent = 'Now: current facts' + (showSuperseded(S.edges.length) ? ', and superseded ones in red dashed lines.' : ' (superseded ones on demand: tick "superseded facts").');
       cap.classList.remove('past');
     } else {
       cap.textContent = (S.axis === 'known'
@@ -413,9 +463,38 @@
           var c = shapes.commitOf(ep);
           if (c && ep.validAt != null) tl.commits.set(ep.validAt, c);
         });
-        renderTimeline(clear(box), tl);
+        return linkedFacts(tl).then(function () { renderTimeline(clear(box), tl); });
       });
     }).catch(function (err) { clear(box).appendChild(errorBox(err)); });
+  }
+
+  function focusTimelineOf(uuid) { location.hash = '#timeline/' + encodeURIComponent(uuid); }
+
+  /* The facts a timeline's facts supersede or are superseded by that are not on it: read by uuid
+   * (with their ends' names), so links show names. */
+  function linkedFacts(tl) {
+    var onIt = new Set(tl.facts.map(function (f) { return f.id; }));
+    var want = [];
+    tl.facts.forEach(function (f) {
+      f.supersededBy.concat(f.supersedes).forEach(function (u) { if (!onIt.has(u) && want.indexOf(u) < 0) want.push(u); });
+    });
+    tl.others = new Map();
+    if (!want.length || !has('knowledge_get_edges_by_uuids')) return Promise.resolve();
+    return api.call('knowledge_get_edges_by_uuids', { uuids: want }).then(function (res) {
+      (res.edges || res.facts || []).forEach(function (raw) {
+        var f = shapes.edge(raw, null);
+        tl.others.set(f.id, f);
+      });
+      var unknown = [];
+      tl.others.forEach(function (f) {
+        [f.source, f.target].forEach(function (u) { if (u && !S.known.has(u) && unknown.indexOf(u) < 0) unknown.push(u); });
+      });
+      return Promise.all(unknown.map(function (u) {
+        return api.call('knowledge_get_entity_neighbors', { entity_uuid: u, num_results: 1 }).then(function (nb) {
+          remember(shapes.neighbours(nb, null).nodes);
+        }).catch(function () { return null; });
+      }));
+    }).catch(function () { return null; });
   }
 
   function renderTimeline(box, tl) {
@@ -434,6 +513,8 @@
       if (f.validTo != null) hi = Math.max(hi, f.validTo);
     });
     if (!isFinite(lo)) { lo = now - DAY; hi = now; }
+    // A fact still valid runs to today: the axis does too, so its bar does not stop early.
+    if (tl.facts.some(function (f) { return f.validTo == null && !f.superseded; })) hi = Math.max(hi, now);
     hi = Math.max(hi, lo + DAY);
     var span = hi - lo, pad = span * 0.05;
     lo -= pad; hi += pad; span = hi - lo;
@@ -461,11 +542,19 @@
         to ? el('span', { class: 'tl-commit-end', text: 'ended in ' + to }) : null
       ]);
     }
+    /* A fact named by its text ("Alice works at Globex"), else by its ends and predicate
+     * ("Alice WORKS_AT Globex"); never by a uuid. */
+    function factName(f) {
+      var text = f.fact ? (f.fact.length > 80 ? f.fact.slice(0, 79) + '…' : f.fact)
+        : nameOf(f.source) + ' ' + f.label + ' ' + nameOf(f.target);
+      return text + (f.validFrom != null ? ' (from ' + G.formatTime(f.validFrom) + ')' : '');
+    }
     function linkTo(uuid) {
-      var f = byId.get(uuid);
-      return el('a', { text: f ? f.label + ' (' + (f.fact || '').slice(0, 60) + ')' : uuid.slice(0, 8), onclick: function () {
+      var f = byId.get(uuid) || (tl.others && tl.others.get(uuid));
+      return el('a', { class: 'tl-link', 'data-link': uuid, text: f ? factName(f) : 'another fact', title: f ? (f.fact || '') + ' — ' + G.validityText(f) : uuid, onclick: function () {
         var row = box.querySelector('[data-fact="' + uuid + '"]');
         if (row) row.scrollIntoView({ block: 'center' });
+        else if (f && f.source) focusTimelineOf(f.source === e.id ? f.target : f.source);
       } });
     }
     tl.facts.forEach(function (f) {
@@ -523,7 +612,7 @@
       if (ch.truncated) box.appendChild(el('p', { class: 'hint', text: 'More changes exist: narrow the window.' }));
       if (!ch.entries.length) { box.appendChild(el('p', { class: 'hint', text: 'No fact changed in this window.' })); return; }
       box.appendChild(el('table', {}, [
-        el('tr', {}, ['when (UTC)', 'what', 'fact', ''].map(function (h) { return el('th', { text: h }); }))
+        el('tr', {}, ['when (UTC)', 'change', 'between', 'fact'].map(function (h) { return el('th', { text: h }); }))
       ].concat(ch.entries.map(function (c) {
         var e = c.edge;
         return el('tr', { class: 'change ' + c.kind, 'data-kind': c.kind }, [
@@ -596,7 +685,8 @@
       box.appendChild(el('div', { class: 'cards' }, s.counts.map(function (c) {
         return el('div', { class: 'card' }, [el('div', { class: 'n', text: c[1] == null ? '–' : String(c[1]) }), el('div', { class: 'k', text: c[0] })]);
       }).concat([
-        el('div', { class: 'card' }, [el('div', { class: 'k', text: 'first / last episode ingested' }),
+        el('div', { class: 'card', title: 'the created_at of the oldest and of the newest episode' }, [
+          el('div', { class: 'k', text: 'oldest / newest episode date' }),
           el('div', { id: 'episode-times', text: utcText(s.firstIndexed) + ' / ' + utcText(s.lastIndexed) })]),
         el('div', { class: 'card' }, [el('div', { class: 'k', text: 'database' }), el('code', { text: s.databasePath })])
       ])));
@@ -665,6 +755,11 @@
     });
     $('time-now').addEventListener('click', function () { setTime(null); });
     $('node-limit').addEventListener('change', function () { S.limit = Number($('node-limit').value); render(); });
+    $('show-superseded').addEventListener('change', function () {
+      S.superseded = $('show-superseded').checked;
+      render();
+      syncTimeControls();
+    });
     $('refit').addEventListener('click', function () { view.refit(); });
     $('group').addEventListener('change', function () {
       S.group = $('group').value;

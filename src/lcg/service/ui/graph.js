@@ -17,8 +17,18 @@
  * nodes, then by degree: the best-connected ones when zoomed out, every node once zoomed in)
  * are placed in screen space, each only where it overlaps no label already placed; edge labels
  * then take what room is left. A dense centre shows a few readable names, hovering or zooming
- * shows more. data-labels counts the node labels drawn and data-label-boxes holds their boxes
+ * shows more. A label that does not fit right of its node tries the left, above and below.
+ * data-labels counts the node labels drawn and data-label-boxes holds their boxes
  * ([x, y, w, h] in CSS pixels, for tests).
+ *
+ * Quiet nodes: a literal-looking name (True, None, 42, 1.2.3, 2024-05-01, one character) or a
+ * hub (a node holding a large share of the facts) is drawn small and faint, with faint facts
+ * and weak springs, and labelled last: the structure around it stays readable. data-quiet
+ * counts them.
+ *
+ * The first frame: setData runs some layout ticks at once, fits the view and draws, so a
+ * graph is on the canvas without waiting for an animation frame or any event (a plain
+ * `chromium --headless --screenshot` captures it).
  */
 (function (global) {
   'use strict';
@@ -28,6 +38,15 @@
     '#9c755f', '#ff9da7', '#8cd17d', '#86bcb6', '#d37295', '#a0cbe8', '#fabfd2', '#79706e'];
   var SUPERSEDED = '#d62728';
   var LABEL_CELL = 6; // px: the grid that records where labels already are
+  var QUIET = '#b8bfc7';
+  var WARMUP_MS = 60; // layout ticks run before the first frame (bounded: a huge graph gets few)
+  var LITERAL = /^(true|false|none|null|nil|undefined|nan|yes|no|n\/a|[-+]?\d[\d.,_:]*%?|v?\d+(\.\d+)+([-+.][\w.]+)?|\d{4}-\d\d(-\d\d)?([ t][\d:.]+z?)?|.)$/i;
+
+  /* Whether a name reads as a literal value rather than a thing (True, None, 0.5, 2.0.1). */
+  function isLiteral(name) {
+    var text = String(name == null ? '' : name).trim().replace(/^(['"`])(.*)\1$/, '$2');
+    return text === '' || LITERAL.test(text);
+  }
   var firstFrameMarked = false;
 
   // Types get palette colours in the order they are first seen (setData sees the best-connected
@@ -185,11 +204,37 @@
     this.nodes = kept;
     this.edges = links;
     this.byId = byId;
+    this.markQuiet();
     if (this.selected && !byId.has(this.selected)) this.selected = null;
     this.labelled = this.pickLabelled();
-    this.ranked = kept.slice().sort(function (a, b) { return b.degree - a.degree; });
-    this.reheat(old.size ? 0.5 : 1);
-    this.draw(); // the first frame, before any layout tick
+    // Quiet nodes are labelled last: after every other node of any degree.
+    this.ranked = kept.slice().sort(function (a, b) { return (a.quiet - b.quiet) || (b.degree - a.degree); });
+    this.alpha = Math.max(this.alpha, old.size ? 0.5 : 1);
+    this.warmUp(old.size ? 0 : WARMUP_MS);
+    if (this.autoFit) this.fit();
+    this.draw(); // the first frame: laid out, fitted, drawn now (no animation frame needed)
+    this.requestFrame();
+  };
+
+  /* Literal-looking nodes and hubs (a degree of at least 20 and 5% of the facts) are quiet. */
+  GraphView.prototype.markQuiet = function () {
+    var hub = Math.max(20, this.edges.length * 0.05);
+    var quiet = 0;
+    this.nodes.forEach(function (p) {
+      p.literal = isLiteral(p.name);
+      p.hub = p.degree >= hub;
+      p.quiet = p.literal || p.hub;
+      if (p.quiet) quiet++;
+    });
+    this.edges.forEach(function (l) { l.quiet = l.s.quiet || l.t.quiet; });
+    this.quietCount = quiet;
+  };
+
+  /* Layout ticks for up to `ms` milliseconds, now. */
+  GraphView.prototype.warmUp = function (ms) {
+    if (!ms || !this.nodes.length) return;
+    var started = global.performance.now(), ticks = 0;
+    do { this.tick(); ticks++; } while (this.alpha > 0 && ticks < 300 && global.performance.now() - started < ms);
   };
 
   GraphView.prototype.placeNew = function (nodes, links) {
@@ -219,6 +264,7 @@
   GraphView.prototype.pickLabelled = function () {
     var ranked = this.nodes.slice().sort(function (a, b) { return b.degree - a.degree; });
     var set = new Set();
+    ranked = ranked.filter(function (p) { return !p.literal; }); // hubs stay, labelled last
     var limit = this.nodes.length <= 150 ? this.nodes.length : 40;
     for (var i = 0; i < limit && i < ranked.length; i++) set.add(ranked[i].id);
     return set;
@@ -249,7 +295,8 @@
       if (s === t) continue;
       var dx = t.x + t.vx - s.x - s.vx, dy = t.y + t.vy - s.y - s.vy;
       var d = Math.sqrt(dx * dx + dy * dy) || 1;
-      var k = (d - 70) / d * alpha * 0.5 / Math.min(s.degree, t.degree);
+      // A quiet end pulls weakly from farther: a hub or a literal does not knot the graph.
+      var k = (d - (l.quiet ? 140 : 70)) / d * alpha * (l.quiet ? 0.1 : 0.5) / Math.min(s.degree, t.degree);
       dx *= k; dy *= k;
       t.vx -= dx * 0.5; t.vy -= dy * 0.5; s.vx += dx * 0.5; s.vy += dy * 0.5;
     }
@@ -296,7 +343,8 @@
   };
 
   GraphView.prototype.radius = function (node) {
-    return 4 + Math.min(10, Math.sqrt(node.degree) * 1.6);
+    if (node.literal) return 3;
+    return 4 + Math.min(node.hub ? 4 : 10, Math.sqrt(node.degree) * 1.6);
   };
 
   GraphView.prototype.controlPoint = function (l) {
@@ -317,15 +365,18 @@
     // Batched: one path per pass and one per node colour, so a frame is a few dozen canvas calls
     // however large the graph (software rendering makes each stroke/fill call costly).
     ctx.lineWidth = 1.2 / scale;
-    [false, true].forEach(function (pass) {
-      var colour = pass ? SUPERSEDED : 'rgba(120,130,140,0.55)';
-      ctx.setLineDash(pass ? [6 / scale, 4 / scale] : []);
+    // Three passes: facts touching a quiet node (faint), the others, the superseded ones.
+    ['quiet', 'plain', 'superseded'].forEach(function (pass) {
+      var colour = pass === 'superseded' ? SUPERSEDED
+        : pass === 'quiet' ? 'rgba(120,130,140,0.16)' : 'rgba(120,130,140,0.55)';
+      ctx.setLineDash(pass === 'superseded' ? [6 / scale, 4 / scale] : []);
       ctx.strokeStyle = colour;
       ctx.beginPath();
       var heads = [];
       self.edges.forEach(function (l) {
-        if (l.superseded !== pass) return;
-        if (pass) superseded++;
+        var kind = l.superseded ? 'superseded' : l.quiet ? 'quiet' : 'plain';
+        if (kind !== pass) return;
+        if (l.superseded) superseded++;
         var c = self.controlPoint(l);
         ctx.moveTo(l.s.x, l.s.y);
         if (l.bend) ctx.quadraticCurveTo(c[0], c[1], l.t.x, l.t.y);
@@ -346,7 +397,7 @@
       ctx.textAlign = 'center';
       this.edges.forEach(function (l) {
         var text = l.data.label || '';
-        if (!text) return;
+        if (!text || (l.quiet && !l.superseded)) return; // a quiet node's facts stay unlabelled
         var c = self.controlPoint(l);
         var x = (l.s.x + 2 * c[0] + l.t.x) / 4, y = (l.s.y + 2 * c[1] + l.t.y) / 4;
         var w = self.textWidth(text, 10);
@@ -358,8 +409,9 @@
     }
     var byColour = new Map();
     this.nodes.forEach(function (p) {
-      var list = byColour.get(p.color);
-      if (!list) byColour.set(p.color, list = []);
+      var colour = p.quiet ? QUIET : p.color;
+      var list = byColour.get(colour);
+      if (!list) byColour.set(colour, list = []);
       list.push(p);
     });
     byColour.forEach(function (list, colour) {
@@ -387,7 +439,9 @@
     ctx.lineWidth = 3 / scale;
     ctx.lineJoin = 'round';
     nodeLabels.forEach(function (p) {
-      var x = p.x + self.radius(p) + 2 / scale, y = p.y + 4 / scale;
+      // The label's box was placed in screen space: draw its text there.
+      var x = (p.labelAt[0] - self.tx) / scale, y = (p.labelAt[1] - self.ty) / scale;
+      ctx.fillStyle = p.quiet ? '#7a838c' : '#1d2329';
       ctx.strokeText(p.name, x, y); // a halo: readable over edges
       ctx.fillText(p.name, x, y);
     });
@@ -398,6 +452,7 @@
     ds.nodes = String(this.nodes.length);
     ds.edges = String(this.edges.length);
     ds.superseded = String(superseded);
+    ds.quiet = String(this.quietCount || 0);
     if (this.nodes.length && !firstFrameMarked && global.performance && performance.mark) {
       firstFrameMarked = true;
       performance.mark('lcg-first-frame');
@@ -417,13 +472,18 @@
       if (!p || seen.has(p.id)) return;
       seen.add(p.id);
       var w = self.textWidth(p.name, 12);
-      var sx = p.x * scale + self.tx + self.radius(p) * scale + 2;
-      var sy = p.y * scale + self.ty + 4;
-      if (sx > self.width || sx + w < 0 || sy < 0 || sy - 12 > self.height) return;
-      if (room.take(sx, sy - 11, w, 14, true)) placed.push(p);
+      var cx = p.x * scale + self.tx, cy = p.y * scale + self.ty, r = self.radius(p) * scale;
+      if (cx - r - w > self.width || cx + r + w < 0 || cy + r + 16 < 0 || cy - r - 16 > self.height) return;
+      // Right of the node, else left, above, below: the first place free of other labels.
+      var spots = [[cx + r + 2, cy + 4], [cx - r - 2 - w, cy + 4], [cx - w / 2, cy - r - 3], [cx - w / 2, cy + r + 12]];
+      for (var i = 0; i < spots.length; i++) {
+        var sx = spots[i][0], sy = spots[i][1];
+        if (sx < 0 || sx + w > self.width || sy - 11 < 0 || sy + 3 > self.height) continue;
+        if (room.take(sx, sy - 11, w, 14, true)) { p.labelAt = [sx, sy]; placed.push(p); return; }
+      }
     }
     forced.forEach(consider);
-    this.ranked.forEach(function (p) { if (zoomed || self.labelled.has(p.id)) consider(p); });
+    this.ranked.forEach(function (p) { if ((zoomed && !p.literal) || self.labelled.has(p.id)) consider(p); });
     return placed;
   };
 
@@ -632,6 +692,7 @@
   global.LcgGraph = {
     GraphView: GraphView,
     colorFor: colorFor,
+    isLiteral: isLiteral,
     formatTime: formatTime,
     validityText: validityText
   };

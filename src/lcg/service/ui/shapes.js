@@ -35,6 +35,7 @@
       group: entity.group_id,
       labels: labels,
       summary: entity.summary || '',
+      createdAt: parseTime(entity.created_at),
       attributes: attributes,
       episodes: entity.episode_uuids || [],
       code: code(entity.name, labels, attributes)
@@ -58,6 +59,9 @@
       language: a.language ? String(a.language) : '',
       lines: a.lines != null ? Number(a.lines) : null,
       removed: a.removed === true || a.removed === 'true',
+      renamedTo: a.renamed_to ? String(a.renamed_to) : '',
+      // An overloaded name's signatures (docs/code-graph.md); a list, or its JSON text.
+      variants: listOf(a.variants),
       external: a.external === true || a.external === 'true'
     };
   }
@@ -69,6 +73,12 @@
     var content = String(episode.content || '');
     var colon = content.indexOf(': ');
     return { sha: src.slice(4), subject: colon >= 0 ? content.slice(colon + 2) : content };
+  }
+
+  function listOf(value) {
+    if (Array.isArray(value)) return value.map(String);
+    if (typeof value !== 'string' || value.charAt(0) !== '[') return [];
+    try { var list = JSON.parse(value); return Array.isArray(list) ? list.map(String) : []; } catch (err) { return []; }
   }
 
   function parseAttributes(text) {
