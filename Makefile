@@ -66,9 +66,11 @@ bench: $(STAMP) browser
 clean:
 	rm -rf $(VENV) $(ONNX_VENV) .pytest_cache .mypy_cache .ruff_cache
 
-# What is generated from the method declarations: lcg.open's methods and docs/api.md's tables
-# (tests fail while either is stale).
+# What is generated from the declarations: lcg.open's methods and docs/api.md's tables (from
+# the method declarations), docs/configuration.md (from lcg.config.SETTINGS). Tests fail while
+# any of them is stale.
 .PHONY: generate
 generate: $(STAMP)
 	$(BIN)/python -m lcg.library.codegen
 	$(BIN)/python -m lcg.service.apidoc
+	$(BIN)/python -m lcg.configdoc
