@@ -1,4 +1,4 @@
-"""Server mode (issue 19 item 6), at the storage-backend layer and at the level of `lcg serve`
+"""Server mode, at the storage-backend layer and at the level of `lcg serve`
 processes; prints one JSON object.
 
     python bench/server_mode.py [--part backend|service|all] [--skip-failover]
