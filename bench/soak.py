@@ -35,8 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from service import Conn  # one JSON-RPC line client for both benchmarks
+from fixtures import Conn  # one JSON-RPC line client for the socket benchmarks
 
 READS: tuple[tuple[str, float], ...] = (
     ("knowledge_status", 1.0),
