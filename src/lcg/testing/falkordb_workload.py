@@ -208,12 +208,14 @@ def failover_run(
     groups: int = 12,
     writers: int = 2,
     kill_after_s: float = 1.5,
+    acks_before_kill: int = 120,
     acks_after_kill: int = 20,
     timeout_s: float = 60.0,
 ) -> dict[str, Any]:
     """Commits (each waiting for one replica: `replicas=1`) round-robin over `groups` groups
-    from `writers` threads; the primary holding the first group is SIGKILLed `kill_after_s`
-    into the run; once the cluster promoted its replica, the killed node is restarted (it
+    from `writers` threads; the primary holding the first group is SIGKILLed once the run has
+    lasted `kill_after_s` and `acks_before_kill` commits were acknowledged (a count, not a
+    time: a loaded machine acknowledges fewer per second); once the cluster promoted its replica, the killed node is restarted (it
     rejoins as the new primary's replica: without it the promoted shard cannot acknowledge
     with replicas=1); the run ends when the killed shard has acknowledged `acks_after_kill`
     commits again. Then every group is read back: what was acknowledged and what is present.
@@ -293,6 +295,11 @@ def failover_run(
     replica = cluster.replica_of(victim)
     try:
         time.sleep(kill_after_s)
+        deadline = time.monotonic() + timeout_s
+        while sum(len(v) for v in acked.values()) < acks_before_kill:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {acks_before_kill} acknowledged: {dict(failures)}")
+            time.sleep(0.05)
         cluster.pause(replica)
         held.start()
         deadline = time.monotonic() + timeout_s
