@@ -112,9 +112,18 @@ class FalkorCluster:
         if node.proc.poll() is None:
             node.proc.send_signal(signal.SIGCONT)
 
-    def restart(self, node: FalkorServer) -> None:
+    def restart(self, node: FalkorServer, *, keep_data: bool = True) -> None:
         """Bring a killed node back on its data and `nodes.conf`: it rejoins (as a replica if
-        its slots moved while it was down)."""
+        its slots moved while it was down).
+
+        `keep_data=False` removes its append-only file first (`nodes.conf` stays), so it
+        rejoins empty and takes a full copy from its primary. A node whose slots moved needs
+        nothing of its own data, and replaying it is where redis-server 8.2.3 with FalkorDB
+        can die: FalkorDB yields while a `MULTI`/`EXEC` of `GRAPH.QUERY` is replayed from the
+        file, a client command that arrives meanwhile trips `'!server.in_exec'` (an assertion
+        in server.c), and the node exits at start."""
+        if not keep_data:
+            shutil.rmtree(node.dir / "appendonlydir", ignore_errors=True)
         node.start()
 
     def stop(self) -> None:

@@ -215,9 +215,10 @@ def failover_run(
     """Commits (each waiting for one replica: `replicas=1`) round-robin over `groups` groups
     from `writers` threads; the primary holding the first group is SIGKILLed once the run has
     lasted `kill_after_s` and `acks_before_kill` commits were acknowledged (a count, not a
-    time: a loaded machine acknowledges fewer per second); once the cluster promoted its replica, the killed node is restarted (it
-    rejoins as the new primary's replica: without it the promoted shard cannot acknowledge
-    with replicas=1); the run ends when the killed shard has acknowledged `acks_after_kill`
+    time: a loaded machine acknowledges fewer per second); once the cluster promoted its
+    replica, the killed node is restarted without its append-only file (it rejoins as the new
+    primary's replica and copies its data: without it the promoted shard cannot acknowledge
+    with replicas=1; `FalkorCluster.restart` says why not on its own file); the run ends when the killed shard has acknowledged `acks_after_kill`
     commits again. Then every group is read back: what was acknowledged and what is present.
 
     Each commit is one entity whose uuid names it; a writer reads the group's position from
@@ -317,7 +318,7 @@ def failover_run(
                 raise RuntimeError("no replica took over")
             time.sleep(0.05)
         promoted_s = time.monotonic() - killed_at[0]
-        cluster.restart(victim)
+        cluster.restart(victim, keep_data=False)  # its slots moved: it rejoins as a replica
         while len(after_kill) < acks_after_kill:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"writes never resumed: {dict(failures)}")
