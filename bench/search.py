@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import tempfile
 import time
 import uuid
@@ -37,6 +36,8 @@ from typing import Any
 
 import anyio
 
+from common import percentile_ms, rss_mb
+from fixtures import Text
 from lcg import Settings, open_engine
 from lcg.admin import status as admin_status
 from lcg.embedding.hashing import HashEmbedder
@@ -47,31 +48,6 @@ from lcg.wal.writer import Wal
 
 GROUPS = [f"team-{i}" for i in range(5)]
 CONTEXT_QUERIES = 30  # knowledge_get_context does much more per call (expansion, packing)
-SYLLABLES = ["ka", "lo", "mi", "ra", "ten", "vo", "sul", "dar", "pe", "quin", "zor", "ba", "ne"]
-
-
-def vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
-    words: dict[str, None] = {}
-    while len(words) < size:
-        words["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4)))] = None
-    return list(words)
-
-
-class Text:
-    """Zipf-distributed words (s = 1.1), like natural text."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.words = vocabulary(rng)
-        weights = [1 / (r + 1) ** 1.1 for r in range(len(self.words))]
-        total = sum(weights)
-        self.cum = list(__import__("itertools").accumulate(w / total for w in weights))
-
-    def words_(self, n: int) -> list[str]:
-        return self.rng.choices(self.words, cum_weights=self.cum, k=n)
-
-    def sentence(self, n: int) -> str:
-        return " ".join(self.words_(n)).capitalize() + "."
 
 
 def write_wal(settings: Settings, n_entities: int, text: Text) -> None:
@@ -131,18 +107,6 @@ def write_wal(settings: Settings, n_entities: int, text: Text) -> None:
         for start in range(0, len(eps), 2000):
             wal.append(group, eps[start : start + 2000])
     wal.close()
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
-
-
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def bench_size(n: int, queries: int) -> dict[str, Any]:
@@ -205,11 +169,11 @@ def bench_size(n: int, queries: int) -> dict[str, Any]:
                     first, _ = anyio.run(measure, name, params, texts[:10])
                     times, cpu = anyio.run(measure, name, params, qs)
                     row[label] = {
-                        "p50_ms": pct(times, 0.5),
-                        "p95_ms": pct(times, 0.95),
-                        "cpu_p50_ms": pct(cpu, 0.5),
-                        "cpu_p95_ms": pct(cpu, 0.95),
-                        "warmup_max_ms": pct(first, 1.0),
+                        "p50_ms": percentile_ms(times, 0.5),
+                        "p95_ms": percentile_ms(times, 0.95),
+                        "cpu_p50_ms": percentile_ms(cpu, 0.5),
+                        "cpu_p95_ms": percentile_ms(cpu, 0.95),
+                        "warmup_max_ms": percentile_ms(first, 1.0),
                     }
                 row["filtered_over_unfiltered_p50"] = round(
                     row["one_group"]["p50_ms"] / max(row["unfiltered"]["p50_ms"], 1e-9), 2

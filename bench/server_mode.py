@@ -1,4 +1,4 @@
-"""Server mode (issue 19 item 6), at the storage-backend layer and at the level of `lcg serve`
+"""Server mode, at the storage-backend layer and at the level of `lcg serve`
 processes; prints one JSON object.
 
     python bench/server_mode.py [--part backend|service|all] [--skip-failover]
@@ -81,6 +81,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from common import latency_ms
 from lcg.storage.backend import GraphBackend
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
@@ -418,21 +419,6 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def _ms(samples: list[float]) -> dict[str, float]:
-    if not samples:
-        return {"n": 0}
-    return {
-        "p50_ms": round(_pct(samples, 0.5) * 1000, 2),
-        "p95_ms": round(_pct(samples, 0.95) * 1000, 2),
-        "n": len(samples),
-    }
-
-
 def _llm_proc(ready: Any, stop: Any) -> None:
     """Child process: the scripted OpenAI-compatible server (answers from the heuristic
     extractor run on the prompt's episode text, as bench/ingest.py), until `stop` is set."""
@@ -639,7 +625,7 @@ def mix_run(
         "clients_per_process": clients,
         "requests": total,
         "throughput_rps": round(total / phase["wall_s"], 1),
-        "per_method": {m: _ms(v) for m, v in lat.items()},
+        "per_method": {m: latency_ms(v) for m, v in lat.items()},
         "errors": len(errors),
         "error_samples": errors[:3],
         "entities_after": status["entity_count"],
@@ -714,7 +700,7 @@ def ingest_run(
         "articles": len(corpus),
         "episodes_ingested": len(per_episode),
         "episodes_per_s": round(len(per_episode) / phase["wall_s"], 2),
-        "episode": _ms(per_episode),
+        "episode": latency_ms(per_episode),
         "llm_calls": sum(calls),
         "errors": len(errors),
         "error_samples": errors[:3],
@@ -821,8 +807,8 @@ def catch_up_between_processes(env: dict[str, str], probes: int, wait_s: float) 
         "wait_s": wait_s,
         "found_by_b_find_within_wait": len(find_delay),
         "not_found_by_b_find_within_wait": unseen,
-        "a_ack_to_b_find": _ms(find_delay),
-        "a_ack_to_b_point_read": _ms(point_delay),
+        "a_ack_to_b_find": latency_ms(find_delay),
+        "a_ack_to_b_point_read": latency_ms(point_delay),
     }
 
 

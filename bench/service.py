@@ -19,7 +19,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,56 +26,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+
+from common import cpu_seconds, percentile, rss_kb
+from fixtures import Conn
 
 READS = (
     "knowledge_list_entities",
     "knowledge_get_nodes_by_group",
     "knowledge_get_entity_neighbors",
 )
-
-
-class Conn:
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(120)
-        self.sock.connect(str(path))
-        self.reader = self.sock.makefile("rb")
-        self.next_id = 0
-
-    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        line = json.dumps(
-            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        )
-        self.sock.sendall(line.encode() + b"\n")
-        answer = json.loads(self.reader.readline())
-        if answer.get("id") != self.next_id:
-            raise RuntimeError(f"id mismatch: {answer!r}")
-        return dict(answer)
-
-    def close(self) -> None:
-        self.reader.close()
-        self.sock.close()
-
-
-def _rss_kb(pid: int) -> dict[str, int]:
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
-            key, value = line.split(":", 1)
-            out[key] = int(value.split()[0])
-    return out
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def main() -> None:
@@ -179,14 +137,14 @@ def main() -> None:
             t.start()
         barrier.wait()
         started = time.perf_counter()
-        cpu_before = _cpu_seconds(proc.pid)
+        cpu_before = cpu_seconds(proc.pid)
         peak = 0
         while any(t.is_alive() for t in threads):
-            peak = max(peak, _rss_kb(proc.pid).get("VmRSS", 0))
+            peak = max(peak, rss_kb(proc.pid).get("VmRSS", 0))
             time.sleep(0.2)
         wall = time.perf_counter() - started
-        server_cpu = _cpu_seconds(proc.pid) - cpu_before
-        rss = _rss_kb(proc.pid)
+        server_cpu = cpu_seconds(proc.pid) - cpu_before
+        rss = rss_kb(proc.pid)
 
         c = Conn(sock_path)
         status = c.call("knowledge_status", {})["result"]
@@ -208,9 +166,9 @@ def main() -> None:
                     "per_method_ms": {
                         m: {
                             "count": len(v),
-                            "p50": round(_percentile(v, 0.50), 2),
-                            "p95": round(_percentile(v, 0.95), 2),
-                            "p99": round(_percentile(v, 0.99), 2),
+                            "p50": round(percentile(v, 0.50), 2),
+                            "p95": round(percentile(v, 0.95), 2),
+                            "p99": round(percentile(v, 0.99), 2),
                             "mean": round(statistics.fmean(v), 2),
                         }
                         for m, v in latencies.items()

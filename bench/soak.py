@@ -12,8 +12,8 @@ and `knowledge_get_context`; 20% writes: `knowledge_assert_entity` (a summary up
 a fixed pool of names) and `knowledge_assert_relationship` (one of a fixed pool of triples). The
 data set stays bounded, so RSS growth after warm-up measures leaks, not data. The server's RSS
 is sampled every `--sample-seconds`; the report gives it at the start of the load, after the
-warm-up and at the end, and the growth over the window after warm-up (target: <= 5%; issue 15
-item 2: Kuzu 0.11.3 leaks native memory on every unprepared parameterised statement).
+warm-up and at the end, and the growth over the window after warm-up (target: <= 5%:
+Kuzu 0.11.3 leaks native memory on every unprepared parameterised statement).
 
 `--per-method N` instead calls each read of the mix N times (after 200 warm-up calls) from one
 client, with the mix's own parameters, and reports the RSS growth of each.
@@ -35,8 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from service import Conn  # one JSON-RPC line client for both benchmarks
+from fixtures import Conn  # one JSON-RPC line client for the socket benchmarks
 
 READS: tuple[tuple[str, float], ...] = (
     ("knowledge_status", 1.0),

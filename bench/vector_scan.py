@@ -25,18 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from common import percentile_ms
+from fixtures import SyntheticEmbedder, Text
 from lcg.embedding.hashing import HashEmbedder
 from lcg.search import vectors as vectors_mod
 from lcg.search.vectors import Vectors
-from scale import SyntheticEmbedder
-from search import Text
 
 K = 30
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
 
 
 def main() -> None:
@@ -81,9 +76,9 @@ def main() -> None:
         figures = {
             "layout": store.layout,
             "mb": round(store.nbytes() / 2**20, 1),
-            "top30_p50_ms": _pct(wall, 0.5),
-            "top30_p95_ms": _pct(wall, 0.95),
-            "top30_p50_cpu_ms": _pct(cpu, 0.5),
+            "top30_p50_ms": percentile_ms(wall, 0.5),
+            "top30_p95_ms": percentile_ms(wall, 0.95),
+            "top30_p50_cpu_ms": percentile_ms(cpu, 0.5),
         }
         return figures, found
 

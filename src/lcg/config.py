@@ -223,7 +223,7 @@ SETTINGS: tuple[Setting, ...] = (
         "LCG_REPLAY_BATCH_SIZE",
         64,
         _int_range(1, 256),
-        "WAL operations per transaction when replaying a tail.",
+        "WAL operations per transaction when replaying a tail (1..256).",
         on_invalid="warn",
     ),
     Setting(
@@ -289,7 +289,8 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         _pool_mb,
         "Kuzu buffer pool size in MiB (>= 64); 0 (the default): sized to the database when it "
-        "is opened (lcg.storage.store.pool_mb).",
+        "is opened, half the database file within 256..1024 MiB, 1024 for a new one "
+        "(lcg.storage.store.pool_mb).",
     ),
     Setting(
         "checkpoint_wal_bytes",
@@ -303,7 +304,8 @@ SETTINGS: tuple[Setting, ...] = (
         "LCG_ATTACHED_CALL_TIMEOUT_MS",
         30_000,
         _int_range(1),
-        "Attached MCP mode: how long one read from the service may stay silent.",
+        "Attached MCP mode (`lcg mcp --connect`): how long one read from the service may stay "
+        "silent before the call fails (progress lines reset it).",
         on_invalid="warn",
     ),
     # -- embeddings --
@@ -367,7 +369,7 @@ SETTINGS: tuple[Setting, ...] = (
         "LCG_EMBEDDING_BATCH_SIZE",
         64,
         _int_range(1, 2048),
-        "Texts per embedding request (HTTP) or model batch.",
+        "Texts per embedding request (HTTP) or model batch (1..2048).",
     ),
     Setting(
         "embedding_timeout_ms",
@@ -382,14 +384,16 @@ SETTINGS: tuple[Setting, ...] = (
         "LCG_REPLAY_LLM",
         None,
         _path,
-        "Answer every LLM call from this cassette (JSONL); wins over every provider.",
+        "Answer every LLM call from this cassette (JSONL); wins over every provider, and no "
+        "provider is contacted.",
     ),
     Setting(
         "record_llm",
         "LCG_RECORD_LLM",
         None,
         _path,
-        "Append every LLM call of the chosen provider to this cassette (JSONL).",
+        "Append every LLM call of the chosen provider to this cassette (JSONL); not together "
+        "with `LCG_REPLAY_LLM`.",
     ),
     Setting(
         "extractor_uds",
@@ -557,7 +561,8 @@ SETTINGS: tuple[Setting, ...] = (
         "LCG_HTTP_ALLOWED_HOSTS",
         "",
         str.strip,
-        "Extra `Host` header names accepted besides loopback and the bound address.",
+        "Extra `Host` header names accepted besides loopback and the bound address (e.g. the "
+        "LAN name); `*` accepts any, only together with `LCG_API_TOKEN`.",
     ),
     # -- server mode (DESIGN §11, issue 19) --
     Setting(
@@ -574,7 +579,8 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         _redis_urls,
         "FalkorDB server: `redis://host:port`, `rediss://` for TLS, or a comma list of cluster "
-        "seed nodes.",
+        "seed nodes (several seeds that are not a cluster are refused); required with "
+        "`LCG_STORAGE=falkordb`; no password in it.",
     ),
     Setting(
         "falkordb_password",

@@ -160,8 +160,11 @@ def test_killing_a_primary_mid_write_loses_no_acknowledged_commit(cluster: Any) 
     acknowledges writes again (`lcg.testing.falkordb_workload.failover_run`)."""
     from lcg.testing.falkordb_workload import failover_run
 
-    run = failover_run(cluster)
+    run = failover_run(cluster, acks_before_kill=120)  # a count: the kill waits for them
     assert run["acknowledged"] > 100, run
+    # A commit was held in flight (sent, waiting for its paused replica) when the primary
+    # died, however loaded the machine: its outcome is a failure, never an acknowledgement.
+    assert run["held_write_outcome"] == "storage_error", run
     assert sum(run["not_acknowledged_by_kind"].values()) > 0, run  # writes were in flight
     assert run["acknowledged_lost"] == 0, run
     assert run["acknowledged_present_after_failover"] == run["acknowledged"]

@@ -7,6 +7,7 @@ Each package's README.md says what it owns and what it may import."""
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,7 @@ def imports_of(path: Path, module: str | None = None) -> set[str]:
     return found
 
 
+@functools.cache  # the source does not change during a run: parsed once, not per test
 def sources() -> dict[str, set[str]]:
     return {str(p.relative_to(SRC.parent)): imports_of(p) for p in sorted(SRC.rglob("*.py"))}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,14 +94,42 @@ class FalkorCluster:
         """SIGKILL a node."""
         node.kill()
 
-    def restart(self, node: FalkorServer) -> None:
+    def replica_of(self, primary: FalkorServer) -> FalkorServer:
+        """A live replica of `primary`, as the replica itself says."""
+        return next(
+            n
+            for n in self.alive()
+            if n is not primary
+            and self.admin.replication(n.port).get("master_port") == primary.port
+        )
+
+    def pause(self, node: FalkorServer) -> None:
+        """SIGSTOP a node: it holds its connections and answers nothing until `resume`."""
+        node.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self, node: FalkorServer) -> None:
+        """SIGCONT a paused node (a no-op on one that runs)."""
+        if node.proc.poll() is None:
+            node.proc.send_signal(signal.SIGCONT)
+
+    def restart(self, node: FalkorServer, *, keep_data: bool = True) -> None:
         """Bring a killed node back on its data and `nodes.conf`: it rejoins (as a replica if
-        its slots moved while it was down)."""
+        its slots moved while it was down).
+
+        `keep_data=False` removes its append-only file first (`nodes.conf` stays), so it
+        rejoins empty and takes a full copy from its primary. A node whose slots moved needs
+        nothing of its own data, and replaying it is where redis-server 8.2.3 with FalkorDB
+        can die: FalkorDB yields while a `MULTI`/`EXEC` of `GRAPH.QUERY` is replayed from the
+        file, a client command that arrives meanwhile trips `'!server.in_exec'` (an assertion
+        in server.c), and the node exits at start."""
+        if not keep_data:
+            shutil.rmtree(node.dir / "appendonlydir", ignore_errors=True)
         node.start()
 
     def stop(self) -> None:
         self.admin.close()
         for node in self.nodes:
+            self.resume(node)  # a paused node would not act on SIGTERM
             node.stop()
 
 

@@ -77,7 +77,9 @@ class FalkorServer:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 log = self.dir / "log"
-                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                text = log.read_text(errors="replace") if log.exists() else ""
+                crash = text.find("REDIS BUG REPORT START")  # the cause, before the memory test
+                tail = text[crash : crash + 2500] if crash >= 0 else text[-2000:]
                 raise RuntimeError(f"redis-server with falkordb.so did not start: {tail}")
             time.sleep(0.02)
 

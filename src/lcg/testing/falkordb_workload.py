@@ -208,25 +208,42 @@ def failover_run(
     groups: int = 12,
     writers: int = 2,
     kill_after_s: float = 1.5,
+    acks_before_kill: int = 120,
     acks_after_kill: int = 20,
     timeout_s: float = 60.0,
 ) -> dict[str, Any]:
     """Commits (each waiting for one replica: `replicas=1`) round-robin over `groups` groups
-    from `writers` threads; the primary holding the first group is SIGKILLed `kill_after_s`
-    into the run; once the cluster promoted its replica, the killed node is restarted (it
-    rejoins as the new primary's replica: without it the promoted shard cannot acknowledge
-    with replicas=1); the run ends when the killed shard has acknowledged `acks_after_kill`
+    from `writers` threads; the primary holding the first group is SIGKILLed once the run has
+    lasted `kill_after_s` and `acks_before_kill` commits were acknowledged (a count, not a
+    time: a loaded machine acknowledges fewer per second); once the cluster promoted its
+    replica, the killed node is restarted without its append-only file (it rejoins as the new
+    primary's replica and copies its data: without it the promoted shard cannot acknowledge
+    with replicas=1; `FalkorCluster.restart` says why not on its own file); the run ends when the killed shard has acknowledged `acks_after_kill`
     commits again. Then every group is read back: what was acknowledged and what is present.
 
     Each commit is one entity whose uuid names it; a writer reads the group's position from
     the graph before each commit, so a commit whose outcome was unknown is never re-sent
-    blindly. Returns the counts; `acknowledged_lost` must be 0."""
+    blindly.
+
+    However slow the machine, one write is in flight when the primary dies: before the kill,
+    the victim's replica is paused (SIGSTOP), a held commit to a group of its own on the victim
+    is sent, and the kill waits until the victim reports that commit's `WAIT` for the replica
+    as blocked (`CLIENT LIST`): applied on the primary, not acknowledged. The replica resumes
+    right after the kill. Returns the counts; `acknowledged_lost` must be 0 and
+    `held_write_outcome` a failure (the held commit was never acknowledged)."""
     names = [f"fo-{i}" for i in range(groups)]
     setup = FalkorBackend(cluster.url)
     for g in names:
         setup.ensure_group(g)
     victim = cluster.primary_of(graph_key(names[0]))
     victim_groups = {g for g in names if cluster.primary_of(graph_key(g)) is victim}
+    held_group = next(
+        g
+        for g in (f"fo-held-{i}" for i in range(10_000))
+        if cluster.primary_of(graph_key(g)) is victim
+    )
+    setup.ensure_group(held_group)
+    held_outcome: list[str] = []
     acked: dict[str, set[str]] = {g: set() for g in names}
     failures: Counter[str] = Counter()
     after_kill: list[float] = []
@@ -258,38 +275,69 @@ def failover_run(
         finally:
             b.close()
 
+    def held_write() -> None:
+        """One commit that waits (up to `timeout_s`) for the paused replica: in flight."""
+        b = FalkorBackend(cluster.url, replicas=1, wait_timeout_ms=int(timeout_s * 1000))
+        try:
+            op = Op("entity.upsert", {"uuid": f"{held_group}-1", "name": "held"})
+            b.commit([Commit(held_group, [op], 0, 0)])
+            held_outcome.append("acknowledged")
+        except StorageError as exc:
+            held_outcome.append(_kind(exc))
+            failures[_kind(exc)] += 1
+        finally:
+            b.close()
+
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
     for t in threads:
         t.start()
+    held = threading.Thread(target=held_write)
     promoted_s: float | None = None
+    replica = cluster.replica_of(victim)
     try:
         time.sleep(kill_after_s)
+        deadline = time.monotonic() + timeout_s
+        while sum(len(v) for v in acked.values()) < acks_before_kill:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {acks_before_kill} acknowledged: {dict(failures)}")
+            time.sleep(0.05)
+        cluster.pause(replica)
+        held.start()
+        deadline = time.monotonic() + timeout_s
+        while "wait" not in cluster.admin.blocked_commands(victim.port):
+            if time.monotonic() > deadline or not held.is_alive():
+                raise RuntimeError(f"the held commit never waited for its replica: {held_outcome}")
+            time.sleep(0.01)
         cluster.kill(victim)
         killed_at.append(time.monotonic())
+        cluster.resume(replica)
+        held.join(timeout_s)
         deadline = time.monotonic() + timeout_s
         while cluster.primary_of(graph_key(names[0])) is victim:
             if time.monotonic() > deadline:
                 raise RuntimeError("no replica took over")
             time.sleep(0.05)
         promoted_s = time.monotonic() - killed_at[0]
-        cluster.restart(victim)
+        cluster.restart(victim, keep_data=False)  # its slots moved: it rejoins as a replica
         while len(after_kill) < acks_after_kill:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"writes never resumed: {dict(failures)}")
             time.sleep(0.1)
     finally:
+        cluster.resume(replica)
         stop.set()
-        for t in threads:
-            t.join(60)
+        for t in [*threads, held]:
+            if t.ident is not None:
+                t.join(60)
     cluster.wait_healthy()
     lost: list[str] = []
     agree = True
-    for g in names:
+    for g in [*names, held_group]:
         with setup.read() as r:
             in_graph = {e.uuid for e in r.entities_in_groups([g])}
         in_stream = {x.data["uuid"] for x in setup.stream_records(g)}
         agree = agree and in_graph == in_stream
-        lost += sorted(acked[g] - (in_graph & in_stream))
+        lost += sorted(acked.get(g, set()) - (in_graph & in_stream))
         setup.drop_group(g)
     setup.close()
     total = sum(len(v) for v in acked.values())
@@ -302,6 +350,7 @@ def failover_run(
         "acknowledged_lost": len(lost),
         "lost_examples": lost[:5],
         "not_acknowledged_by_kind": dict(failures),
+        "held_write_outcome": held_outcome[0] if held_outcome else None,
         "stream_and_graph_agree_every_group": agree,
         "replica_promoted_after_s": None if promoted_s is None else round(promoted_s, 2),
         "killed_shard_first_ack_after_kill_s": round(after_kill[0], 2) if after_kill else None,

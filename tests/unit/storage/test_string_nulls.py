@@ -1,5 +1,5 @@
 """Kuzu 0.11.3 corrupts a STRING chunk when a NULL is written in place after a checkpointed
-update raised the chunk's index minimum above 0 (storage/README.md, "String columns"). lcg
+update raised the chunk's index minimum above 0 (bench/results/kuzu-0.11.3.md, "String columns"). lcg
 stays clear of it because Entity strings it updates are never NULL (a new entity's summary is
 `""`) and `merged_into` is NULL in most rows; this pins that: merges and summary updates,
 each checkpointed, then a new entity with the model's defaults, and every row read back."""

@@ -81,6 +81,11 @@ class NodeAdmin:
             for start, end, owner, *_ in self.command(port, "CLUSTER", "SLOTS")
         ]
 
+    def blocked_commands(self, port: int) -> list[str]:
+        """The commands of the node's clients that are blocked now (`CLIENT LIST`, flag `b`:
+        a `WAIT` for replicas, a blocking `XREAD`)."""
+        return [str(c["cmd"]) for c in self.client(port).client_list() if "b" in c["flags"]]
+
     def keyslot(self, port: int, key: str) -> int:
         return int(self.command(port, "CLUSTER", "KEYSLOT", key))
 
