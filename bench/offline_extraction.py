@@ -33,7 +33,8 @@ each): every turn is one `message` episode `"<role>: <content>"` dated by the la
 `time_anchor` seen in its chat, extracted by the offline extractor directly (no store: these are
 figures about extraction). Reported: facts per turn; `subject_right`, the share of facts whose
 source is right — the speaker when the fact's sentence speaks in the first person ("I", "my",
-"I'm"), else a name written in the sentence; `first_person_speaker`, the share of first-person
+"I'm"), a name written earlier in the turn when it opens with "he", "she", "it" or "they", else a
+name written in the sentence; `first_person_speaker`, the share of first-person
 facts whose source is the speaker; `relative_dates`, facts whose sentence names a relative date
 ("yesterday", "last week", "two days ago", "next month", "in March") and how many of those got
 a `valid_at` other than the turn's own date; and `entity_noise`, entities that are pronouns,
@@ -177,7 +178,12 @@ async def evaluate(
     return out
 
 
-_FIRST_PERSON = re.compile(r"^\W*(?:i|i'm|i've|i'd|i'll|my|me)\b", re.IGNORECASE)
+# First person: "I ...", or after an opening phrase and a comma ("However, I'm ...").
+_FIRST_PERSON = re.compile(
+    r"^(?:[^.,]{0,60},)?\W*(?:(?:and|but|so|then|now)\s+)?(?:i|i'm|i've|i'd|i'll|my|me)\b",
+    re.IGNORECASE,
+)
+_PRONOUN_SUBJECT = re.compile(r"^\W*(?:he|she|it|they)\b", re.IGNORECASE)
 _RELATIVE = re.compile(
     r"\b(?:yesterday|tomorrow|(?:last|next|this)\s+(?:week|month|year|monday|tuesday|"
     r"wednesday|thursday|friday|saturday|sunday|spring|summer|autumn|fall|winter)|"
@@ -195,6 +201,12 @@ _INTERJECTIONS = frozenset(
     """hi hello hey thanks thank glad sure okay ok yes no yeah wow great awesome oh please sorry
     cool nice perfect absolutely certainly alright hmm well welcome congrats""".split()  # noqa: SIM905 -- a word list
 )
+# Words that make a two-word name an interjection too ("Welcome Ashlee", "Thanks Tom"); not
+# adjectives, which open real names ("Great Valley", "Perfect Fit").
+_OPENERS = frozenset(
+    """hi hello hey thanks thank glad sure okay ok yes no yeah wow oh please sorry absolutely
+    certainly alright hmm welcome congrats""".split()  # noqa: SIM905 -- a word list
+)
 
 
 def _noise(name: str) -> str | None:
@@ -206,7 +218,7 @@ def _noise(name: str) -> str | None:
         return "literal"
     if key in _PRONOUNS or first in ("i'm", "i've", "i'd", "i'll", "i’m"):
         return "pronoun"
-    if key in _INTERJECTIONS or (first in _INTERJECTIONS and len(key.split()) <= 2):
+    if key in _INTERJECTIONS or (first in _OPENERS and len(key.split()) <= 2):
         return "interjection"
     return None
 
@@ -254,11 +266,11 @@ async def chats(paths: list[Path], details: bool) -> dict[str, Any]:
                             first_person += 1
                             ok = f.source.casefold() == speaker
                             first_right += ok
+                        elif _PRONOUN_SUBJECT.match(f.fact):
+                            # A pronoun resolved to an entity named earlier in the turn.
+                            ok = f.source.casefold() in body.casefold() and not _noise(f.source)
                         else:
-                            ok = (
-                                f.source.casefold() in f.fact.casefold()
-                                and _noise(f.source) is None
-                            )
+                            ok = f.source.casefold() in f.fact.casefold() and not _noise(f.source)
                         right += ok
                         if not ok and details and len(wrong_examples) < 15:
                             wrong_examples.append({"source": f.source, "fact": f.fact[:160]})

@@ -80,7 +80,7 @@ _STOP = frozenset(
     then however also some many most several other another each every all both one two three
     first second later early today yesterday tomorrow if because so not no yes who what which why
     how was were is are be been being has have had do does did can could will would may might
-    must shall should mr mrs ms dr st references response history overview see notes monday
+    must shall should now mr mrs ms dr st references response history overview see notes monday
     tuesday wednesday thursday friday saturday sunday""".split()  # noqa: SIM905 -- a word list
 ) | frozenset(_MONTHS)
 # "and" never joins: "NASA and Blue Origin" is two names far more often than one.
@@ -225,6 +225,8 @@ def _names_subject(tokens: Sequence[_Token], j: int) -> bool:
 def _spans(tokens: Sequence[_Token], known: set[str]) -> list[_Mention]:
     """Capitalised phrases, code names and dates, in order (char-free: token indexes)."""
     out: list[_Mention] = []
+    # The sentence's first word, after any opening quote or bracket.
+    first_word = next((k for k, t in enumerate(tokens) if t.kind != "punct"), 0)
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -240,9 +242,11 @@ def _spans(tokens: Sequence[_Token], known: set[str]) -> list[_Mention]:
             i += 1
             continue
         j = i + 1
-        while j < len(tokens):
+        possessive = tok.text.endswith(("'s", "’s"))  # "Robert's 1985 essay" names Robert
+        while j < len(tokens) and not possessive:
             nxt = tokens[j]
-            if _cap(nxt) or nxt.kind == "num" or _ROMAN.fullmatch(nxt.text):
+            pronoun_i = nxt.text == "I" and j + 1 < len(tokens) and tokens[j + 1].text[:1].islower()
+            if _cap(nxt) or nxt.kind == "num" or (_ROMAN.fullmatch(nxt.text) and not pronoun_i):
                 j += 1
             elif (
                 nxt.text.casefold() in _CONNECTORS
@@ -259,18 +263,22 @@ def _spans(tokens: Sequence[_Token], known: set[str]) -> list[_Mention]:
             ):
                 break
         start = i
-        if i == 0 and j - i >= 2 and tokens[i].text.casefold() in IMPERATIVE_VERBS:
+        if i == first_word and j - i >= 2 and tokens[i].text.casefold() in IMPERATIVE_VERBS:
             start = i + 1  # "Pin Werkzeug": a verb opening a title or a bullet is no name
         words = [_clean(t.text) for t in tokens[start:j]]
         phrase = " ".join(w for w in words if w)
         opener = (
-            i == 0
-            and j == 1
+            i == first_word
+            and j == i + 1
             and not phrase.isupper()
             and phrase.casefold() not in known
             and not _names_subject(tokens, j)
         )
-        if phrase and not phrase.isdigit() and not opener and not is_noise(phrase):
+        verbish = j - start == 1 and (
+            phrase.casefold() in IMPERATIVE_VERBS
+            or (start == first_word and phrase.endswith("ing"))
+        )
+        if phrase and not phrase.isdigit() and not opener and not verbish and not is_noise(phrase):
             out.append(_Mention(start, j, phrase))
         i = j
     return out
@@ -326,9 +334,21 @@ _ACTIVE = {
 _MEMBERSHIP = frozenset({"ON", "IN", "PUT_ON", "PLACED_ON", "PUT_IN", "ASSIGNED_TO", "ADDED_TO"})
 _STORED = frozenset({"STORED_IN", "KEPT_IN", "KEEPS_IN", "STORE_IN", "KEEP_IN"})
 _LEAD_PREPS = frozenset(
-    """in on at after before since during following as by until when once from""".split()  # noqa: SIM905 -- a word list
+    """in on at after before since during following as by until when once from for with
+    without like unlike despite regarding besides""".split()  # noqa: SIM905 -- a word list
 )
 _FIRST_PERSON = frozenset({"i", "me", "i'm", "i've", "i'd", "i'll", "i’m", "i’ve"})
+_SUBJECT_PRONOUNS = frozenset(
+    {"i", "i'm", "i've", "i'd", "i'll", "i’m", "i’ve", "he", "she", "it", "they"}
+)
+_EXPLETIVE = frozenset(
+    """is was 's seems seemed looks looked appears appeared might may can could would will
+    should must makes sounds feels depends helps""".split()  # noqa: SIM905 -- a word list
+)
+_POSSESSIVE = frozenset({"my", "your", "our", "their"})
+_OPENING = frozenset(
+    "then so and but now also still actually really just however well yes no okay ok".split()  # noqa: SIM905 -- a word list
+)
 _HE_SHE = frozenset({"he", "she", "him", "her"})
 _IT = frozenset({"it", "its"})
 _THEY = frozenset({"they", "them"})
@@ -338,6 +358,7 @@ _ROLE_VERBS = frozenset(
 )
 _LEAVING = {"left": "LEFT", "quit": "LEFT", "resigned": "RESIGNED_FROM", "stepped": "STEPPED_DOWN"}
 _ORPHAN = re.compile(r"\b(?:since|from|until|by|as of|after|before|on|in|of)\s*$", re.I)
+_LABEL = re.compile(r"^[*_]*[A-Z][\w'’ -]{0,40}?[*_]*:\s+(?=\S)")
 _SPEAKER = re.compile(r"^([A-Za-z][\w .'-]{0,30}?)\s*:\s+(\S.*)$")
 _CODE_CHARS = re.compile(r"[{}()\[\];=<>_`|\\/*]")
 
@@ -374,6 +395,7 @@ def _common(tokens: Sequence[_Token], taken: set[int], role: bool = False) -> li
             )
             if not modifier and (
                 w in NP_STOP
+                or w in DETERMINERS
                 or w in VERBS
                 or w in PRONOUNS
                 or w.endswith("ly")
@@ -400,11 +422,7 @@ def _common(tokens: Sequence[_Token], taken: set[int], role: bool = False) -> li
             j += 2
         while words and words[0] in _ADJECTIVES:
             words.pop(0)
-        if (
-            words
-            and not (len(words) == 1 and words[0] in GENERIC_NOUNS)
-            and not all(w in GENERIC_NOUNS for w in words)
-        ):
+        if words and not all(w in GENERIC_NOUNS for w in words) and not is_noise(" ".join(words)):
             out.append(_Mention(i, j, " ".join(words), "common"))
             i = j
             continue
@@ -417,7 +435,9 @@ _PLURAL_MODIFIERS = frozenset(
     "reports payments sales tracks ships hosts releases fixes updates supports".split()  # noqa: SIM905 -- a word list
 )
 _ADJECTIVES = frozenset(
-    "new old current same other whole entire first last next previous former".split()  # noqa: SIM905 -- a word list
+    """new old current same other whole entire first last next previous former great good nice
+    best better simple basic quick solid excellent awesome perfect right wrong big small huge cool
+    little specific certain main various different several few more most""".split()  # noqa: SIM905 -- a word list
 )
 _ROLE_HEADS = frozenset(
     """head vp director chair lead manager owner president member vice chief""".split()  # noqa: SIM905 -- a word list
@@ -490,6 +510,7 @@ class _Reader:
         out: list[tuple[str | None, str | None, str]] = []
         current: str | None = None
         speaker: str | None = None
+        speakers: set[str] = set()
         fenced = False
         for raw in text.splitlines():
             line = raw.strip()
@@ -498,16 +519,27 @@ class _Reader:
                 continue
             if not line or fenced:
                 continue
-            if message and (m := _SPEAKER.match(line)) and len(m.group(1).split()) <= 3:
+            m = _SPEAKER.match(line)
+            if (
+                message
+                and m is not None
+                and len(m.group(1).split()) <= 3
+                and (not speakers or m.group(1).strip() in speakers)
+            ):
+                # A turn's speaker: on its first line, or a speaker seen before (a label
+                # such as "Situation:" inside a turn is no speaker).
                 speaker, line = m.group(1).strip(), m.group(2)
+                speakers.add(speaker)
             if m := _HEADING_DATE.fullmatch(line):
                 current = _iso(m.group(1))
                 continue
             if line.startswith(("#", "|", ">")) or _HEADER.match(line) or line.endswith(":"):
                 continue
+            line = _BULLET.sub("", line).replace("**", "").replace("__", "")
             if len(_CODE_CHARS.findall(line)) * 8 > len(line):
                 continue  # code, a table or a path, not prose
-            line = _BULLET.sub("", line).replace("**", "").replace("__", "")
+            if (m := _LABEL.match(line)) is not None:
+                line = line[m.end() :]  # "Legacy: Euclid's Elements remained ...": a label
             when = current
             if m := _LEADING_DATE.match(line):
                 when = _iso(m.group(1))
@@ -587,6 +619,9 @@ def _analyse(
             if m.kind == "entity":
                 entity(m.name, m.kind, sentence)
         if len(out.facts) >= _MAX_FACTS:
+            continue
+        if "?" in sentence[-16:] or "`" in sentence:
+            out.unread += 1  # a question asserts nothing; inline code is not prose
             continue
         rel_when = relative.date.strftime("%Y-%m-%dT00:00:00Z") if relative else None
         fact = _sentence_fact(sentence, tokens, mentions, rel_when or when, ctx, speaker)
@@ -690,22 +725,62 @@ def _subject(
     """The clause's subject mention and the name it stands for, after a leading adverbial
     ("In March", "After the reorg,"); None when it cannot be named."""
     skip = 0
-    if tokens and tokens[0].kind == "word" and tokens[0].text.casefold() in _LEAD_PREPS:
-        comma = next((k for k, t in enumerate(tokens[:10]) if t.text == ","), None)
+    while skip < len(tokens) and (
+        tokens[skip].kind == "punct" or tokens[skip].text.casefold() in ("and", "but", "so", "then")
+    ):
+        skip += 1
+    if skip < len(tokens) and tokens[skip].text.casefold() in _LEAD_PREPS:
+        lead = skip
+        comma = next((k for k, t in enumerate(tokens[:10]) if t.text == "," and k > lead), None)
         if comma is not None:
             skip = comma + 1
         else:
-            first = next((m for m in mentions if m.start >= 1), None)
-            skip = first.end if first is not None and first.start <= 2 else 1
+            first = next((m for m in mentions if m.start > lead), None)
+            skip = first.end if first is not None and first.start <= lead + 2 else lead + 1
     if skip == 0 and tokens and tokens[0].text.casefold() in IMPERATIVE_VERBS:
         # "Pin Werkzeug to 2.0", "Set the flag": an imperative has no subject in the sentence.
         nxt = tokens[1].text.casefold() if len(tokens) > 1 else ""
-        if not (nxt in VERBS or nxt in NP_STOP):
+        if nxt not in ("is", "was", "are", "has"):
             return None
     candidates = [m for m in mentions if m.start >= skip and m.kind != "date"]
     if not candidates:
         return None
     subject = candidates[0]
+    if (
+        len(candidates) > 1
+        and subject.end < len(tokens)
+        and tokens[subject.end].text == ","
+        and candidates[1].start == subject.end + 1
+        and candidates[1].kind == "self"
+    ):
+        subject = candidates[1]  # "Joshua, I really appreciate ...": a vocative, then "I"
+    if (
+        subject.name == "it"
+        and subject.end < len(tokens)
+        and tokens[subject.end].text.casefold() in _EXPLETIVE
+    ):
+        return None  # "it is common to ...", "it seems": no thing is talked about
+    # The subject opens the clause ("The new billing service", "Then I"): a mention further in
+    # is an object, and a sentence whose subject is not named ("You can ...") gives no fact.
+    if any(
+        t.kind == "word"
+        and t.text.casefold() not in _OPENING
+        and not t.text.endswith("ly")
+        and "-" not in t.text  # "then-Major Glenn", "ex-CEO Ana"
+        and not t.text[:1].isupper()
+        for t in tokens[skip : _start(tokens, subject)]
+    ):
+        return None
+    if subject.kind in ("self", "pronoun") and (
+        subject.name not in _SUBJECT_PRONOUNS
+        or any(
+            t.kind == "word" and t.text.casefold() not in _OPENING
+            for t in tokens[skip : subject.start]
+        )
+    ):
+        return None  # "Decreasing it will ...": a pronoun after a verb is its object
+    if subject.kind == "common" and tokens[subject.start].text.casefold() in _POSSESSIVE:
+        return None  # "My goal is ...": the speaker's goal is no entity of its own
     if subject.kind == "self":
         return (subject, speaker) if speaker and subject.name != "my" else None
     if subject.kind == "pronoun":

@@ -37,7 +37,8 @@ INTERJECTIONS = frozenset(
 )
 # Openers that make a two-word capitalised run noise too ("Glad Maya", "Thanks Tom").
 _OPENERS = frozenset(
-    "hi hello hey thanks thank glad sure okay ok yes no wow sorry please congrats".split()  # noqa: SIM905 -- a word list
+    """hi hello hey thanks thank glad sure okay ok yes yeah no wow oh sorry please welcome
+    congrats absolutely certainly alright hmm""".split()  # noqa: SIM905 -- a word list
 )
 _LITERALS = frozenset({"true", "false", "none", "null", "nil", "undefined", "nan", "yes", "no"})
 DETERMINERS = frozenset(
