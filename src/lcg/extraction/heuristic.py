@@ -292,7 +292,13 @@ def _relation(words: Sequence[str]) -> str | None:
     """The verb phrase as a relation type, or None when it does not read as one."""
     kept = [w for w in words if w not in _FILLER]
     # "launch moved to", "deadline is due on": an attribute noun before the verb is dropped.
-    while len(kept) > 1 and kept[0] not in _VERBISH and not kept[0].endswith(("ed", "s")):
+    # Only when a verb follows: "went up to space on" has no attribute noun to drop.
+    while (
+        len(kept) > 1
+        and kept[0] not in _VERBISH
+        and not kept[0].endswith(("ed", "s"))
+        and any(w in _VERBISH or w.endswith(("ed", "s")) for w in kept[1:])
+    ):
         kept = kept[1:]
     # "became head of", "took over as lead of": the role is the relation.
     if len(kept) > 1 and kept[0] in ("became", "becomes", "remains", "remained"):
@@ -305,6 +311,8 @@ def _relation(words: Sequence[str]) -> str | None:
         return None
     if any(w in PRONOUNS for w in kept):
         return None
+    if all(w in NP_STOP or w in ("who", "which", "whom") for w in kept):
+        return None  # "AROUND", "TO": a preposition alone names no relation
     return "_".join(w.replace("'", "").replace("-", "_") for w in kept).upper()
 
 
@@ -342,9 +350,23 @@ _SUBJECT_PRONOUNS = frozenset(
     {"i", "i'm", "i've", "i'd", "i'll", "i’m", "i’ve", "he", "she", "it", "they"}
 )
 _EXPLETIVE = frozenset(
-    """is was 's seems seemed looks looked appears appeared might may can could would will
-    should must makes sounds feels depends helps""".split()  # noqa: SIM905 -- a word list
+    """seems seemed looks looked appears appeared might may can could would will should must
+    makes sounds feels depends helps""".split()  # noqa: SIM905 -- a word list
 )
+
+
+def _expletive(tokens: Sequence[_Token], k: int) -> bool:
+    """Whether "it" at `k - 1` is expletive: "it seems", "it is common to" — not "it was
+    launched", where a participle follows the copula."""
+    word = tokens[k].text.casefold()
+    if word in _EXPLETIVE:
+        return True
+    if word not in ("is", "was", "'s"):
+        return False
+    nxt = tokens[k + 1].text.casefold() if k + 1 < len(tokens) else ""
+    return not (nxt.endswith(("ed", "en")) or nxt in VERBS)
+
+
 _POSSESSIVE = frozenset({"my", "your", "our", "their"})
 _OPENING = frozenset(
     "then so and but now also still actually really just however well yes no okay ok".split()  # noqa: SIM905 -- a word list
@@ -357,6 +379,7 @@ _ROLE_VERBS = frozenset(
     becomes""".split()  # noqa: SIM905 -- a word list
 )
 _LEAVING = {"left": "LEFT", "quit": "LEFT", "resigned": "RESIGNED_FROM", "stepped": "STEPPED_DOWN"}
+_EVENT = re.compile(r"[A-Z]+(?:ED|EN|UNG|ANG|OOK|OT|LT)_(?:ON|IN|AT)")
 _ORPHAN = re.compile(r"\b(?:since|from|until|by|as of|after|before|on|in|of)\s*$", re.I)
 _LABEL = re.compile(r"^[*_]*[A-Z][\w'’ -]{0,40}?[*_]*:\s+(?=\S)")
 _SPEAKER = re.compile(r"^([A-Za-z][\w .'-]{0,30}?)\s*:\s+(\S.*)$")
@@ -754,11 +777,7 @@ def _subject(
         and candidates[1].kind == "self"
     ):
         subject = candidates[1]  # "Joshua, I really appreciate ...": a vocative, then "I"
-    if (
-        subject.name == "it"
-        and subject.end < len(tokens)
-        and tokens[subject.end].text.casefold() in _EXPLETIVE
-    ):
+    if subject.name == "it" and subject.end < len(tokens) and _expletive(tokens, subject.end):
         return None  # "it is common to ...", "it seems": no thing is talked about
     # The subject opens the clause ("The new billing service", "Then I"): a mention further in
     # is an object, and a sentence whose subject is not named ("You can ...") gives no fact.
@@ -1071,6 +1090,11 @@ def _fact(
     )
     if ended is not None:
         own = find_date(sentence.replace(target.name, "").replace(ended, "")) or own
+    # "Apollo 12 was launched on November 14, 1969": an event is true from its date ("is due
+    # on 2025-06-30" is a deadline's value, not when it became one).
+    event = target.kind == "date" and bool(_EVENT.fullmatch(relation))
+    if own is None and event and family_of(relation, target.name) is None:
+        own = find_date(target.name)
     return {
         "source": source,
         "target": target.name,
