@@ -1,26 +1,34 @@
 """The offline heuristic extractor: entities and facts from text with no model at all.
 
-Rules only, and labelled so (`extractor.kind = "heuristic"` in every result and in status).
-Entities are capitalised noun phrases ("Kennedy Space Center", "Apollo 11", "NASA"), code-style
-names (`atlas-core`) and, as fact targets only, dates and short status values. Headings,
-document headers (`Document: …`) and lines of fewer than three words are never read as
-sentences; a heading that is a date (`## 2025-03-03`) dates the sentences under it.
+Rules only, and labelled so (`extractor.kind = "heuristic"` in every result and in status);
+docs/offline-extraction.md describes what it reads and what it was measured on. Entities are
+capitalised noun phrases ("Kennedy Space Center", "Apollo 11"), code-style names (`atlas-core`),
+common-noun phrases after an article as fact endpoints ("the search team" -> `search team`,
+"promoted to principal engineer"), and, as fact targets only, dates and short status values.
+Literals, pronouns, interjections, single letters and a verb opening a title ("Pin Werkzeug")
+are never entities (`lexicon.is_noise`). Headings, headers, fenced code, tables, questions and
+lines of fewer than three words are not read as statements; a date heading dates what follows.
 
-Each sentence gives at most one fact: its first entity (the subject) to the next one (the
-object), typed by the verb phrase between them with auxiliaries, adverbs and articles dropped
-("is now led by" -> `LED_BY`, "was rewritten in" -> `REWRITTEN_IN`, "launch moved to" ->
-`MOVED_TO`); `MENTIONED_WITH` only when no verb phrase reads as one. "from X to Y" makes Y the
-object; "replaced X as <role> of Z" makes Z the object of `<ROLE>_OF`. A sentence naming one
-entity gives a fact about it when a value follows the verb: a status ("is now deprecated",
-"left the company" -> `STATUS`). A date in the sentence (or its heading) becomes `valid_at`
-unless the date is the fact's object.
+Each sentence gives at most one fact: its subject — the mention that opens the clause after a
+leading adverbial ("In March", "After the reorg,") — to the next mention, typed by the verb
+phrase between them with auxiliaries, adverbs and articles dropped ("was rewritten in" ->
+`REWRITTEN_IN`). "We moved X under Y" is a fact about X; "X is led by Y" is said the active way
+(`Y LEADS X`); "he"/"she"/"it"/"they" stand for the last compatible entity of the episode, and
+in a `message` episode ("speaker: text") "I" is the speaker. A relation type maps onto the
+ontology's declared types by name, alias or the same stemmed words. A sentence whose verb phrase
+does not read as a relation gives no fact (counted in `unread`; there is no co-mention pair).
+
+`valid_at` is the sentence's own date, else a relative date ("yesterday", "last Friday", "in
+March") resolved against the heading's date or the episode's reference time
+(`relative_dates`), else the heading's date; an event verb's date object dates the fact.
 
 Change cues retire facts through the pipeline's rules: the verb phrase itself lands in a
-built-in single-valued family (`lcg.ontology.supersession`: "now leads", "moved to the Search Team",
-"migrated from MySQL to PostgreSQL", "promoted to", "rewritten in"), and "from X", "replaced
-X", "left", "no longer" flag the existing facts they end (reason `cue`). A sentence with
-"also"/"as well" never retires anything. It answers in the JSON shapes of the LLM prompts, so
-its output goes through the same salvage, resolution and commit path.
+built-in single-valued family (`lcg.ontology.supersession`), and "from X", "replaced X (as /
+with)", "took over X from Y", "left", "stepped down", "no longer" flag the existing facts they
+end (reason `cue`); the same cues and families end the earlier facts of the same text (a dated
+changelog read as one episode) by setting their `invalid_at`. A sentence with "also"/"as well"
+never retires anything. It answers in the JSON shapes of the LLM prompts, so its output goes
+through the same salvage, resolution and commit path.
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from lcg.ontology.supersession import family_of, is_additive, relation_words
 
 __all__ = ["HEURISTIC_VERSION", "heuristic_entities", "heuristic_facts", "sentences"]
 
-HEURISTIC_VERSION = "heuristic-2"
+HEURISTIC_VERSION = "heuristic-3"
 
 _MAX_ENTITIES = 40
 _MAX_FACTS = 60
@@ -311,8 +319,6 @@ def _relation(words: Sequence[str]) -> str | None:
         return None
     if any(w in PRONOUNS for w in kept):
         return None
-    if all(w in NP_STOP or w in ("who", "which", "whom") for w in kept):
-        return None  # "AROUND", "TO": a preposition alone names no relation
     return "_".join(w.replace("'", "").replace("-", "_") for w in kept).upper()
 
 
@@ -926,6 +932,8 @@ def _sentence_fact(
         if relation is None:
             return None
         relation = _normalise(relation, target.name)
+        if _bare(relation):
+            return None
         active = _ACTIVE.get(relation)
         if active is not None and target.kind in ("entity", "common"):
             # "The Borealis project is now led by Dana Kim": said the active way, so that it
@@ -960,6 +968,12 @@ def _before(tokens: Sequence[_Token], m: _Mention) -> str:
     """The word before a mention and its determiner ("from" in "from the Mobile Team")."""
     k = _start(tokens, m)
     return tokens[k - 1].text.casefold() if k > 0 else ""
+
+
+def _bare(relation: str) -> bool:
+    """Whether a relation type is a bare preposition ("AROUND", "TO"): it names no relation."""
+    words = relation.casefold().split("_")
+    return all(w in NP_STOP or w in ("who", "which", "whom") for w in words)
 
 
 def _normalise(relation: str, target: str) -> str:
@@ -1025,6 +1039,8 @@ def _we_fact(
     if relation is None:
         return None
     relation = _normalise(relation, target.name)
+    if _bare(relation):
+        return None
     flagged = [] if additive or ended is None else _flag(existing, obj.name, ended, None)
     ends = None if additive or ended is None else (obj.name, ended)
     return _fact(obj.name, relation, target, sentence, when, flagged, ended, ends)
