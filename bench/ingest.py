@@ -1,6 +1,6 @@
 """Benchmark the ingestion pipeline on the Apollo corpus; prints one JSON object.
 
-    python bench/ingest.py [--articles 228] [--latency-articles 8,32]
+    python bench/ingest.py [--articles 228] [--latency-articles 8,32] [--offline-only]
 
 The LLM is a real OpenAI-compatible HTTP server (lcg.testing.scripted_llm, in a process of its
 own) whose answers come from the heuristic extractor run on the episode text inside each prompt
@@ -18,6 +18,10 @@ embedder is `hash`.
    minutes), all submitted at once — with the default settings (articles up to
    LCG_EXTRACTION_SINGLE_CALL_MAX_CHARS characters take one call, longer ones two) and, for
    comparison, at concurrency 8 with two calls for every article.
+3. `offline`: the same articles, one at a time, with the offline heuristic extractor
+   (`extractor="heuristic"`: no model, no server), per-episode engine time as lcg reports it
+   (`timings.engine_s`; no model time to subtract) and the process's CPU time per call
+   (`engine_cpu_ms`). `--offline-only` runs this part alone.
 """
 
 from __future__ import annotations
@@ -111,6 +115,48 @@ async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any
     }
 
 
+async def _offline(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any]:
+    settings = Settings.for_home(home, embedder="hash", extractor="heuristic")
+    engine = open_engine(settings)
+    engine_s: list[float] = []
+    cpu_s: list[float] = []
+    facts: list[int] = []
+    try:
+        started = time.perf_counter()
+        for i, article in enumerate(corpus):
+            cpu = time.process_time()
+            result = await dispatch(engine, "knowledge_process_chunk", _chunk(i, article))
+            cpu_s.append(time.process_time() - cpu)
+            engine_s.append(result["timings"]["engine_s"])
+            facts.append(result["edges_extracted"])
+        wall = time.perf_counter() - started
+        status = await dispatch(engine, "knowledge_status", {})
+    finally:
+        engine.close()
+    return {
+        "articles": len(corpus),
+        "wall_s": round(wall, 2),
+        "engine_ms": {
+            "median": _ms(statistics.median(engine_s)),
+            "p95": _ms(_pct(engine_s, 0.95)),
+            "first10_median": _ms(statistics.median(engine_s[:10])),
+            "last10_median": _ms(statistics.median(engine_s[-10:])),
+        },
+        # CPU seconds of the whole process (all its threads) per call: on a shared machine,
+        # less sensitive than wall time to what other processes do.
+        "engine_cpu_ms": {
+            "median": _ms(statistics.median(cpu_s)),
+            "p95": _ms(_pct(cpu_s, 0.95)),
+        },
+        "facts_per_episode": round(sum(facts) / len(facts), 3),
+        "graph": {
+            "entities": status["entity_count"],
+            "facts": status["relationship_count"],
+            "episodes": status["episode_count"],
+        },
+    }
+
+
 async def _count_calls(engine: Any, params: dict[str, Any], calls: list[int]) -> None:
     result = await dispatch(engine, "knowledge_process_chunk", params)
     calls.append(result["cost"]["llm_calls"])
@@ -152,11 +198,16 @@ async def main() -> None:
         default="8,32",
         help="articles for the 1 s latency runs at concurrency 1 and 8",
     )
+    parser.add_argument("--offline-only", action="store_true", help="only the offline run")
     args = parser.parse_args()
     few, many = (int(x) for x in args.latency_articles.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         out: dict[str, Any] = {"benchmark": "ingest", "corpus": str(CORPUS.name)}
+        out["offline"] = await _offline(root / "offline", articles(args.articles))
+        if args.offline_only:
+            print(json.dumps(out, indent=2))
+            return
         out["zero_latency"] = await _sequential(root / "seq", articles(args.articles))
         out["latency_1s"] = [
             await _throughput(root / "c1", articles(few), 1),

@@ -235,7 +235,8 @@ class HeuristicExtractor:
     async def entities(
         self, ctx: EpisodeContext, report: SalvageReport, cost: Cost
     ) -> list[CleanEntity]:
-        return salvage_entities(heuristic_entities(ctx.content), report)
+        found = heuristic_entities(ctx.content, **_heuristic_options(ctx))
+        return salvage_entities(found, report)
 
     async def facts(
         self,
@@ -246,7 +247,9 @@ class HeuristicExtractor:
         cost: Cost,
     ) -> list[CleanFact]:
         names = [e.name for e in entities]
-        return salvage_facts(heuristic_facts(ctx.content, names, existing), report)
+        found = heuristic_facts(ctx.content, names, existing, **_heuristic_options(ctx))
+        report.sentences_unread += int(found.pop("unread", 0))
+        return salvage_facts(found, report)
 
     async def episode(
         self,
@@ -255,10 +258,20 @@ class HeuristicExtractor:
         report: SalvageReport,
         cost: Cost,
     ) -> tuple[list[CleanEntity], list[CleanFact]]:
-        return salvage_graph(heuristic_graph(ctx.content, existing), report)
+        found = heuristic_graph(ctx.content, existing, **_heuristic_options(ctx))
+        report.sentences_unread += int(found.pop("unread", 0))
+        return salvage_graph(found, report)
 
     async def same(self, pairs: Sequence[tuple[str, str, str, str]], cost: Cost) -> set[int]:
         return set()
+
+
+def _heuristic_options(ctx: EpisodeContext) -> dict[str, Any]:
+    return {
+        "reference_time": ctx.reference_time,
+        "source_type": ctx.source_type,
+        "ontology": ctx.ontology,
+    }
 
 
 def extractor_status(engine: Any) -> dict[str, Any]:

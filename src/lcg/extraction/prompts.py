@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from lcg.extraction.llm import LlmRequest
+from lcg.ontology.model import Ontology
 from lcg.timeutil import to_wal
 
 __all__ = [
@@ -112,6 +113,8 @@ class EpisodeContext:
     source_type: str  # "text" | "json" | "message"
     reference_time: datetime
     ontology_block: str = ""
+    # The ontology itself, for extractors that map onto it without a prompt (the heuristic).
+    ontology: Ontology | None = None
 
 
 @dataclass(frozen=True)

@@ -70,13 +70,16 @@ class SalvageReport:
     timestamps_repaired: int = 0
     timestamps_dropped: int = 0
     answer_unusable: int = 0
+    # Sentences the offline extractor read and could not turn into a fact (not a repair).
+    sentences_unread: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @property
     def repaired_or_dropped(self) -> int:
-        return sum(v for k, v in self.as_dict().items() if k != "entities_missing_summary")
+        skip = ("entities_missing_summary", "sentences_unread")
+        return sum(v for k, v in self.as_dict().items() if k not in skip)
 
 
 def _text(value: Any) -> str:

@@ -374,7 +374,12 @@ class IngestPipeline:
         if not item.body.strip():
             return _Extracted([], [], None, [], {}, [])
         ctx = EpisodeContext(
-            item.name, item.body, item.source_type, item.reference_time, ontology.prompt_block()
+            item.name,
+            item.body,
+            item.source_type,
+            item.reference_time,
+            ontology.prompt_block(),
+            ontology,
         )
         if calls_for(item.body, self.engine.settings.extraction_single_call_max_chars) == 1:
             return await self._extract_single(extractor, item, ctx, ontology, cost, report)

@@ -97,13 +97,16 @@ _IRREGULAR = {
     "delayed": "delay",
     "headquartered": "headquarter",
     "became": "become",
+    "hired": "hire",
     "becomes": "become",
 }
 _LEADING = frozenset({"now", "currently", "still", "be", "have", "the", "a", "an", "new"})
 _ADDITIVE = re.compile(
     r"\b(?:also|as well|in addition|additionally|another|too|co-\w+|alongside)\b", re.IGNORECASE
 )
-_TEAM = re.compile(r"\b(?:team|squad|group|department|guild|crew|org)\b", re.IGNORECASE)
+_TEAM = re.compile(
+    r"\b(?:team|squad|group|department|guild|crew|org|organi[sz]ation|division)\b", re.IGNORECASE
+)
 _DATE = re.compile(
     r"^(?:\d{4}-\d{2}(?:-\d{2})?|(?:q[1-4]\s+\d{4})|(?:(?:early|mid|late)[- ])?"
     r"(?:january|february|march|april|may|june|july|august|september|october|november|december)"
@@ -190,7 +193,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "employer",
         "source",
-        _phrases("works at", "works for", "employed by", "employed at", "employer"),
+        _phrases("works at", "works for", "employed by", "employed at", "employer", "hired by"),
     ),
     Family(
         "residence",
@@ -231,6 +234,7 @@ FAMILIES: tuple[Family, ...] = (
             "serves as",
             "works as",
             "promoted to",
+            "hired as",
             "job title",
             "position",
         ),
@@ -245,10 +249,11 @@ FAMILIES: tuple[Family, ...] = (
             "primary store",
             "database",
             "stores data in",
+            "stored in",
             "backed by",
             "persists to",
         ),
-        _MOVES,
+        _MOVES | _phrases("runs on", "run on"),
         "database",
     ),
     Family(

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from lcg.extraction.heuristic import find_date, heuristic_entities, heuristic_facts, heuristic_graph
+from lcg.ontology import EntityType, Ontology, RelationType
 
 SAMPLE = (
     "Apollo 11 was launched by NASA on July 16, 1969. Neil Armstrong commanded Apollo 11. "
@@ -140,3 +143,125 @@ def test_every_apollo_article_reads_without_error() -> None:
             assert all(f["source"] and f["target"] and f["predicate"] for f in graph["facts"])
             read += 1
     assert read == 228
+
+
+REF = datetime(2025, 5, 14, tzinfo=UTC)  # a Wednesday
+
+
+def _read(text: str, existing: tuple[Shown, ...] = (), **options: Any) -> list[tuple[Any, ...]]:
+    found = heuristic_graph(text, existing, reference_time=REF, **options)
+    return [
+        (f["source"], f["predicate"], f["target"], f["valid_at"], f["supersedes"])
+        for f in found["facts"]
+    ]
+
+
+def test_common_noun_phrases_are_fact_endpoints_and_roles_need_no_article() -> None:
+    assert _read("Maya Chen was promoted to principal engineer.") == [
+        ("Maya Chen", "PROMOTED_TO", "principal engineer", None, [])
+    ]
+    assert _read("The ledger was rewritten in Rust.") == [
+        ("ledger", "REWRITTEN_IN", "Rust", None, [])
+    ]
+    assert _read("Dana Kim is a member of the Infra Team.") == [
+        ("Dana Kim", "MEMBER_OF", "Infra Team", None, [])
+    ]
+    shown = (Shown("Maya Chen", "MEMBER_OF", "search team"),)
+    assert _read("Maya Chen moved from the search team to the ledger team.", shown) == [
+        ("Maya Chen", "MOVED_TO", "ledger team", None, [0])
+    ]
+
+
+def test_we_sentences_are_facts_about_their_object() -> None:
+    assert _read("We moved the ledger repository under the payments organization.") == [
+        ("ledger repository", "MOVED_UNDER", "payments organization", None, [])
+    ]
+    assert _read("We wrote the deploy tool in Bash.") == [
+        ("deploy tool", "WRITTEN_IN", "Bash", None, [])
+    ]
+    shown = (Shown("orders service", "RUN_ON", "MySQL"),)
+    assert _read("We migrated the orders service from MySQL to PostgreSQL.", shown) == [
+        ("orders service", "MIGRATED_TO", "PostgreSQL", None, [0])
+    ]
+
+
+def test_a_passive_lead_is_read_the_active_way() -> None:
+    assert _read("The Borealis project is now led by Dana Kim.") == [
+        ("Dana Kim", "LEADS", "Borealis", None, [])
+    ]
+
+
+def test_relative_dates_date_the_fact_against_the_reference_time() -> None:
+    assert _read("Yesterday Bruno Alves moved to the risk team.") == [
+        ("Bruno Alves", "MOVED_TO", "risk team", "2025-05-13T00:00:00Z", [])
+    ]
+    assert _read("Since last Friday the web team is led by Petra Holm.") == [
+        ("Petra Holm", "LEADS", "web team", "2025-05-09T00:00:00Z", [])
+    ]
+    # Under a date heading, the heading is the reference.
+    assert _read("## 2025-03-05\n- In February Ines Duarte became head of the mobile guild.") == [
+        ("Ines Duarte", "HEAD_OF", "mobile guild", "2025-02-01T00:00:00Z", [])
+    ]
+
+
+def test_pronouns_resolve_to_the_last_compatible_entity() -> None:
+    text = "Maya Chen joined Acme. She was promoted to staff engineer."
+    assert _read(text)[1][:3] == ("Maya Chen", "PROMOTED_TO", "staff engineer")
+    assert _read("He was promoted to staff engineer.") == []  # no antecedent: no fact
+
+
+def test_in_a_chat_i_is_the_speaker_and_openers_are_no_entities() -> None:
+    found = heuristic_graph(
+        "user: Glad you asked! I'm Craig. I moved to the ledger team last week.",
+        reference_time=REF,
+        source_type="message",
+    )
+    assert [(f["source"], f["predicate"], f["target"], f["valid_at"]) for f in found["facts"]] == [
+        ("user", "MOVED_TO", "ledger team", "2025-05-05T00:00:00Z")
+    ]
+    assert {e["name"] for e in found["entities"]} == {"user", "ledger team"}
+    assert found["unread"] == 1  # "Glad you asked!"; "I'm Craig." is too short to be read
+
+
+def test_literals_pronouns_and_verb_openers_never_become_entities() -> None:
+    text = (
+        "Set the flag to True when None is given. Pin Werkzeug to the last release.\n"
+        "The C and Z values are ignored. I'm sure it works."
+    )
+    names = {e["name"] for e in heuristic_graph(text)["entities"]}
+    assert names == {"Werkzeug"}
+
+
+def test_sentences_with_no_readable_verb_give_no_co_mention_pair() -> None:
+    found = heuristic_graph("NASA and Blue Origin, Kennedy Space Center.")
+    assert found["facts"] == []
+    assert found["unread"] == 1
+
+
+def test_a_change_cue_ends_an_earlier_fact_of_the_same_text() -> None:
+    text = (
+        "## 2024-05-06\n- Leo Park works at Umbrella.\n"
+        "## 2025-03-31\n- Leo Park left Umbrella.\n"
+        "## 2025-04-07\n- The catalog service uses Memcached.\n"
+        "## 2025-05-05\n- The catalog service replaced Memcached with Redis.\n"
+    )
+    facts = heuristic_graph(text)["facts"]
+    ended = {(f["source"], f["target"]): f["invalid_at"] for f in facts}
+    assert [(f["predicate"], f["invalid_at"]) for f in facts if f["target"] == "Umbrella"] == [
+        ("WORKS_AT", "2025-03-31T00:00:00Z"),
+        ("LEFT", None),
+    ]
+    assert ended[("catalog service", "Memcached")] == "2025-05-05T00:00:00Z"
+    assert [f["predicate"] for f in facts if f["target"] == "Redis"] == ["USES"]
+
+
+def test_relation_types_map_onto_the_ontologys_declared_types() -> None:
+    ontology = Ontology(
+        entity_types=(EntityType("Team"),),
+        relation_types=(RelationType("EMPLOYED_BY", aliases=("join",)),),
+    )
+    found = heuristic_graph("Maya Chen joined the search team.", ontology=ontology)
+    assert [(f["predicate"], f.get("relation_type")) for f in found["facts"]] == [
+        ("JOINED", "EMPLOYED_BY")
+    ]
+    assert {e["name"]: e["type"] for e in found["entities"]}["search team"] == "Team"
