@@ -216,14 +216,10 @@ async def ingest(engine: Engine, settings: Settings, folder: Path, group: str) -
 
 async def current_facts(engine: Engine, group: str) -> list[tuple[str, str, str, str]]:
     """(source name, relation, target name, sentence) of the group's current facts."""
-    facts = await dispatch(
+    edges = await dispatch(
         engine,
-        "knowledge_query_cypher",
-        {
-            "query": "MATCH (f:Fact) WHERE f.group_id = $g AND f.invalid_at IS NULL "
-            "AND f.expired_at IS NULL RETURN f.source_uuid, f.name, f.target_uuid, f.fact",
-            "params": {"g": group},
-        },
+        "knowledge_get_edges_by_group",
+        {"group_ids": [group], "include_invalidated": False},
     )
     entities = await dispatch(
         engine,
@@ -234,7 +230,15 @@ async def current_facts(engine: Engine, group: str) -> list[tuple[str, str, str,
         },
     )
     name = dict(entities["rows"])
-    return [(name.get(s, "?"), p, name.get(t, "?"), f) for s, p, t, f in facts["rows"]]
+    return [
+        (
+            name.get(e["source_node_uuid"], "?"),
+            e["name"],
+            name.get(e["target_node_uuid"], "?"),
+            e["fact"],
+        )
+        for e in edges["edges"]
+    ]
 
 
 def _names_release(text: str, project: str, version: str) -> bool:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lcg.extraction.changelog import changelog_graph
 from lcg.ontology.supersession import family_of
 
 __all__ = ["HEURISTIC_VERSION", "heuristic_entities", "heuristic_facts", "sentences"]
@@ -453,6 +454,8 @@ def _fact(
 
 def heuristic_entities(text: str) -> dict[str, Any]:
     """The entities answer, in the shape of the entities prompt's schema."""
+    if (release := changelog_graph(text)) is not None:  # a changelog release: by its structure
+        return {"entities": release["entities"]}
     found = _analyse(text)
     return {
         "entities": [
@@ -465,6 +468,8 @@ def heuristic_entities(text: str) -> dict[str, Any]:
 def heuristic_graph(text: str, existing: Sequence[Any] = ()) -> dict[str, Any]:
     """Entities and facts in one pass (the single-call shape); `existing`: the facts shown to a
     model (objects with `source`, `predicate`, `target`), which cue flags index into."""
+    if (release := changelog_graph(text, existing)) is not None:  # by the release's structure
+        return release
     found = _analyse(text, (), existing)
     return {
         "entities": [
@@ -480,6 +485,8 @@ def heuristic_facts(
 ) -> dict[str, Any]:
     """The facts answer: at most one fact per sentence, between the entities of `entity_names`
     (and the dates and status values the sentences give)."""
+    if (release := changelog_graph(text, existing)) is not None:  # by the release's structure
+        return {"facts": release["facts"]}
     known = {n.casefold() for n in entity_names}
     found = _analyse(text, entity_names, existing)
     facts = [
