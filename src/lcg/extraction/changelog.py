@@ -92,6 +92,9 @@ _PY_ADD = (
 _PY_DROP = re.compile(
     rf"^(?:drop(?:ped|s)?|remove[ds]?)\s+(?:support\s+for\s+)?{_PY}(?:\s+support)?\b", re.I
 )
+_PY_MORE = re.compile(
+    r"\s*(?:,|and|&|or)\s*(?:and\s+)?(?:python\s+)?(3\.\d{1,2})(?![\d.]*\d)", re.I
+)
 _PKG = r"([A-Za-z][\w.-]*[\w])"
 _DEP = (
     re.compile(
@@ -246,17 +249,22 @@ class _Release:
 
     def _python(self, words: str, sentence: str) -> bool:
         if m := _PY_DROP.match(words):
-            version = f"Python {m.group(1)}"
-            self.entity(version, "Software", sentence)
-            ends = self.ending(version, frozenset({"SUPPORTS"}), same_source=True)
-            return self.fact(self.ref.project, "DROPPED_SUPPORT_FOR", version, sentence, ends)
+            wrote = False
+            for version in _versions(m, words):
+                self.entity(version, "Software", sentence)
+                ends = self.ending(version, frozenset({"SUPPORTS"}), same_source=True)
+                wrote |= self.fact(self.ref.project, "DROPPED_SUPPORT_FOR", version, sentence, ends)
+            return wrote
         for pattern in _PY_ADD:
             if m := pattern.match(words):
-                version = f"Python {m.group(1)}"
-                self.entity(version, "Software", sentence)
-                # A later release's drop, read first: the support is stored already ended.
-                ends = self.ending(version, frozenset({"DROPPED_SUPPORT_FOR"}), same_source=True)
-                return self.fact(self.ref.project, "SUPPORTS", version, sentence, ends)
+                wrote = False
+                for version in _versions(m, words):
+                    self.entity(version, "Software", sentence)
+                    # A later release's drop, read first: the support is stored already ended.
+                    dropped = frozenset({"DROPPED_SUPPORT_FOR"})
+                    ends = self.ending(version, dropped, same_source=True)
+                    wrote |= self.fact(self.ref.project, "SUPPORTS", version, sentence, ends)
+                return wrote
         return False
 
     def _dependency(self, words: str, sentence: str) -> bool:
@@ -276,6 +284,16 @@ class _Release:
             text = f"{self.ref.name} requires {name}{constraint}: {sentence.split(': ', 1)[1]}"
             return self.fact(self.ref.project, "REQUIRES", name, text, ends)
         return False
+
+
+def _versions(m: re.Match[str], words: str) -> list[str]:
+    """The Python version matched and those listed right after it ("3.12 and 3.13")."""
+    out = [f"Python {m.group(1)}"]
+    rest = words[m.end(1) :]
+    while more := _PY_MORE.match(rest):
+        out.append(f"Python {more.group(1)}")
+        rest = rest[more.end() :]
+    return out
 
 
 def _same_target(existing: str, target: str) -> bool:

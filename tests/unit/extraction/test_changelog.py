@@ -148,3 +148,18 @@ def test_the_heuristic_extractor_reads_a_release_by_its_structure() -> None:
     names = [e["name"] for e in heuristic_entities(RELEASE)["entities"]]
     assert names[:3] == ["flask", "flask 3.1.0", "Python 3.8"]
     assert heuristic_graph(RELEASE)["facts"][0]["predicate"] == "DROPPED_SUPPORT_FOR"
+
+
+def test_a_list_of_python_versions_gives_one_fact_each() -> None:
+    text = (
+        "Release: x 1.0 (2024-01-01)\n\n- Add support for Python 3.12 and 3.13.\n"
+        "- Drop support for Python 3.6, 3.7 and 3.8\n- Add support for Python 3.11. Fix 3.10.\n"
+    )
+    assert [(p, t) for _, p, t in _facts(text)] == [
+        ("SUPPORTS", "Python 3.12"),
+        ("SUPPORTS", "Python 3.13"),
+        ("DROPPED_SUPPORT_FOR", "Python 3.6"),
+        ("DROPPED_SUPPORT_FOR", "Python 3.7"),
+        ("DROPPED_SUPPORT_FOR", "Python 3.8"),
+        ("SUPPORTS", "Python 3.11"),
+    ]
