@@ -145,11 +145,14 @@ def _package(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name.casefold()).strip("-")
 
 
-def _thing(bullet: str) -> str | None:
-    """The first code-span name a bullet gives (`FunctionAuth`, `verify`), or None."""
+def _thing(bullet: str, skip: set[str]) -> str | None:
+    """The first code-span name a bullet gives (`FunctionAuth`, `verify`) that is not one of
+    `skip` (casefolded), or None."""
     for m in _CODE.finditer(bullet):
         name = m.group(1).strip()
         name = re.sub(r"\(.*\)$", "", name).strip()  # `Request()` -> Request
+        if name.casefold() in skip:
+            continue
         if 1 < len(name) <= 60 and re.search(r"[A-Za-z]", name) and "\n" not in name:
             return name
     return None
@@ -231,7 +234,8 @@ class _Release:
         if self._python(words, sentence) or self._dependency(words, sentence):
             return
         kind = _kind(text, section)
-        thing = _thing(text)
+        # The project itself is not what one of its changes is about.
+        thing = _thing(text, {self.ref.project.casefold(), "python"})
         pull = _PULL.search(text)
         candidates = [
             thing,

@@ -16,7 +16,8 @@ a line break. Each bullet about the project's requirements (a supported Python v
 dependency constraint) becomes a small document of its own in the same release (key
 `<version>/requires/<n>`): extraction compares a document with the facts most similar to it,
 and a one-bullet text meets the requirement fact it replaces. Releases come oldest first, so
-each is read after the releases before it.
+each is read after the releases before it, and a release's requirement documents before its
+changes.
 
 A section without a date (`## [Unreleased]`) is not a release yet: it is left out and noted.
 The project is the front matter's `project`, else the first heading when it names one

@@ -268,8 +268,10 @@ def _release_documents(doc: Document, project: str) -> tuple[list[Document], lis
             replace(base, key=f"{release.version}/requires/{n}", text=line, context=context)
             for n, line in enumerate(requires)
         )
-    # Oldest first: each release's facts meet the ones of the releases before it.
-    docs.sort(key=lambda d: d.reference_time)
+    # Oldest first: each release's facts meet the ones of the releases before it; within a
+    # release its requirement bullets first, while its own change facts do not yet crowd the
+    # bounded list of existing facts extraction is shown.
+    docs.sort(key=lambda d: (d.reference_time, "/requires/" not in d.key))
     return docs, notes
 
 

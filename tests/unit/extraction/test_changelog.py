@@ -163,3 +163,8 @@ def test_a_list_of_python_versions_gives_one_fact_each() -> None:
         ("DROPPED_SUPPORT_FOR", "Python 3.8"),
         ("SUPPORTS", "Python 3.11"),
     ]
+
+
+def test_a_bullet_naming_the_project_in_code_is_not_a_fact_about_the_project() -> None:
+    text = "Release: flask 3.1.0 (2024-11-13)\n\n- Document `flask` and `Flask.run`. (#7)\n"
+    assert _facts(text) == [("flask 3.1.0", "CHANGED", "Flask.run")]
