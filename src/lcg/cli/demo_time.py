@@ -1,31 +1,36 @@
-"""The time part of `lcg demo`: a short dated changelog in, then what is true now, what was true
-on an earlier date, what changed between two dates, and one entity's timeline.
+"""The time part of `lcg demo`: a short project changelog in, then what is true now, what was
+true on an earlier date, what changed between two dates, and one entity's timeline.
 
-examples/changelog/atlas.md has one `## YYYY-MM-DD` section per entry; each section is one
-episode (`knowledge_add_episode`, `reference_time` = its date) through whatever extractor the
-demo runs — offline, the heuristic one, whose change cues and lcg's single-valued relation
-families retire the facts a later entry replaces.
+examples/changelog/atlas.md is written the way projects write theirs (Keep a Changelog release
+headings, sections, imperative and hard-wrapped bullets). It is read as `lcg ingest` reads a
+changelog (lcg.folder.documents: one dated document per release, oldest first; docs/changelogs.md)
+and each chunk is one episode (`knowledge_add_episode`, `reference_time` = its release date)
+through whatever extractor the demo runs — offline, the heuristic one, which reads a release by
+its structure: a new dependency minimum ends the previous one, a dropped Python version ends its
+support, a removal ends what an earlier release added.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from lcg.engine import Engine
+from lcg.folder.chunking import chunk_document
+from lcg.folder.documents import read_documents
 from lcg.service.registry import dispatch
+from lcg.timeutil import to_iso_z
 
-__all__ = ["CHANGELOG_GROUP", "changelog_sections", "example_file", "show_time"]
+__all__ = ["CHANGELOG_GROUP", "example_file", "show_time"]
 
 CHANGELOG_GROUP = "changelog"
 CHANGELOG = "examples/changelog/atlas.md"
 EARLIER = "2025-02-15"
-WINDOW = ("2025-03-01", "2025-06-01")
+WINDOW = ("2025-03-01", "2025-07-01")
 TIMELINE_OF = "Atlas"
-_SECTION = re.compile(r"^##\s+(\d{4}-\d{2}-\d{2})\s*$", re.MULTILINE)
+_CHUNK_CHARS = 4000
 
 
 def example_file(relative: str) -> Path:
@@ -38,18 +43,6 @@ def example_file(relative: str) -> Path:
     raise FileNotFoundError(f"{relative} not found: run `lcg demo` from an lcg source checkout")
 
 
-def changelog_sections(text: str) -> list[tuple[str, str]]:
-    """(date, body) of each `## YYYY-MM-DD` section, in file order."""
-    marks = list(_SECTION.finditer(text))
-    out = []
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        body = text[m.end() : end].strip()
-        if body:
-            out.append((m.group(1), body))
-    return out
-
-
 def _flat(text: str) -> str:
     return " ".join(text.split())
 
@@ -59,20 +52,22 @@ def _line(console: Console, text: str) -> None:
 
 
 async def _ingest(engine: Engine) -> int:
-    sections = changelog_sections(example_file(CHANGELOG).read_text(encoding="utf-8"))
-    for date, body in sections:
-        await dispatch(
-            engine,
-            "knowledge_add_episode",
-            {
-                "name": f"changelog {date}",
-                "episode_body": body,
-                "source_description": CHANGELOG,
-                "reference_time": f"{date}T00:00:00Z",
-                "group_id": CHANGELOG_GROUP,
-            },
-        )
-    return len(sections)
+    path = example_file(CHANGELOG)
+    releases = read_documents(path, CHANGELOG, path.read_bytes(), "changelog")
+    for doc in releases:
+        for chunk in chunk_document(doc, _CHUNK_CHARS):
+            await dispatch(
+                engine,
+                "knowledge_add_episode",
+                {
+                    "name": f"changelog {chunk.chunk_id}",
+                    "episode_body": chunk.text,
+                    "source_description": CHANGELOG,
+                    "reference_time": to_iso_z(doc.reference_time),
+                    "group_id": CHANGELOG_GROUP,
+                },
+            )
+    return len({doc.title for doc in releases})
 
 
 def _sentences(edges: list[dict[str, Any]]) -> list[str]:
@@ -86,8 +81,8 @@ async def show_time(engine: Engine, console: Console) -> None:
     count = await _ingest(engine)
     group = {"group_ids": [CHANGELOG_GROUP]}
     console.print(
-        f"\n[bold]Time[/]: {count} dated entries of {CHANGELOG} ingested into group "
-        f"'{CHANGELOG_GROUP}', one episode each."
+        f"\n[bold]Time[/]: {count} releases of {CHANGELOG} ingested into group "
+        f"'{CHANGELOG_GROUP}', as dated episodes of their release."
     )
     now = await dispatch(
         engine, "knowledge_get_edges_by_group", {**group, "include_invalidated": False}

@@ -25,6 +25,7 @@ from lcg.config import Settings, load_settings
 from lcg.engine import Engine, open_engine
 from lcg.errors import LcgError
 from lcg.extraction.select import UNCONFIGURED_MESSAGE, plan_llm
+from lcg.folder.documents import DocumentKind
 from lcg.folder.preflight import PreflightError, check_embedder, check_extractor
 from lcg.folder.sync import IngestStats, SyncPlan, estimate, plan_sync, run_sync
 from lcg.folder.syncstate import SyncState
@@ -265,6 +266,17 @@ async def _run(
 @click.option(
     "--skip-preflight", is_flag=True, help="Do not probe the extractor and embedder first."
 )
+@click.option(
+    "--as",
+    "kind",
+    type=click.Choice(["auto", "document", "changelog"]),
+    default="auto",
+    show_default=True,
+    help="How to read Markdown/text files: recognise changelogs (auto), or force one reading.",
+)
+@click.option(
+    "--project", default=None, help="The project a changelog is about (default: from the file)."
+)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -279,10 +291,13 @@ def ingest(
     socket_path: str | None,
     max_chars: int | None,
     skip_preflight: bool,
+    kind: DocumentKind,
+    project: str | None,
 ) -> None:
     """Ingest Markdown, text and JSON Lines files under PATHS; re-runs sync only what changed.
 
-    Files of other types under PATHS are listed as skipped; when PATHS hold nothing to ingest
+    A changelog (release headings with versions and dates) becomes one dated episode per
+    release (docs/changelogs.md). Files of other types under PATHS are listed as skipped; when PATHS hold nothing to ingest
     at all (and nothing to prune), the command exits with status 1, the dry run included.
     """
     home = ctx.obj.get("home")
@@ -294,7 +309,12 @@ def ingest(
         raise click.BadParameter(str(exc), param_hint="PATHS") from exc
     state = SyncState(settings.home, group_id)
     plan = plan_sync(
-        scan.sources, state, max_chars or settings.chunk_text_advisory_max_chars, prune=prune
+        scan.sources,
+        state,
+        max_chars or settings.chunk_text_advisory_max_chars,
+        prune=prune,
+        kind=kind,
+        project=project,
     )
     _print_skipped(scan.skipped, taken)
     nothing = not plan.files and not plan.removed

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from lcg.extraction.changelog import changelog_graph
 from lcg.extraction.lexicon import (
     DETERMINERS,
     GENERIC_NOUNS,
@@ -1136,6 +1137,8 @@ def heuristic_entities(
     ontology: Ontology | None = None,
 ) -> dict[str, Any]:
     """The entities answer, in the shape of the entities prompt's schema."""
+    if (release := changelog_graph(text)) is not None:  # a changelog release: by its structure
+        return {"entities": release["entities"]}
     found = _analyse(text, **_options(reference_time, source_type, ontology))
     return {
         "entities": [
@@ -1157,6 +1160,8 @@ def heuristic_graph(
     model (objects with `source`, `predicate`, `target`), which cue flags index into.
 
     `unread` counts the sentences that gave no fact (reported, never guessed at)."""
+    if (release := changelog_graph(text, existing)) is not None:  # by the release's structure
+        return release
     found = _analyse(text, (), existing, **_options(reference_time, source_type, ontology))
     return {
         "entities": [
@@ -1179,6 +1184,8 @@ def heuristic_facts(
 ) -> dict[str, Any]:
     """The facts answer: at most one fact per sentence, between the entities of `entity_names`
     (and the dates and status values the sentences give)."""
+    if (release := changelog_graph(text, existing)) is not None:  # by the release's structure
+        return {"facts": release["facts"]}
     known = {n.casefold() for n in entity_names}
     found = _analyse(
         text, entity_names, existing, **_options(reference_time, source_type, ontology)

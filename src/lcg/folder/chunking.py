@@ -127,6 +127,8 @@ def _pack(parts: Iterator[str], budget: int, joiner: str) -> Iterator[str]:
 
 def _header(doc: Document, path: tuple[str, ...]) -> str:
     lines = [f"Document: {doc.title}"]
+    if doc.context:
+        lines.append(doc.context)
     if path:
         lines.append(f"Section: {' > '.join(path)}")
     return "\n".join(lines) + "\n\n"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Any, Literal
@@ -26,11 +26,14 @@ from typing import Any, Literal
 import yaml
 from yaml.constructor import SafeConstructor
 
+from lcg.folder import changelog
+
 __all__ = [
     "FRONT_MATTER_DATE_KEYS",
     "JSONL_TEXT_FIELDS",
     "Document",
     "DocumentError",
+    "DocumentKind",
     "TimeOrigin",
     "content_hash",
     "read_documents",
@@ -45,7 +48,8 @@ _FILE_NAME_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 _H1 = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 
-TimeOrigin = Literal["front_matter", "file_name", "record", "mtime"]
+TimeOrigin = Literal["front_matter", "file_name", "record", "mtime", "release"]
+DocumentKind = Literal["auto", "document", "changelog"]
 
 
 class DocumentError(ValueError):
@@ -63,6 +67,7 @@ class Document:
     reference_time: datetime
     time_origin: TimeOrigin
     notes: tuple[str, ...] = ()  # what was wrong in the metadata and what was used instead
+    context: str = ""  # a line every chunk's header carries (a changelog release's)
 
 
 def content_hash(data: bytes) -> str:
@@ -193,11 +198,21 @@ def _dated(
     return when, origin, notes
 
 
-def read_documents(path: Path, source_file: str, data: bytes) -> list[Document]:
+def read_documents(
+    path: Path,
+    source_file: str,
+    data: bytes,
+    kind: DocumentKind = "auto",
+    project: str | None = None,
+) -> list[Document]:
     """The documents in one file's bytes (`path` is only used for its name and mtime).
 
+    A changelog (`kind="changelog"`, or recognised with `"auto"`: lcg.folder.changelog) gives
+    one document per dated release, about `project` (default: derived from the file).
+
     Raises:
-        DocumentError: the file is not UTF-8, or a JSON Lines line is not a JSON object.
+        DocumentError: the file is not UTF-8, a JSON Lines line is not a JSON object, or a
+            file read as a changelog has no dated release heading.
     """
     try:
         text = data.decode("utf-8-sig")
@@ -210,7 +225,54 @@ def read_documents(path: Path, source_file: str, data: bytes) -> list[Document]:
     if problem is not None:
         notes = (problem, *notes)
     title = _title(meta, body, path.stem)
-    return [Document(source_file, "", title, body, when, origin, notes)]
+    doc = Document(source_file, "", title, body, when, origin, notes)
+    if kind == "document" or (kind == "auto" and not changelog.is_changelog(body)):
+        return [doc]
+    folder = path.absolute().parent.name
+    name = project or changelog.project_name(meta.get("project"), title, source_file, folder)
+    releases, left_out = _release_documents(doc, name)
+    if not releases:
+        raise DocumentError(
+            f"{source_file}: read as a changelog, but no release heading has a date"
+        )
+    if left_out:
+        releases[0] = replace(releases[0], notes=(*notes, *left_out))
+    return releases
+
+
+def _release_documents(doc: Document, project: str) -> tuple[list[Document], list[str]]:
+    """One document per dated release of the changelog `doc` (and one per requirement
+    bullet), and notes on the sections left out."""
+    releases, unreleased = changelog.parse_releases(doc.text)
+    docs: list[Document] = []
+    notes = [f"changelog: section '{h}' has no release date; not ingested" for h in unreleased]
+    for release in releases:
+        if release.day is None:
+            notes.append(
+                f"changelog: release heading '{release.heading}' has no date; not ingested"
+            )
+            continue
+        day = release.day.isoformat()
+        context = changelog.RELEASE_CONTEXT.format(
+            project=project, version=release.version, day=day
+        )
+        when = datetime(release.day.year, release.day.month, release.day.day, tzinfo=UTC)
+        body = changelog.unwrap("\n".join(release.lines)).splitlines()
+        requires = [line for line in body if changelog.requirement_bullet(line)]
+        rest = "\n".join(line for line in body if not changelog.requirement_bullet(line)).strip()
+        title = f"{project} {release.version}"
+        base = replace(doc, title=title, reference_time=when, time_origin="release", notes=())
+        if rest:
+            docs.append(replace(base, key=release.version, text=rest, context=context))
+        docs.extend(
+            replace(base, key=f"{release.version}/requires/{n}", text=line, context=context)
+            for n, line in enumerate(requires)
+        )
+    # Oldest first: each release's facts meet the ones of the releases before it; within a
+    # release its requirement bullets first, while its own change facts do not yet crowd the
+    # bounded list of existing facts extraction is shown.
+    docs.sort(key=lambda d: (d.reference_time, "/requires/" not in d.key))
+    return docs, notes
 
 
 def _jsonl_documents(path: Path, source_file: str, text: str) -> list[Document]:

@@ -11,7 +11,8 @@ service's socket), so it works the same either way. Per group and source file:
 Chunks of all files are in flight together, up to `concurrency` calls; they are submitted in
 document order, which the ingestion pipeline keeps for commits within a group. A failed chunk
 fails its file: the file's partial episodes are deleted and the failure is reported, and the
-next run retries it.
+next run retries it. A changelog's chunks go one at a time, oldest release first, so each
+release is extracted against the facts of those before it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ import anyio
 
 from lcg.extraction.prompts import calls_for
 from lcg.folder.chunking import Chunk, chunk_document
-from lcg.folder.documents import Document, DocumentError, content_hash, read_documents
+from lcg.folder.documents import (
+    Document,
+    DocumentError,
+    DocumentKind,
+    content_hash,
+    read_documents,
+)
 from lcg.folder.syncstate import SourceRecord, SyncState
 from lcg.folder.walk import SourceFile
 from lcg.timeutil import to_iso_z
@@ -67,6 +74,11 @@ class FilePlan:
         return [note for d in self.documents for note in d.notes]
 
     @property
+    def releases(self) -> bool:
+        """A changelog read as one document per release (lcg.folder.changelog)."""
+        return any(d.time_origin == "release" for d in self.documents)
+
+    @property
     def undated(self) -> bool:
         """Dated only by its modification time (a poor anchor for a temporal graph)."""
         return any(d.time_origin == "mtime" for d in self.documents)
@@ -83,9 +95,18 @@ class SyncPlan:
 
 
 def plan_sync(
-    sources: Sequence[SourceFile], state: SyncState, max_chars: int, *, prune: bool
+    sources: Sequence[SourceFile],
+    state: SyncState,
+    max_chars: int,
+    *,
+    prune: bool,
+    kind: DocumentKind = "auto",
+    project: str | None = None,
 ) -> SyncPlan:
-    """Read, hash and chunk every source; compare with what the last run completed."""
+    """Read, hash and chunk every source; compare with what the last run completed.
+
+    `kind` and `project` say how to read the files (lcg.folder.documents.read_documents).
+    """
     files: list[FilePlan] = []
     for source in sources:
         try:
@@ -94,7 +115,7 @@ def plan_sync(
             if state.is_current(source.source_file, digest):
                 files.append(FilePlan(source, "unchanged", digest))
                 continue
-            documents = read_documents(source.path, source.source_file, data)
+            documents = read_documents(source.path, source.source_file, data, kind, project)
         except (OSError, DocumentError) as exc:
             files.append(FilePlan(source, "failed", error=str(exc)))
             continue
@@ -252,9 +273,15 @@ async def run_sync(
             stats.episodes_deleted += await _delete_source(caller, plan.group_id, source_file)
             state.record_removed(source_file)
             errors: list[str] = []
-            async with anyio.create_task_group() as tg:
+            if f.releases:
+                # A changelog's releases one after another, oldest first: each is extracted
+                # against the facts of the releases before it, which it may end.
                 for chunk, when in f.chunks:
-                    tg.start_soon(ingest_chunk, source_file, chunk, when, errors)
+                    await ingest_chunk(source_file, chunk, when, errors)
+            else:
+                async with anyio.create_task_group() as tg:
+                    for chunk, when in f.chunks:
+                        tg.start_soon(ingest_chunk, source_file, chunk, when, errors)
             if errors:
                 stats.files_failed += 1
                 stats.failures.append({"source_file": source_file, "error": errors[0]})
