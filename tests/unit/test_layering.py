@@ -433,9 +433,6 @@ def test_unit_tests_mirror_the_packages() -> None:
 MODE_CHOOSERS = ("lcg/storage/", "lcg/testing/")
 COMPOSITION_ROOT = ("lcg/engine/kernel.py", "open_engine")
 BACKEND_CLASSES = ("KuzuBackend", "FalkorBackend")
-# Still asking, to be folded into the mode: a rebuild from the WAL files and one from a server's
-# stream are two paths. This list only shrinks.
-STILL_ASKING = {"lcg/admin/rebuild.py"}
 
 
 def _asks_the_store(node: ast.AST) -> bool:
@@ -496,4 +493,4 @@ def test_only_storage_and_the_composition_root_ask_which_store_they_have() -> No
             tree.body.remove(root[0])
         if checks := mode_checks(tree):
             offenders[name] = checks
-    assert set(offenders) == STILL_ASKING, offenders
+    assert offenders == {}, offenders

@@ -223,10 +223,7 @@ class CatchUp:
                 from_seq=position[0] + 1,
                 batch_size=self.settings.replay_batch_size,
             )
-        self.stamp_replayed(group_id, full=plan[0] == "bulk")
-        self.problems.record_losses(report, full=plan[0] == "bulk")
-        self._search.invalidate([group_id])
-        prebuilt.install(group_id)
+        self.replayed(report, full=plan[0] == "bulk", prebuilt=prebuilt)
         self._note_names(prebuilt.name_rows() if plan[0] == "bulk" else None)
         self.emit_replay(report)
         return report
@@ -240,6 +237,21 @@ class CatchUp:
         kept = self._replayed_names[0] if self._replayed_names is not None else []
         kept.extend(rows)
         self._replayed_names = (kept, self._read(names_stamp))
+
+    def replayed(
+        self, report: ReplayReport, *, full: bool, prebuilt: PrebuiltSearch | None
+    ) -> None:
+        """What every replay of a group leaves behind, whichever mode replayed it (write lock
+        held): the embedder stamp (`stamp_replayed`), the batches it could not apply
+        (`WalProblems.record_losses`), the group's search partitions dropped, then the ones its
+        bulk load built (`prebuilt`) served. The catch-up at open and a rebuild
+        (lcg.admin.rebuild) go on from here: the names, the events, the cross-group hops."""
+        group_id = report.group_id
+        self.stamp_replayed(group_id, full=full)
+        self.problems.record_losses(report, full=full)
+        self._search.invalidate([group_id])
+        if prebuilt is not None:
+            prebuilt.install(group_id)
 
     def stamp_replayed(self, group_id: str, full: bool) -> None:
         """After a replay (write lock held): a group re-derived whole (`full`) holds only vectors

@@ -32,12 +32,19 @@ from typing import Any, ClassVar
 
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
-from lcg.engine.catchup import CatchUp
+from lcg.embedding.vectors import embed_plan, plan_for_rows
+from lcg.engine.catchup import CatchUp, PrebuiltSearch
 from lcg.engine.checkpointer import Checkpointer
 from lcg.engine.commits import Batch, first_vectors, settle_stamp, store_commit
 from lcg.engine.follow import Follower
-from lcg.engine.replay import write_position
-from lcg.errors import InvalidRequestError, UnavailableError, WalError
+from lcg.engine.replay import ReplayReport, write_position
+from lcg.errors import (
+    ConflictError,
+    InvalidRequestError,
+    UnavailableError,
+    WalError,
+    WalGenerationError,
+)
 from lcg.fsmodes import open_private, private_dir
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.search.index import SearchIndex
@@ -45,12 +52,13 @@ from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
 from lcg.telemetry import EventSink
+from lcg.wal.fold import fold
 from lcg.wal.layout import fsync_dir, group_dir, ordered_files
 from lcg.wal.reader import ReadStats, iter_records
 from lcg.wal.records import Op, WalRecord
 from lcg.wal.writer import Wal
 
-__all__ = ["EmbeddedMode", "ModeParts", "ServerMode", "StorageMode"]
+__all__ = ["EmbeddedMode", "ModeParts", "RebuildPlan", "ServerMode", "StorageMode"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +67,53 @@ _READERS_DRAIN_SECONDS = 30.0
 
 # A batch made durable: (batch, first seq, last seq), for the kernel's in-memory projections.
 Committed = Callable[[Batch, int, int], None]
+
+
+@dataclass(frozen=True)
+class RebuildPlan:
+    """What a rebuild of a group will do once its checks passed (docs/api.md
+    §knowledge_rebuild_from_wal, the generation and data checks): `StorageMode.rebuild_plan`."""
+
+    group_id: str
+    from_seq: int  # 0: the whole group re-derived (purged first when it holds data)
+    to_seq: int | None  # a bounded restore's last seq
+    has_data: bool  # the group held rows when it was checked
+    reset: bool  # the WAL's generation changed since it was applied: a full rebuild
+    previous: str | None  # the generation the group was applied from
+    generation: str | None  # the WAL's generation now
+    steps: int  # a background job's progress total
+    # Whether other groups' cross-group pointers into the group are re-resolved by name after
+    # the replay (WAL files may have been re-minted or restored to an earlier seq, so positions
+    # are not comparable; a server's stream is neither, and keeps the entities' uuids).
+    rebinds: bool
+    records: Sequence[WalRecord] = ()  # (server) the stream's lines the checks read
+
+    @property
+    def full(self) -> bool:
+        return self.from_seq == 0
+
+
+def _refuse_full_rebuild(group_id: str, dry_run: bool, force_clear: bool, tails: bool) -> None:
+    """A full rebuild (`from_seq` 0) of a group that holds data: refused for a dry run, and
+    without `force_clear` (`tails`: the mode can replay a tail instead, so say so).
+
+    Raises:
+        ConflictError: the rebuild is refused.
+    """
+    prefix = (
+        f'knowledge_rebuild_from_wal: group "{group_id}" already contains data and '
+        "from_seq: 0 is a full rebuild."
+    )
+    if dry_run:
+        instead = " or pass a from_seq > 0" if tails else ""
+        raise ConflictError(
+            f"{prefix} A dry run cannot preview this cleanly — purge the group first{instead}."
+        )
+    if not force_clear:
+        instead = ", or a from_seq > 0 to replay a tail" if tails else ""
+        raise ConflictError(
+            f"{prefix} Pass force_clear: true to purge the group and replay it{instead}."
+        )
 
 
 @dataclass(frozen=True)
@@ -198,6 +253,49 @@ class StorageMode(ABC):
         """(Write lock held.) The first step of `knowledge_clear_all`, before the reopen:
         empty what the reopen does not (`preserve_wal`: keep each group's WAL, recorded as
         applied, so that nothing resurrects it before a rebuild)."""
+
+    # -- a rebuild of a group from its WAL (lcg.admin.rebuild) ------------------------------
+
+    @abstractmethod
+    def rebuild_plan(
+        self,
+        conn: GraphReader,
+        group_id: str,
+        from_seq: int,
+        to_seq: int | None,
+        dry_run: bool,
+        force_clear: bool,
+    ) -> RebuildPlan:
+        """The checks of a rebuild, read through `conn` (docs/api.md
+        §knowledge_rebuild_from_wal, steps 4-8): the effective plan. A plan with `reset` set
+        for a dry run is the dry run's whole answer (nothing further was checked).
+
+        Raises:
+            InvalidRequestError: the group has no WAL, or the mode cannot rebuild as asked;
+            WalGenerationError, ConflictError: the rebuild is refused.
+        """
+
+    @abstractmethod
+    def rebuild_dry_run(self, plan: RebuildPlan) -> tuple[ReplayReport, bool]:
+        """Count what the rebuild would replay, writing nothing; and whether the dry run's
+        result reports `indices_built`."""
+
+    @abstractmethod
+    def rebuild_replay(
+        self,
+        plan: RebuildPlan,
+        dropping: Callable[[], None],
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> tuple[ReplayReport, PrebuiltSearch | None]:
+        """(Write lock held.) Purge the group for a full rebuild when it holds data and replay
+        its WAL into the store; `dropping()` runs just before the store changes where the
+        group's indexes go stale while it does. Returns the replay's report and the search
+        partitions its bulk load built (None: none). What every replay leaves behind
+        (`CatchUp.replayed`, the names, the indexes) is the caller's.
+
+        Raises:
+            ConflictError: (server) another process committed to the group meanwhile.
+        """
 
 
 class EmbeddedMode(StorageMode):
@@ -407,6 +505,110 @@ class EmbeddedMode(StorageMode):
     def empty_store(self, preserve_wal: bool) -> None:
         return None  # the reopen's `prepare` deletes the database files themselves
 
+    def _rebuild_directory(self, group_id: str) -> Path:
+        """The group's WAL directory, if it holds any WAL file (docs/api.md
+        §knowledge_rebuild_from_wal, the WAL directory check)."""
+        directory = self.parts.wal.directory(group_id)
+        if not directory.is_dir() or not any(directory.glob("*.jsonl")):
+            raise InvalidRequestError(f"No WAL files found at {directory}", field="group_id")
+        return directory
+
+    def rebuild_plan(
+        self,
+        conn: GraphReader,
+        group_id: str,
+        from_seq: int,
+        to_seq: int | None,
+        dry_run: bool,
+        force_clear: bool,
+    ) -> RebuildPlan:
+        """The WAL files' generation decides: a generation changed since the group was
+        applied is a reset (a full rebuild whatever was asked)."""
+        directory = self._rebuild_directory(group_id)
+        catchup, wal = self.parts.catchup, self.parts.wal
+        position = catchup.position(conn, group_id)
+        has_data = catchup.group_has_data(conn, group_id)
+        applied, previous = position if position else (None, None)
+        generation = wal.generation(group_id)
+        if applied is not None and generation is None:
+            raise WalGenerationError(
+                f'group "{group_id}": {directory}/.wal-generation.json is absent or unreadable — '
+                "republish the full WAL directory including its dot-files, or create the file by "
+                'hand with {"generation": "<any unique string>"}'
+            )
+        reset = applied is not None and generation != previous
+        steps = len(ordered_files(directory))
+        if reset and not dry_run:
+            from_seq, to_seq, force_clear = 0, None, True
+        if from_seq == 0 and has_data and not (reset and dry_run):
+            _refuse_full_rebuild(group_id, dry_run, force_clear, tails=True)
+        full = from_seq == 0
+        return RebuildPlan(
+            group_id, from_seq, to_seq, has_data, reset, previous, generation, steps, full
+        )
+
+    def rebuild_dry_run(self, plan: RebuildPlan) -> tuple[ReplayReport, bool]:
+        """The lines the replay would read, and what it would leave out; no index is built."""
+        stats = ReadStats()
+        directory = self._rebuild_directory(plan.group_id)
+        report = ReplayReport(plan.group_id, plan.from_seq, plan.to_seq, mode="dry_run")
+        records = iter_records(directory, plan.from_seq, plan.to_seq, stats)
+        report.mutations_replayed = sum(1 for _ in records)
+        report.unparseable_lines = stats.unparseable
+        report.unrecognised_lines = stats.unrecognised
+        report.torn_tail_lines = stats.torn_tail
+        report.incomplete_batch_lines = stats.incomplete_batch_lines
+        report.corrupt_batch_lines = stats.corrupt_batch_lines
+        report.lost = stats.lost
+        report.wal_files_processed = stats.files_processed
+        return report, False
+
+    def rebuild_replay(
+        self,
+        plan: RebuildPlan,
+        dropping: Callable[[], None],
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> tuple[ReplayReport, PrebuiltSearch | None]:
+        """The catch-up's replay of the WAL files (bulk for a full rebuild, building the
+        group's search partitions from its rows), then the group's stream floored past every
+        seq the database holds (it was dropped), and a bounded restore's later lines held back
+        from the next open's catch-up."""
+        parts, db, catchup = self.parts, self._db(), self.parts.catchup
+        group_id, generation = plan.group_id, plan.generation
+        directory = self._rebuild_directory(group_id)
+        dropping()
+        parts.wal.drop_stream(group_id)
+        if plan.full and plan.has_data:
+            with db.transaction() as tx:
+                tx.purge_group(group_id)
+                write_position(tx, group_id, None, generation)
+        prebuilt = catchup.prebuilt_search()
+        report = catchup.replay(
+            db,
+            directory,
+            group_id,
+            parts.embedder,
+            generation=generation,
+            from_seq=plan.from_seq,
+            to_seq=plan.to_seq,
+            bulk_load=plan.full,
+            batch_size=parts.settings.replay_batch_size,
+            progress=progress,
+            loaded=prebuilt,
+        )
+        catchup.problems.check_database_ahead([group_id])  # its stream was dropped: floor it
+        max_seq = parts.wal.bounds(group_id).max_seq
+        if (
+            plan.to_seq is not None
+            and max_seq is not None
+            and report.last_committed_seq is not None
+            and plan.to_seq < max_seq
+        ):
+            # A bounded restore: keep the later lines from being replayed at the next open.
+            with db.transaction() as tx:
+                write_position(tx, group_id, report.last_committed_seq, generation, max_seq)
+        return report, prebuilt
+
 
 class ServerMode(StorageMode):
     """A store that keeps each group's WAL as a stream next to its graph (a FalkorDB server),
@@ -597,3 +799,94 @@ class ServerMode(StorageMode):
             prepared = parts.prepare(group_id, ops)  # embeds: no lock held
             with parts.lock:
                 parts.commit([prepared], lines)
+
+    def rebuild_plan(
+        self,
+        conn: GraphReader,
+        group_id: str,
+        from_seq: int,
+        to_seq: int | None,
+        dry_run: bool,
+        force_clear: bool,
+    ) -> RebuildPlan:
+        """The group's stream (from `from_seq` on) is read now, for the dry run and the fold;
+        a stream is never re-minted (no reset) and cannot be restored to an earlier seq."""
+        db = self._db()
+        if to_seq is not None:
+            raise InvalidRequestError(
+                f"on LCG_STORAGE={db.backend} to_seq is refused: a group's graph always holds "
+                "its whole stream (the position every process's commit is checked against), so "
+                "it cannot be restored to an earlier seq without cutting acknowledged lines "
+                "from the stream; a bounded restore replays the embedded store's WAL files",
+                field="to_seq",
+            )
+        records = db.stream_records(group_id, from_seq)
+        if not records and not (db.stream_bounds(group_id) or {}).get("entries"):
+            raise InvalidRequestError(
+                f"No WAL stream found for group '{group_id}' on the server", field="group_id"
+            )
+        # A tail: the lines applied again on top of the group's rows (none when from_seq is
+        # past the stream's end, as with the WAL files).
+        has_data = from_seq == 0 and self.parts.catchup.group_has_data(conn, group_id)
+        if has_data:
+            _refuse_full_rebuild(group_id, dry_run, force_clear, tails=False)
+        return RebuildPlan(group_id, from_seq, None, has_data, False, None, None, 1, False, records)
+
+    def rebuild_dry_run(self, plan: RebuildPlan) -> tuple[ReplayReport, bool]:
+        report = ReplayReport(plan.group_id, plan.from_seq, None, mode="dry_run")
+        report.mutations_replayed = len(plan.records)
+        return report, True
+
+    def rebuild_replay(
+        self,
+        plan: RebuildPlan,
+        dropping: Callable[[], None],
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> tuple[ReplayReport, PrebuiltSearch | None]:
+        """Full (`from_seq` 0): fold every line, then purge the group and bulk-load the fold
+        in one commit of the group (all or nothing). A tail (`from_seq` > 0): the lines from
+        `from_seq` on applied again to the group's rows, in order, in one unit guarded at the
+        group's position (`GraphBackend.replay_tail`: a commit of another process meanwhile
+        applies nothing). One unit either way: `progress` has nothing to report.
+
+        Raises:
+            InvalidRequestError: the stream holds raw Cypher operations; ConflictError:
+                another process committed to the group during a tail (send it again).
+        """
+        db, group_id, records = self._db(), plan.group_id, plan.records
+        report = ReplayReport(
+            group_id, plan.from_seq, None, mode="bulk" if plan.full else "incremental"
+        )
+        if not plan.full:
+            try:
+                report.mutations_replayed = db.replay_tail(group_id, plan.from_seq)
+            except GroupMovedError as exc:
+                raise ConflictError(
+                    f"group '{group_id}' moved during the tail rebuild (another process "
+                    "committed to it): nothing was applied, send it again"
+                ) from exc
+            report.transactions_committed = 1
+            report.last_committed_seq = records[-1].seq if records else None
+            return report, None
+        folded = fold(group_id, list(records))
+        if folded.needs_statement_replay:
+            raise InvalidRequestError(
+                f"group {group_id!r}: its stream holds raw Cypher operations, which do not "
+                f"run on LCG_STORAGE={db.backend}",
+                field="group_id",
+            )
+        report.unrecognised_lines = folded.unrecognised
+        report.noop_lines = folded.noops
+        report.failed_lines = len(folded.failures)
+        rows = plan_for_rows(
+            folded.entities.values(), folded.facts.values(), folded.episodes.values()
+        )
+        vectors = embed_plan(rows, self.parts.embedder)
+        dropping()
+        with db.transaction() as tx:
+            tx.purge_group(group_id)
+            tx.load_folded(folded, vectors)
+        report.transactions_committed = 1
+        report.mutations_replayed = folded.applied
+        report.last_committed_seq = folded.last_seq
+        return report, None

@@ -4,7 +4,7 @@ FalkorDB server with its streams, from `lcg.testing`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,7 +13,7 @@ import pytest
 from lcg import Engine, Settings, open_engine
 from lcg.engine import EpisodeCommit, exclusive
 from lcg.engine.modes import EmbeddedMode, ServerMode
-from lcg.errors import InvalidRequestError
+from lcg.errors import ConflictError, InvalidRequestError
 from lcg.graph import hybrid
 from lcg.models import Entity, Episode
 from lcg.storage.backend import GroupMovedError
@@ -44,6 +44,10 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
 
 def _entity(uuid: str, group: str, name: str) -> Op:
     return entity_op(Entity(uuid, group, name))
+
+
+def _plan_of(group: str, *ops: Op) -> Callable[[object], tuple[None, list[tuple[str, list[Op]]]]]:
+    return lambda _: (None, [(group, list(ops))])
 
 
 def _wal_lines(engine: Engine, group: str) -> int:
@@ -171,3 +175,36 @@ async def test_clear_all_empties_the_store_of_either_mode(
     assert await engine.entity_by_name("a", "ada lovelace") is None
     records, _ = engine._mode.wal_records("a")
     assert len(records) == (1 if preserve_wal else 0)
+
+
+async def test_one_rebuild_path_checks_counts_and_replays_on_both_modes(engine: Engine) -> None:
+    """`knowledge_rebuild_from_wal`'s one path (`lcg.admin.rebuild`): the mode's checks, its dry
+    run, a full rebuild (purge, replay, then what every replay leaves behind) and a tail, from
+    the workspace's WAL files or the server's stream."""
+    from lcg.admin.rebuild import rebuild_from_wal
+
+    for op in (_entity("e1", "a", "Ada Lovelace"), _entity("e2", "a", "Charles Babbage")):
+        await engine.write(_plan_of("a", op))
+    with pytest.raises(ConflictError):  # a full rebuild of a group that holds data
+        await rebuild_from_wal(engine, "a")
+    with pytest.raises(ConflictError):  # nor can a dry run preview one
+        await rebuild_from_wal(engine, "a", dry_run=True)
+    with pytest.raises(InvalidRequestError):
+        await rebuild_from_wal(engine, "nowhere")
+
+    counted = await rebuild_from_wal(engine, "a", from_seq=1, dry_run=True)
+    assert (counted["dry_run"], counted["mutations_replayed"]) == (True, 1)
+
+    full = await rebuild_from_wal(engine, "a", force_clear=True)
+    assert (full["success"], full["dry_run"], full["mutations_replayed"]) == (True, False, 2)
+    assert full["indices_built"] is True and engine.state.indices_built
+    found = await engine.entity_by_name("a", "ada lovelace")
+    assert found is not None and found.uuid == "e1"
+    hits = await hybrid.search_entities(engine, "Babbage", group_ids=["a"])
+    assert [e.uuid for e, _ in hits] == ["e2"]
+
+    tail = await rebuild_from_wal(engine, "a", from_seq=1)
+    assert (tail["mutations_replayed"], tail["reset_detected"]) == (1, False)
+    assert await engine.entity_by_name("a", "charles babbage") is not None
+    with engine.writer() as w:
+        assert w.position("a")[1] == 2  # a rebuild appends nothing to the group's WAL
