@@ -23,7 +23,7 @@ from lcg.search.factrows import FactRows
 from lcg.service.registry import dispatch
 from lcg.storage import history
 from lcg.storage.backend import GraphReader
-from lcg.temporal import columns
+from lcg.temporal import columns, provenance
 from lcg.temporal.filter import TimeFilter
 from lcg.temporal.timeline import CHANGE_KINDS, fact_record, successions
 from lcg.timeutil import now
@@ -286,13 +286,15 @@ async def _mentions(engine: Engine, seed: int) -> None:
 
 def _records(conn: GraphReader, facts: list[Fact]) -> list[dict[str, Any]]:
     """The wire records of `facts` with their endpoints' provenance, read key by key through
-    `GraphReader.provenance` (the read the batched one replaces)."""
+    `GraphReader.provenance` (the read the batched one replaces), and their own episodes."""
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
     prov = conn.provenance(ends, None) if facts else {}
+    own = conn.episodes_by_uuids([u for f in facts for u in f.episodes])
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
-        out.append(fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged]))
+        record = fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged])
+        out.append(provenance.cite(record, f, own, endpoints=True))
     return out
 
 

@@ -13,7 +13,7 @@ from lcg.engine import Engine
 from lcg.models import Entity, Fact, entity_to_wire, episode_to_wire, fact_to_wire
 from lcg.search.factrows import FactRows
 from lcg.storage.backend import GraphReader
-from lcg.temporal import columns
+from lcg.temporal import columns, provenance
 from lcg.temporal.filter import TimeFilter
 from lcg.timeutil import now
 
@@ -53,7 +53,8 @@ async def get_edges_by_group(
             facts = conn.facts_with_hops(group_ids)
         else:
             facts = conn.facts_at(group_ids, time, now())
-        edges = [fact_to_wire(f) for f in facts]
+        episodes = provenance.episodes_of(engine.parts.search, conn, facts)
+        edges = [provenance.cite(fact_to_wire(f), f, episodes) for f in facts]
         return {"edges": edges, "count": len(edges)}
 
     return await engine.read(read)
@@ -61,7 +62,9 @@ async def get_edges_by_group(
 
 async def get_edges_by_uuids(engine: Engine, uuids: list[str]) -> dict[str, Any]:
     def read(conn: GraphReader) -> dict[str, Any]:
-        edges = [fact_to_wire(f) for f in conn.facts_with_hops(uuids=uuids)] if uuids else []
+        facts = conn.facts_with_hops(uuids=uuids) if uuids else []
+        episodes = provenance.episodes_of(engine.parts.search, conn, facts)
+        edges = [provenance.cite(fact_to_wire(f), f, episodes) for f in facts]
         return {"edges": edges, "count": len(edges)}
 
     return await engine.read(read)
@@ -80,10 +83,11 @@ def _entities_with_provenance(
 
 
 def _facts_with_provenance(
-    conn: GraphReader, facts: list[Fact], held: FactRows | None
+    engine: Engine, conn: GraphReader, facts: list[Fact], held: FactRows | None
 ) -> list[dict[str, Any]]:
     """Wire records of `facts` with their endpoints' provenance (from the rows `held` in
-    memory where there are some, lcg.search.factrows)."""
+    memory where there are some, lcg.search.factrows), then their own episodes
+    (lcg.temporal.provenance)."""
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
     if not facts:
         prov = {}
@@ -91,10 +95,12 @@ def _facts_with_provenance(
         prov = held.endpoint_provenance(conn, ends)
     else:
         prov = conn.endpoint_provenance(ends)
+    episodes = provenance.episodes_of(engine.parts.search, conn, facts)
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
-        out.append(fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged]))
+        record = fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged])
+        out.append(provenance.cite(record, f, episodes, endpoints=True))
     return out
 
 
@@ -121,7 +127,7 @@ async def list_relationships(
             if time is None or views is None
             else columns.visible_newest(views, conn, time, now(), num_results, held)
         )
-        out = _facts_with_provenance(conn, facts, held)
+        out = _facts_with_provenance(engine, conn, facts, held)
         return {"facts": out, "count": len(out)}
 
     return await engine.read(read)
@@ -149,7 +155,7 @@ async def get_entity_neighbors(
         )
         found = conn.entities_by_uuids(others)
         nodes = _entities_with_provenance(conn, [found[u] for u in others if u in found], None)
-        edges = _facts_with_provenance(conn, facts, held)
+        edges = _facts_with_provenance(engine, conn, facts, held)
         return {
             "center_uuid": entity_uuid,
             "nodes": nodes,

@@ -20,13 +20,13 @@ with the same source and relation that started when it ended.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lcg.errors import NotFoundError
-from lcg.models import Entity, Fact, entity_to_wire, fact_to_wire
-from lcg.temporal import columns
+from lcg.models import Entity, Episode, Fact, entity_to_wire, fact_to_wire
+from lcg.temporal import columns, provenance
 from lcg.timeutil import now, to_read_format
 
 if TYPE_CHECKING:
@@ -53,13 +53,14 @@ _COLUMNS = {
 SAME_COMMIT = timedelta(seconds=5)
 
 
-def fact_record(fact: Fact) -> dict[str, Any]:
-    """The edge object of docs/api.md §records with both system-time columns filled in.
+def fact_record(fact: Fact, episodes: Mapping[str, Episode] | None = None) -> dict[str, Any]:
+    """The edge object of docs/api.md §records with both system-time columns filled in, citing
+    the fact's episodes (lcg.temporal.provenance; `episodes`: the stored ones it names).
 
     The reference's reads always answer `created_at: ""` and have no `expired_at`; lcg's
     temporal methods return both (DB read format, `expired_at` null until it is retired).
     """
-    record = fact_to_wire(fact)
+    record = provenance.cite(fact_to_wire(fact), fact, episodes or {})
     record["created_at"] = to_read_format(fact.created_at) or ""
     record["expired_at"] = to_read_format(fact.expired_at)
     return record
@@ -154,8 +155,9 @@ async def fact_changes(
                 entries.append((at, rank, fact.uuid, fact))
     entries.sort(key=lambda e: (e[0], e[1], e[2]))
     kept = entries[:limit]
+    episodes = await provenance.fact_episodes(engine, [fact for *_, fact in kept])
     changes = [
-        {"kind": CHANGE_KINDS[rank], "at": to_read_format(at), "fact": fact_record(fact)}
+        {"kind": CHANGE_KINDS[rank], "at": to_read_format(at), "fact": fact_record(fact, episodes)}
         for at, rank, _, fact in kept
     ]
     return {
@@ -211,9 +213,10 @@ async def entity_timeline(
         start = f.valid_at or f.created_at or floor
         return start, f.created_at or floor, f.uuid
 
+    episodes = await provenance.fact_episodes(engine, facts)
     records = []
     for fact in sorted(facts, key=order):
-        record = fact_record(fact)
+        record = fact_record(fact, episodes)
         record["direction"] = "outgoing" if fact.source_uuid == uuid else "incoming"
         record["status"] = fact_status(fact, at)
         record["supersedes"] = sorted(predecessors.get(fact.uuid, []))

@@ -1,0 +1,137 @@
+"""Provenance of facts: the episodes that asserted each one, cited on every fact a read returns.
+
+A fact row keeps the uuids of the episodes it came from (`Fact.episodes`: the one that first
+asserted it, then each later episode that repeated it). A read that returns facts cites them on
+each record (docs/api.md §records, docs/temporal.md §1):
+
+- `episode_uuids` / `source_descriptions` (the reference's keys, aligned): the fact's own
+  episodes, oldest first, where the reference leaves them `[]`; where it fills them with the
+  episodes mentioning either endpoint (`knowledge_list_relationships`,
+  `knowledge_get_entity_neighbors`) those come first as it defines, then any of the fact's own
+  episodes they lack;
+- `provenance` (lcg): one `{uuid, source_description, valid_at}` per own episode, `valid_at`
+  being the episode's reference time (DB read format, null when unknown). An episode deleted
+  since (`knowledge_delete_episode` keeps the facts) is still named, with `""` and null.
+
+The episodes of an answer page are read in one batched lookup by primary key
+(`GraphReader.episodes_of_hits`), after the search row cache (lcg.search.rows), which keeps
+the episode rows searches and earlier pages read; a bulk dump that names more than
+`BULK_EPISODES` episodes reads its groups' episodes page by page instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from lcg.models import Episode, Fact
+from lcg.timeutil import to_read_format
+
+if TYPE_CHECKING:
+    from lcg.engine import Engine
+    from lcg.search.index import SearchIndex
+    from lcg.storage.backend import GraphReader
+
+__all__ = ["BULK_EPISODES", "cite", "episodes_of", "fact_episodes", "provenance_of"]
+
+# From how many distinct episodes a lookup reads the groups' episode pages rather than by key
+# (a key costs ~0.3 ms in Kuzu; a page of 500 episodes about what 30 keys do).
+BULK_EPISODES = 2048
+_PAGE = 500
+
+
+def _wanted(facts: Iterable[Fact]) -> dict[str, str]:
+    """Episode uuid -> the group of the first fact naming it."""
+    wanted: dict[str, str] = {}
+    for fact in facts:
+        for uuid in fact.episodes:
+            wanted.setdefault(uuid, fact.group_id)
+    return wanted
+
+
+def episodes_of(index: SearchIndex, conn: GraphReader, facts: Iterable[Fact]) -> dict[str, Episode]:
+    """The stored episodes the `facts` name, by uuid (deleted ones absent): from the search
+    row cache where it holds them, the rest in one batched read on `conn` (module docstring)."""
+    wanted = _wanted(facts)
+    if not wanted:
+        return {}
+    cache = index.rows["episode"] if index.rows is not None else None
+    found: dict[str, Episode] = cache.get(wanted) if cache is not None else {}
+    rest = [u for u in wanted if u not in found]
+    if not rest:
+        return found
+    groups = list(dict.fromkeys(wanted[u] for u in rest))
+    # Taken before the read (each statement is its own snapshot): a commit landing meanwhile
+    # keeps its rows out of the cache.
+    version = cache.version if cache is not None else 0
+    if len(rest) > BULK_EPISODES:
+        need = set(rest)
+        fresh = {
+            ep.uuid: ep
+            for group in groups
+            for page in conn.episode_pages(group, _PAGE)
+            for ep in page
+            if ep.uuid in need
+        }
+    else:
+        fresh = conn.episodes_of_hits(groups, rest)
+        missing = [u for u in rest if u not in fresh]
+        if missing:  # an episode of another group than its fact's (cross-group data)
+            fresh.update(conn.episodes_by_uuids(missing))
+    if cache is not None and len(fresh) <= BULK_EPISODES:
+        cache.put(version, fresh.items())
+    found.update(fresh)
+    return found
+
+
+def provenance_of(fact: Fact, episodes: Mapping[str, Episode]) -> list[dict[str, Any]]:
+    """The `provenance` list of a fact record: each own episode with its source and date."""
+    out = []
+    for uuid in dict.fromkeys(fact.episodes):
+        ep = episodes.get(uuid)
+        out.append(
+            {
+                "uuid": uuid,
+                "source_description": ep.source_description if ep is not None else "",
+                "valid_at": to_read_format(ep.valid_at) if ep is not None else None,
+            }
+        )
+    return out
+
+
+def cite(
+    record: dict[str, Any],
+    fact: Fact,
+    episodes: Mapping[str, Episode],
+    *,
+    endpoints: bool = False,
+) -> dict[str, Any]:
+    """`record` (the wire record of `fact`) with its provenance filled in (module docstring);
+    `endpoints`: its `episode_uuids` already hold the episodes mentioning either endpoint."""
+    cited = provenance_of(fact, episodes)
+    if endpoints:
+        have = set(record["episode_uuids"])
+        extra = [c for c in cited if c["uuid"] not in have]
+        record["episode_uuids"] = [*record["episode_uuids"], *(c["uuid"] for c in extra)]
+        record["source_descriptions"] = [
+            *record["source_descriptions"],
+            *(c["source_description"] for c in extra),
+        ]
+    else:
+        record["episode_uuids"] = [c["uuid"] for c in cited]
+        record["source_descriptions"] = [c["source_description"] for c in cited]
+    record["provenance"] = cited
+    return record
+
+
+async def fact_episodes(engine: Engine, facts: list[Fact]) -> dict[str, Episode]:
+    """`episodes_of` the `facts` on a pooled reader, taken only when the row cache lacks some."""
+    index = engine.parts.search
+    wanted = _wanted(facts)
+    if not wanted:
+        return {}
+    if index.rows is not None:
+        found = index.rows["episode"].get(wanted)
+        if len(found) == len(wanted):
+            return found
+    return await engine.read(lambda conn: episodes_of(index, conn, facts))
