@@ -40,6 +40,7 @@ __all__ = [
     "fact_changes",
     "fact_record",
     "fact_status",
+    "stable_key",
     "successions",
 ]
 
@@ -64,6 +65,13 @@ def fact_record(fact: Fact, episodes: Mapping[str, Episode] | None = None) -> di
     record["created_at"] = to_read_format(fact.created_at) or ""
     record["expired_at"] = to_read_format(fact.expired_at)
     return record
+
+
+def stable_key(fact: Fact) -> tuple[str, str, str]:
+    """How facts sharing an instant are ordered: by sentence, then predicate, then uuid. A
+    uuid is minted at random, so ordering ties by it alone printed the same graph, ingested
+    twice, in two orders; the uuid only separates facts whose text is the same too."""
+    return fact.fact, fact.name, fact.uuid
 
 
 def fact_status(fact: Fact, at: datetime) -> str:
@@ -130,7 +138,7 @@ async def fact_changes(
     """Facts that started, ended, were learned or retired in `[since, until)`, in time order.
 
     One entry per (fact, kind); entries sharing an instant are ordered started, ended, learned,
-    retired, then by fact uuid. At most `limit` entries; `truncated` says whether more existed.
+    retired, then by `stable_key` (sentence, predicate, uuid). At most `limit` entries; `truncated` says whether more existed.
     """
     end = until or now()
     views = (
@@ -147,12 +155,12 @@ async def fact_changes(
         return columns.changed_facts(views, conn, since, end, kinds, limit, held)
 
     facts = await engine.read(read)
-    entries: list[tuple[datetime, int, str, Fact]] = []
+    entries: list[tuple[datetime, int, tuple[str, str, str], Fact]] = []
     for fact in facts:
         for rank, kind in enumerate(CHANGE_KINDS):
             at = getattr(fact, _COLUMNS[kind])
             if at is not None and since <= at < end:
-                entries.append((at, rank, fact.uuid, fact))
+                entries.append((at, rank, stable_key(fact), fact))
     entries.sort(key=lambda e: (e[0], e[1], e[2]))
     kept = entries[:limit]
     episodes = await provenance.fact_episodes(engine, [fact for *_, fact in kept])
@@ -208,10 +216,10 @@ async def entity_timeline(
             predecessors[new].append(old)
     at = now()
 
-    def order(f: Fact) -> tuple[datetime, datetime, str]:
+    def order(f: Fact) -> tuple[datetime, datetime, str, str, str]:
         floor = datetime.min.replace(tzinfo=at.tzinfo)
         start = f.valid_at or f.created_at or floor
-        return start, f.created_at or floor, f.uuid
+        return (start, f.created_at or floor, *stable_key(f))
 
     episodes = await provenance.fact_episodes(engine, facts)
     records = []
