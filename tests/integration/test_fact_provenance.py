@@ -154,3 +154,28 @@ async def test_a_deleted_episode_is_still_named(engine: Engine, history: History
     lisbon = next(e for e in found["edges"] if e["fact"] == "Ana lives in Lisbon.")
     assert lisbon["provenance"] == [{"uuid": first, "source_description": "", "valid_at": None}]
     assert lisbon["episode_uuids"] == [first] and lisbon["source_descriptions"] == [""]
+
+
+async def test_an_episode_added_after_the_rows_in_memory_were_built_is_cited(
+    engine: Engine, history: History
+) -> None:
+    """The temporal lists cite from the rows held in memory (lcg.search.factrows); an episode
+    committed after they were built is read from the store, with its source and date."""
+    await call(engine, "knowledge_list_relationships", as_of="2022-01-01")  # builds the rows
+    out = await call(
+        engine,
+        "knowledge_add_facts",
+        reference_time="2025-01-01",
+        name="diary 2025",
+        source_description="diary 2025",
+        facts=[_fact("Ana", "WORKS_AT", "Acme", "Ana works at Acme.")],
+    )
+    history.episodes[out["episode_uuid"]] = ("diary 2025", "2025-01-01 00:00:00")
+    found = await call(engine, "knowledge_list_relationships", include_invalidated=True)
+    check_cited(history, found["facts"], endpoints=True)
+    acme = next(f for f in found["facts"] if f["fact"] == "Ana works at Acme.")
+    assert [c["source_description"] for c in acme["provenance"]] == [
+        "diary 2023",
+        "diary 2024",
+        "diary 2025",
+    ]

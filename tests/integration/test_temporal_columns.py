@@ -289,7 +289,10 @@ def _records(conn: GraphReader, facts: list[Fact]) -> list[dict[str, Any]]:
     `GraphReader.provenance` (the read the batched one replaces), and their own episodes."""
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
     prov = conn.provenance(ends, None) if facts else {}
-    own = conn.episodes_by_uuids([u for f in facts for u in f.episodes])
+    own = {
+        u: (ep.source_description, ep.valid_at)
+        for u, ep in conn.episodes_by_uuids([u for f in facts for u in f.episodes]).items()
+    }
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))

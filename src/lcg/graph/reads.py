@@ -53,7 +53,7 @@ async def get_edges_by_group(
             facts = conn.facts_with_hops(group_ids)
         else:
             facts = conn.facts_at(group_ids, time, now())
-        episodes = provenance.episodes_of(engine.parts.search, conn, facts)
+        episodes = provenance.stamps_of(engine.parts.search, conn, facts)
         edges = [provenance.cite(fact_to_wire(f), f, episodes) for f in facts]
         return {"edges": edges, "count": len(edges)}
 
@@ -63,7 +63,7 @@ async def get_edges_by_group(
 async def get_edges_by_uuids(engine: Engine, uuids: list[str]) -> dict[str, Any]:
     def read(conn: GraphReader) -> dict[str, Any]:
         facts = conn.facts_with_hops(uuids=uuids) if uuids else []
-        episodes = provenance.episodes_of(engine.parts.search, conn, facts)
+        episodes = provenance.stamps_of(engine.parts.search, conn, facts)
         edges = [provenance.cite(fact_to_wire(f), f, episodes) for f in facts]
         return {"edges": edges, "count": len(edges)}
 
@@ -95,7 +95,7 @@ def _facts_with_provenance(
         prov = held.endpoint_provenance(conn, ends)
     else:
         prov = conn.endpoint_provenance(ends)
-    episodes = provenance.episodes_of(engine.parts.search, conn, facts)
+    episodes = provenance.stamps_of(engine.parts.search, conn, facts)
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))

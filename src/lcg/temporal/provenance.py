@@ -13,10 +13,11 @@ each record (docs/api.md §records, docs/temporal.md §1):
   being the episode's reference time (DB read format, null when unknown). An episode deleted
   since (`knowledge_delete_episode` keeps the facts) is still named, with `""` and null.
 
-The episodes of an answer page are read in one batched lookup by primary key
-(`GraphReader.episodes_of_hits`), after the search row cache (lcg.search.rows), which keeps
-the episode rows searches and earlier pages read; a bulk dump that names more than
-`BULK_EPISODES` episodes reads its groups' episodes page by page instead.
+The episodes of an answer page are looked up at once: their source and date from the temporal
+rows held in memory where they are built (lcg.search.factrows), else from the search row
+cache (lcg.search.rows: the episode rows searches read), the rest in one batched read by
+primary key (`GraphReader.episodes_of_hits`); a bulk dump that names more than
+`BULK_EPISODES` episodes not held reads its groups' episodes page by page instead.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lcg.models import Episode, Fact
+from lcg.search.factrows import Stamp
 from lcg.timeutil import to_read_format
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from lcg.search.index import SearchIndex
     from lcg.storage.backend import GraphReader
 
-__all__ = ["BULK_EPISODES", "cite", "episodes_of", "fact_episodes", "provenance_of"]
+__all__ = ["BULK_EPISODES", "Stamp", "cite", "fact_episodes", "provenance_of", "stamps_of"]
 
 # From how many distinct episodes a lookup reads the groups' episode pages rather than by key
 # (a key costs ~0.3 ms in Kuzu; a page of 500 episodes about what 30 keys do).
@@ -49,24 +51,34 @@ def _wanted(facts: Iterable[Fact]) -> dict[str, str]:
     return wanted
 
 
-def episodes_of(index: SearchIndex, conn: GraphReader, facts: Iterable[Fact]) -> dict[str, Episode]:
-    """The stored episodes the `facts` name, by uuid (deleted ones absent): from the search
-    row cache where it holds them, the rest in one batched read on `conn` (module docstring)."""
-    wanted = _wanted(facts)
-    if not wanted:
-        return {}
-    cache = index.rows["episode"] if index.rows is not None else None
-    found: dict[str, Episode] = cache.get(wanted) if cache is not None else {}
-    rest = [u for u in wanted if u not in found]
-    if not rest:
-        return found
+def _stamp(ep: Episode) -> Stamp:
+    return ep.source_description, ep.valid_at
+
+
+def _in_memory(index: SearchIndex, uuids: Iterable[str]) -> tuple[dict[str, Stamp], list[str]]:
+    """The stamps of `uuids` held in memory (the temporal rows, then the row cache), and the
+    uuids neither holds."""
+    held = index.temporal
+    found, rest = held.episode_stamps(uuids) if held is not None else ({}, list(uuids))
+    if rest and index.rows is not None:
+        cached = index.rows["episode"].get(rest)
+        found.update((u, _stamp(ep)) for u, ep in cached.items())
+        rest = [u for u in rest if u not in cached]
+    return found, rest
+
+
+def _stored(
+    conn: GraphReader, index: SearchIndex, wanted: Mapping[str, str], rest: list[str]
+) -> dict[str, Stamp]:
+    """The stamps of `rest` read from the store (and put in the row cache)."""
     groups = list(dict.fromkeys(wanted[u] for u in rest))
+    cache = index.rows["episode"] if index.rows is not None else None
     # Taken before the read (each statement is its own snapshot): a commit landing meanwhile
     # keeps its rows out of the cache.
     version = cache.version if cache is not None else 0
     if len(rest) > BULK_EPISODES:
         need = set(rest)
-        fresh = {
+        read = {
             ep.uuid: ep
             for group in groups
             for page in conn.episode_pages(group, _PAGE)
@@ -74,27 +86,32 @@ def episodes_of(index: SearchIndex, conn: GraphReader, facts: Iterable[Fact]) ->
             if ep.uuid in need
         }
     else:
-        fresh = conn.episodes_of_hits(groups, rest)
-        missing = [u for u in rest if u not in fresh]
+        read = conn.episodes_of_hits(groups, rest)
+        missing = [u for u in rest if u not in read]
         if missing:  # an episode of another group than its fact's (cross-group data)
-            fresh.update(conn.episodes_by_uuids(missing))
-    if cache is not None and len(fresh) <= BULK_EPISODES:
-        cache.put(version, fresh.items())
-    found.update(fresh)
+            read.update(conn.episodes_by_uuids(missing))
+        if cache is not None:
+            cache.put(version, read.items())
+    return {u: _stamp(ep) for u, ep in read.items()}
+
+
+def stamps_of(index: SearchIndex, conn: GraphReader, facts: Iterable[Fact]) -> dict[str, Stamp]:
+    """(source_description, valid_at) of the stored episodes the `facts` name, by uuid (deleted
+    ones absent), looked up at once on `conn` (module docstring)."""
+    wanted = _wanted(facts)
+    found, rest = _in_memory(index, wanted)
+    if rest:
+        found.update(_stored(conn, index, wanted, rest))
     return found
 
 
-def provenance_of(fact: Fact, episodes: Mapping[str, Episode]) -> list[dict[str, Any]]:
+def provenance_of(fact: Fact, stamps: Mapping[str, Stamp]) -> list[dict[str, Any]]:
     """The `provenance` list of a fact record: each own episode with its source and date."""
     out = []
     for uuid in dict.fromkeys(fact.episodes):
-        ep = episodes.get(uuid)
+        source, valid_at = stamps.get(uuid, ("", None))
         out.append(
-            {
-                "uuid": uuid,
-                "source_description": ep.source_description if ep is not None else "",
-                "valid_at": to_read_format(ep.valid_at) if ep is not None else None,
-            }
+            {"uuid": uuid, "source_description": source, "valid_at": to_read_format(valid_at)}
         )
     return out
 
@@ -102,13 +119,13 @@ def provenance_of(fact: Fact, episodes: Mapping[str, Episode]) -> list[dict[str,
 def cite(
     record: dict[str, Any],
     fact: Fact,
-    episodes: Mapping[str, Episode],
+    stamps: Mapping[str, Stamp],
     *,
     endpoints: bool = False,
 ) -> dict[str, Any]:
     """`record` (the wire record of `fact`) with its provenance filled in (module docstring);
     `endpoints`: its `episode_uuids` already hold the episodes mentioning either endpoint."""
-    cited = provenance_of(fact, episodes)
+    cited = provenance_of(fact, stamps)
     if endpoints:
         have = set(record["episode_uuids"])
         extra = [c for c in cited if c["uuid"] not in have]
@@ -124,14 +141,11 @@ def cite(
     return record
 
 
-async def fact_episodes(engine: Engine, facts: list[Fact]) -> dict[str, Episode]:
-    """`episodes_of` the `facts` on a pooled reader, taken only when the row cache lacks some."""
+async def fact_episodes(engine: Engine, facts: list[Fact]) -> dict[str, Stamp]:
+    """`stamps_of` the `facts`, taking a pooled reader only for those memory lacks."""
     index = engine.parts.search
     wanted = _wanted(facts)
-    if not wanted:
-        return {}
-    if index.rows is not None:
-        found = index.rows["episode"].get(wanted)
-        if len(found) == len(wanted):
-            return found
-    return await engine.read(lambda conn: episodes_of(index, conn, facts))
+    found, rest = _in_memory(index, wanted)
+    if rest:
+        found.update(await engine.read(lambda conn: _stored(conn, index, wanted, rest)))
+    return found

@@ -25,8 +25,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lcg.errors import NotFoundError
-from lcg.models import Entity, Episode, Fact, entity_to_wire, fact_to_wire
+from lcg.models import Entity, Fact, entity_to_wire, fact_to_wire
 from lcg.temporal import columns, provenance
+from lcg.temporal.provenance import Stamp
 from lcg.timeutil import now, to_read_format
 
 if TYPE_CHECKING:
@@ -54,14 +55,15 @@ _COLUMNS = {
 SAME_COMMIT = timedelta(seconds=5)
 
 
-def fact_record(fact: Fact, episodes: Mapping[str, Episode] | None = None) -> dict[str, Any]:
+def fact_record(fact: Fact, stamps: Mapping[str, Stamp] | None = None) -> dict[str, Any]:
     """The edge object of docs/api.md §records with both system-time columns filled in, citing
-    the fact's episodes (lcg.temporal.provenance; `episodes`: the stored ones it names).
+    the fact's episodes (lcg.temporal.provenance; `stamps`: the source and date of the stored
+    ones it names).
 
     The reference's reads always answer `created_at: ""` and have no `expired_at`; lcg's
     temporal methods return both (DB read format, `expired_at` null until it is retired).
     """
-    record = provenance.cite(fact_to_wire(fact), fact, episodes or {})
+    record = provenance.cite(fact_to_wire(fact), fact, stamps or {})
     record["created_at"] = to_read_format(fact.created_at) or ""
     record["expired_at"] = to_read_format(fact.expired_at)
     return record
