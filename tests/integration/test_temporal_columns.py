@@ -284,20 +284,23 @@ async def _mentions(engine: Engine, seed: int) -> None:
             await engine.commit_episode(EpisodeCommit(group, episode, mentions=mentioned))
 
 
-def _records(conn: GraphReader, facts: list[Fact]) -> list[dict[str, Any]]:
+def _records(
+    conn: GraphReader, facts: list[Fact], as_of: datetime | None = None
+) -> list[dict[str, Any]]:
     """The wire records of `facts` with their endpoints' provenance, read key by key through
     `GraphReader.provenance` (the read the batched one replaces), and their own episodes."""
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
     prov = conn.provenance(ends, None) if facts else {}
+    named = [u for f in facts for u in f.episodes] + [p[0] for ps in prov.values() for p in ps]
     own = {
-        u: (ep.source_description, ep.valid_at)
-        for u, ep in conn.episodes_by_uuids([u for f in facts for u in f.episodes]).items()
+        u: (ep.source_description, ep.valid_at or ep.created_at)
+        for u, ep in conn.episodes_by_uuids(named).items()
     }
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
         record = fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged])
-        out.append(provenance.cite(record, f, own, endpoints=True))
+        out.append(provenance.cite(record, f, own, endpoints=True, as_of=as_of))
     return out
 
 
@@ -332,7 +335,7 @@ async def test_as_of_records_equal_the_store_read_record_for_record(
                 ) -> list[dict[str, Any]]:
                     if t == TimeFilter():
                         return _records(conn, conn.facts_with_hops(groups, limit=n))
-                    return _records(conn, conn.facts_at(groups, t, at, n))
+                    return _records(conn, conn.facts_at(groups, t, at, n), t.as_of)
 
                 want = await engine.read(expected)
                 assert got["facts"] == want, (groups, time, limit)
@@ -389,7 +392,7 @@ async def _same_as_the_store(engine: Engine, rng: random.Random) -> int:
                 ) -> list[dict[str, Any]]:
                     if t == TimeFilter():
                         return _records(conn, conn.facts_with_hops(g, limit=n))
-                    return _records(conn, conn.facts_at(g, t, a, n))
+                    return _records(conn, conn.facts_at(g, t, a, n), t.as_of)
 
                 assert got["facts"] == await engine.read(page), (groups, time, limit)
                 compared += len(got["facts"])

@@ -54,7 +54,8 @@ async def get_edges_by_group(
         else:
             facts = conn.facts_at(group_ids, time, now())
         episodes = provenance.stamps_of(engine.parts.search, conn, facts)
-        edges = [provenance.cite(fact_to_wire(f), f, episodes) for f in facts]
+        as_of = time.as_of if time is not None else None
+        edges = [provenance.cite(fact_to_wire(f), f, episodes, as_of=as_of) for f in facts]
         return {"edges": edges, "count": len(edges)}
 
     return await engine.read(read)
@@ -83,11 +84,15 @@ def _entities_with_provenance(
 
 
 def _facts_with_provenance(
-    engine: Engine, conn: GraphReader, facts: list[Fact], held: FactRows | None
+    engine: Engine,
+    conn: GraphReader,
+    facts: list[Fact],
+    held: FactRows | None,
+    time: TimeFilter | None = None,
 ) -> list[dict[str, Any]]:
     """Wire records of `facts` with their endpoints' provenance (from the rows `held` in
     memory where there are some, lcg.search.factrows), then their own episodes
-    (lcg.temporal.provenance)."""
+    (lcg.temporal.provenance); at a past `time.as_of`, none written later."""
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
     if not facts:
         prov = {}
@@ -95,12 +100,24 @@ def _facts_with_provenance(
         prov = held.endpoint_provenance(conn, ends)
     else:
         prov = conn.endpoint_provenance(ends)
-    episodes = provenance.stamps_of(engine.parts.search, conn, facts)
+    as_of = time.as_of if time is not None else None
+    # At a past instant the endpoints' episodes are dated too, to leave the later ones out.
+    dated = (
+        {
+            p[0]: f.group_id
+            for f in facts
+            for u in (f.source_uuid, f.target_uuid)
+            for p in prov.get(u, [])
+        }
+        if as_of is not None
+        else None
+    )
+    episodes = provenance.stamps_of(engine.parts.search, conn, facts, dated)
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
         record = fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged])
-        out.append(provenance.cite(record, f, episodes, endpoints=True))
+        out.append(provenance.cite(record, f, episodes, endpoints=True, as_of=as_of))
     return out
 
 
@@ -127,7 +144,7 @@ async def list_relationships(
             if time is None or views is None
             else columns.visible_newest(views, conn, time, now(), num_results, held)
         )
-        out = _facts_with_provenance(engine, conn, facts, held)
+        out = _facts_with_provenance(engine, conn, facts, held, time)
         return {"facts": out, "count": len(out)}
 
     return await engine.read(read)
@@ -155,7 +172,7 @@ async def get_entity_neighbors(
         )
         found = conn.entities_by_uuids(others)
         nodes = _entities_with_provenance(conn, [found[u] for u in others if u in found], None)
-        edges = _facts_with_provenance(engine, conn, facts, held)
+        edges = _facts_with_provenance(engine, conn, facts, held, time)
         return {
             "center_uuid": entity_uuid,
             "nodes": nodes,

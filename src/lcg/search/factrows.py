@@ -303,8 +303,8 @@ class _Rows:
         return dict(provenance_of(rows)), ask
 
     def episode_stamps(self, uuids: Sequence[str]) -> tuple[dict[str, Stamp], list[str]]:
-        """(source_description, valid_at) of the held episodes among `uuids`, and the uuids to
-        ask the store for (added or re-added since, held inexactly, or not held)."""
+        """(source_description, valid_at or else created_at) of the held episodes among
+        `uuids`, and the uuids to ask the store for (added or re-added since, held inexactly, or not held)."""
         clean = [u for u in uuids if u not in self.dirty_episodes and u not in self.unsure_episodes]
         ask = [u for u in uuids if u in self.dirty_episodes or u in self.unsure_episodes]
         lo, hi = _lookup(self.episode_keys, clean)
@@ -323,9 +323,11 @@ class _Rows:
             held,
             part.column("source_description").to_pylist(),
             part.column("valid_at").to_pylist(),
+            part.column("created_at").to_pylist(),
             strict=True,
         )
-        return {u: (desc or "", from_db(when)) for u, desc, when in rows}, ask
+        # As lcg.temporal.provenance dates an episode: valid_at, else created_at.
+        return {u: (desc or "", from_db(v or c)) for u, desc, v, c in rows}, ask
 
 
 class FactRows:

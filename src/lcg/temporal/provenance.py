@@ -10,7 +10,8 @@ each record (docs/api.md §records, docs/temporal.md §1):
   `knowledge_get_entity_neighbors`) those come first as it defines, then any of the fact's own
   episodes they lack;
 - `provenance` (lcg): one `{uuid, source_description, valid_at}` per own episode, `valid_at`
-  being the episode's reference time (DB read format, null when unknown). An episode deleted
+  being the episode's reference time (its `valid_at`, else its `created_at`; DB read format,
+  null when unknown). An episode deleted
   since (`knowledge_delete_episode` keeps the facts) is still named, with `""` and null.
 
 The episodes of an answer page are looked up at once: their source and date from the temporal
@@ -23,6 +24,7 @@ primary key (`GraphReader.episodes_of_hits`); a bulk dump that names more than
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lcg.models import Episode, Fact
@@ -34,7 +36,16 @@ if TYPE_CHECKING:
     from lcg.search.index import SearchIndex
     from lcg.storage.backend import GraphReader
 
-__all__ = ["BULK_EPISODES", "Stamp", "cite", "fact_episodes", "provenance_of", "stamps_of"]
+__all__ = [
+    "BULK_EPISODES",
+    "Stamp",
+    "cite",
+    "fact_episodes",
+    "in_memory",
+    "provenance_of",
+    "stamps_of",
+    "stored",
+]
 
 # From how many distinct episodes a lookup reads the groups' episode pages rather than by key
 # (a key costs ~0.3 ms in Kuzu; a page of 500 episodes about what 30 keys do).
@@ -52,10 +63,12 @@ def _wanted(facts: Iterable[Fact]) -> dict[str, str]:
 
 
 def _stamp(ep: Episode) -> Stamp:
-    return ep.source_description, ep.valid_at
+    """An episode's source and date: its valid_at, else its created_at (both are its reference
+    time when ingested; an episode written without a valid_at has its created_at)."""
+    return ep.source_description, ep.valid_at or ep.created_at
 
 
-def _in_memory(index: SearchIndex, uuids: Iterable[str]) -> tuple[dict[str, Stamp], list[str]]:
+def in_memory(index: SearchIndex, uuids: Iterable[str]) -> tuple[dict[str, Stamp], list[str]]:
     """The stamps of `uuids` held in memory (the temporal rows, then the row cache), and the
     uuids neither holds."""
     held = index.temporal
@@ -67,7 +80,7 @@ def _in_memory(index: SearchIndex, uuids: Iterable[str]) -> tuple[dict[str, Stam
     return found, rest
 
 
-def _stored(
+def stored(
     conn: GraphReader, index: SearchIndex, wanted: Mapping[str, str], rest: list[str]
 ) -> dict[str, Stamp]:
     """The stamps of `rest` read from the store (and put in the row cache)."""
@@ -95,20 +108,38 @@ def _stored(
     return {u: _stamp(ep) for u, ep in read.items()}
 
 
-def stamps_of(index: SearchIndex, conn: GraphReader, facts: Iterable[Fact]) -> dict[str, Stamp]:
+def stamps_of(
+    index: SearchIndex,
+    conn: GraphReader,
+    facts: Iterable[Fact],
+    also: Mapping[str, str] | None = None,
+) -> dict[str, Stamp]:
     """(source_description, valid_at) of the stored episodes the `facts` name, by uuid (deleted
-    ones absent), looked up at once on `conn` (module docstring)."""
-    wanted = _wanted(facts)
-    found, rest = _in_memory(index, wanted)
+    ones absent), looked up at once on `conn` (module docstring); `also`: more episodes (uuid
+    -> group) to look up with them."""
+    wanted = {**(also or {}), **_wanted(facts)}
+    found, rest = in_memory(index, wanted)
     if rest:
-        found.update(_stored(conn, index, wanted, rest))
+        found.update(stored(conn, index, wanted, rest))
     return found
 
 
-def provenance_of(fact: Fact, stamps: Mapping[str, Stamp]) -> list[dict[str, Any]]:
-    """The `provenance` list of a fact record: each own episode with its source and date."""
+def _by(stamps: Mapping[str, Stamp], uuid: str, as_of: datetime | None) -> bool:
+    """Whether episode `uuid` was written by `as_of` (its valid_at; unknown: no)."""
+    when = stamps.get(uuid, ("", None))[1]
+    return as_of is None or (when is not None and when <= as_of)
+
+
+def provenance_of(
+    fact: Fact, stamps: Mapping[str, Stamp], as_of: datetime | None = None
+) -> list[dict[str, Any]]:
+    """The `provenance` list of a fact record: each own episode with its source and date; at
+    a past instant `as_of`, only those written by then, unless none was (a fact learned later
+    about an earlier time still names where it came from)."""
+    own = list(dict.fromkeys(fact.episodes))
+    then = [u for u in own if _by(stamps, u, as_of)]
     out = []
-    for uuid in dict.fromkeys(fact.episodes):
+    for uuid in then or own:
         source, valid_at = stamps.get(uuid, ("", None))
         out.append(
             {"uuid": uuid, "source_description": source, "valid_at": to_read_format(valid_at)}
@@ -122,11 +153,22 @@ def cite(
     stamps: Mapping[str, Stamp],
     *,
     endpoints: bool = False,
+    as_of: datetime | None = None,
 ) -> dict[str, Any]:
     """`record` (the wire record of `fact`) with its provenance filled in (module docstring);
-    `endpoints`: its `episode_uuids` already hold the episodes mentioning either endpoint."""
-    cited = provenance_of(fact, stamps)
+    `endpoints`: its `episode_uuids` already hold the episodes mentioning either endpoint;
+    `as_of`: a past-time read, which names no episode written later (`provenance_of`; of the
+    endpoints' episodes, those whose date `stamps` holds)."""
+    cited = provenance_of(fact, stamps, as_of)
     if endpoints:
+        if as_of is not None:
+            pairs = [
+                (u, d)
+                for u, d in zip(record["episode_uuids"], record["source_descriptions"], strict=True)
+                if _by(stamps, u, as_of)
+            ]
+            record["episode_uuids"] = [u for u, _ in pairs]
+            record["source_descriptions"] = [d for _, d in pairs]
         have = set(record["episode_uuids"])
         extra = [c for c in cited if c["uuid"] not in have]
         record["episode_uuids"] = [*record["episode_uuids"], *(c["uuid"] for c in extra)]
@@ -145,7 +187,7 @@ async def fact_episodes(engine: Engine, facts: list[Fact]) -> dict[str, Stamp]:
     """`stamps_of` the `facts`, taking a pooled reader only for those memory lacks."""
     index = engine.parts.search
     wanted = _wanted(facts)
-    found, rest = _in_memory(index, wanted)
+    found, rest = in_memory(index, wanted)
     if rest:
-        found.update(await engine.read(lambda conn: _stored(conn, index, wanted, rest)))
+        found.update(await engine.read(lambda conn: stored(conn, index, wanted, rest)))
     return found

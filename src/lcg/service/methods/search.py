@@ -182,7 +182,7 @@ async def _find_relationships(
     )
     rows = [f for f, _ in found]
     episodes = await provenance.fact_episodes(engine, rows)
-    facts = [provenance.cite(fact_to_wire(f), f, episodes) for f in rows]
+    facts = [provenance.cite(fact_to_wire(f), f, episodes, as_of=a.as_of) for f in rows]
     return {"facts": facts, "count": len(facts)}
 
 
