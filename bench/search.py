@@ -2,8 +2,9 @@
 
     python bench/search.py [--sizes 10000,100000] [--queries 200]
 
-For each size N: N entities and 1.5 N facts (plus N/10 episodes) over 5 groups are written as
-WAL files in the engine's record format and bulk-loaded by a cold open (no database yet). Then:
+For each size N: N entities and 1.5 N facts (plus N/10 episodes, each the provenance of 15
+facts) over 5 groups are written as WAL files in the engine's record format and bulk-loaded by
+a cold open (no database yet). Then:
 
 - index build: `SearchIndex.warm()` from the database and the embedding cache (what every open
   does after catch-up), timed on its own, and the process RSS after it;
@@ -69,6 +70,9 @@ def write_wal(settings: Settings, n_entities: int, text: Text) -> None:
         ]
         for start in range(0, len(ents), 2000):
             wal.append(group, [entity_op(e) for e in ents[start : start + 2000]])
+        # Each fact names the episode it came from (15 facts an episode), so the reads that
+        # return facts look their provenance up, as they do on an ingested graph.
+        ep_uuids = [str(uuid.uuid4()) for _ in range(per_group // 10)]
         facts = []
         for i in range(per_group * 3 // 2):
             a, b = rng.randrange(per_group), rng.randrange(per_group)
@@ -82,6 +86,7 @@ def write_wal(settings: Settings, n_entities: int, text: Text) -> None:
                     ents[b].uuid,
                     rng.choice(["WORKS_WITH", "LOCATED_IN", "PART_OF", "OWNS"]),
                     text.sentence(12),
+                    episodes=(ep_uuids[i // 15 % len(ep_uuids)],),
                     valid_at=when,
                     invalid_at=when + timedelta(days=30) if ended else None,
                     expired_at=when + timedelta(days=30) if ended else None,
@@ -93,7 +98,7 @@ def write_wal(settings: Settings, n_entities: int, text: Text) -> None:
         eps = [
             episode_op(
                 Episode(
-                    str(uuid.uuid4()),
+                    ep_uuids[i],
                     group,
                     f"chunk-{i}",
                     text.sentence(60),

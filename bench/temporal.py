@@ -5,8 +5,8 @@
 Builds a history in a fresh workspace: `--subjects` projects, each hosted somewhere and moved
 `--moves` times (every move one `Engine.commit_episode` that supersedes the previous host and
 adds a maintainer fact), so the graph holds subjects * (2 * moves + 1) facts, most of them
-superseded. Then times (median and p95 over `--calls` calls, through the method registry):
-`knowledge_list_relationships` unfiltered / current / `as_of` / `known_at`,
+superseded; each fact names its episode (its provenance). Then times (median and p95 over
+`--calls` calls, through the method registry): `knowledge_list_relationships` unfiltered / current / `as_of` / `known_at`,
 `knowledge_get_changes` over a one-day window, `knowledge_get_entity_timeline`, and
 `knowledge_get_context` at budgets 512 and 4000 with hops 1 and 2 (reporting the block sizes).
 """
@@ -48,6 +48,7 @@ async def build(engine: Engine, subjects: int, moves: int) -> int:
             target_uuid=hosts[s % 50].uuid,
             name="HOSTED_AT",
             fact=f"Project {s} is hosted at Forge {s % 50}",
+            episodes=(f"ep-{s}-0",),
             valid_at=START,
             created_at=LEARNED,
         )
@@ -65,6 +66,7 @@ async def build(engine: Engine, subjects: int, moves: int) -> int:
                 target_uuid=host.uuid,
                 name="HOSTED_AT",
                 fact=f"Project {s} is hosted at {host.name}",
+                episodes=(f"ep-{s}-{m}",),
                 valid_at=when,
                 created_at=learned,
             )
@@ -75,6 +77,7 @@ async def build(engine: Engine, subjects: int, moves: int) -> int:
                 target_uuid=people[(s * m) % 50].uuid,
                 name="MAINTAINED_BY",
                 fact=f"Project {s} is maintained by Person {(s * m) % 50}",
+                episodes=(f"ep-{s}-{m}",),
                 valid_at=when,
                 created_at=learned,
             )

@@ -18,7 +18,7 @@ from lcg.graph import hybrid
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
 from lcg.storage.backend import GraphReader
-from lcg.temporal import context
+from lcg.temporal import asof, context
 from lcg.timefilter import CURRENT, TimeFilter
 from lcg.timeutil import now
 
@@ -85,7 +85,8 @@ async def _random_graph(engine: Engine, seed: int) -> None:
 
 
 async def _reference(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
-    """The block from expanding through the store (`facts_around`) and reading every row."""
+    """The block from expanding through the store (`facts_around`) and reading every row; at a
+    past `as_of`, with the rules of lcg.temporal.asof (seeds, summaries, facts known then)."""
     as_of = params.get("as_of")
     at = as_of or now()
     visible = CURRENT if as_of is None else TimeFilter(as_of=as_of)
@@ -96,12 +97,19 @@ async def _reference(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
     fact_hits = await hybrid.search_facts(
         engine, params["query"], group_ids=groups, limit=seeds, time=visible
     )
+    index = engine.parts.search
+    if as_of is not None:
+        hits = [e for e, _ in entity_hits]
+        kept = await engine.read(lambda conn: asof.seeds_as_of(index, conn, hits, as_of))
+        entity_hits = [(e, 0.0) for e in kept]
     seed_nodes = [e.uuid for e, _ in entity_hits]
     seed_facts = [f for f, _ in fact_hits]
     hops = params["hops"]
 
     def shown(f: Fact) -> bool:
         return not (f.expired_at is not None and f.invalid_at is None)
+
+    hidden: set[str] = set()  # facts a past-time read does not show (read as if gone)
 
     def read(conn: GraphReader) -> tuple[dict[str, Entity], list[str], list[Fact], dict[str, bool]]:
         distance: dict[str, int] = {}
@@ -129,6 +137,9 @@ async def _reference(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
                 if shown(f) and {f.source_uuid, f.target_uuid} <= set(distance):
                     found.setdefault(f.uuid, f)
         entities = conn.entities_by_uuids(distance)
+        if as_of is not None:
+            entities = asof.entities_as_of(index, conn, entities.values(), as_of)
+            hidden.update(u for u, f in found.items() if not asof.known_by(index, conn, f, as_of))
         current = {u: visible.admits(f) for u, f in found.items()}
         seed_rank = {f.uuid: i for i, f in enumerate(seed_facts)}
 
@@ -150,15 +161,17 @@ async def _reference(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
         return entities, order, ranked, current
 
     entities, order, ranked, current = await engine.read(read)
+    rows = {f.uuid: f for f in ranked}
     packed = context.pack(
         params["query"],
         entities,
         order,
-        ranked,
+        [context.Candidate(f.uuid, f.source_uuid, f.target_uuid) for f in ranked],
         current,
         params["token_budget"],
         at,
         lead=seed_nodes[: (len(seed_nodes) + 1) // 2],
+        fact_of=lambda c: None if c.uuid in hidden else rows[c.uuid],
     )
     return {
         "context": packed.text,

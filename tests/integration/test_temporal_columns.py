@@ -23,8 +23,8 @@ from lcg.search.factrows import FactRows
 from lcg.service.registry import dispatch
 from lcg.storage import history
 from lcg.storage.backend import GraphReader
-from lcg.temporal import columns
-from lcg.temporal.timeline import CHANGE_KINDS, fact_record, successions
+from lcg.temporal import columns, provenance
+from lcg.temporal.timeline import CHANGE_KINDS, fact_record, stable_key, successions
 from lcg.timefilter import TimeFilter
 from lcg.timeutil import now
 from lcg.wal.records import Op
@@ -201,14 +201,14 @@ async def test_change_windows_equal_the_store_read(
                     return conn.fact_changes(groups, s, u)
 
                 entries = sorted(
-                    (getattr(f, KIND_COLUMN[kind]), rank, f.uuid, kind)
+                    (getattr(f, KIND_COLUMN[kind]), rank, stable_key(f), kind)
                     for f in await engine.read(read)
                     for rank, kind in enumerate(CHANGE_KINDS)
                     if getattr(f, KIND_COLUMN[kind]) is not None
                     and since <= getattr(f, KIND_COLUMN[kind]) < until
                 )
                 assert [(c["kind"], c["fact"]["uuid"]) for c in got["changes"]] == [
-                    (e[3], e[2]) for e in entries[:limit]
+                    (e[3], e[2][-1]) for e in entries[:limit]
                 ], (groups, start, days, limit)
                 assert got["truncated"] is (len(entries) > limit)
                 assert not {c["fact"]["uuid"] for c in got["changes"]} & set(broken)
@@ -284,15 +284,23 @@ async def _mentions(engine: Engine, seed: int) -> None:
             await engine.commit_episode(EpisodeCommit(group, episode, mentions=mentioned))
 
 
-def _records(conn: GraphReader, facts: list[Fact]) -> list[dict[str, Any]]:
+def _records(
+    conn: GraphReader, facts: list[Fact], as_of: datetime | None = None
+) -> list[dict[str, Any]]:
     """The wire records of `facts` with their endpoints' provenance, read key by key through
-    `GraphReader.provenance` (the read the batched one replaces)."""
+    `GraphReader.provenance` (the read the batched one replaces), and their own episodes."""
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
     prov = conn.provenance(ends, None) if facts else {}
+    named = [u for f in facts for u in f.episodes] + [p[0] for ps in prov.values() for p in ps]
+    own = {
+        u: (ep.source_description, ep.valid_at or ep.created_at)
+        for u, ep in conn.episodes_by_uuids(named).items()
+    }
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
-        out.append(fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged]))
+        record = fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged])
+        out.append(provenance.cite(record, f, own, endpoints=True, as_of=as_of))
     return out
 
 
@@ -327,7 +335,7 @@ async def test_as_of_records_equal_the_store_read_record_for_record(
                 ) -> list[dict[str, Any]]:
                     if t == TimeFilter():
                         return _records(conn, conn.facts_with_hops(groups, limit=n))
-                    return _records(conn, conn.facts_at(groups, t, at, n))
+                    return _records(conn, conn.facts_at(groups, t, at, n), t.as_of)
 
                 want = await engine.read(expected)
                 assert got["facts"] == want, (groups, time, limit)
@@ -384,7 +392,7 @@ async def _same_as_the_store(engine: Engine, rng: random.Random) -> int:
                 ) -> list[dict[str, Any]]:
                     if t == TimeFilter():
                         return _records(conn, conn.facts_with_hops(g, limit=n))
-                    return _records(conn, conn.facts_at(g, t, a, n))
+                    return _records(conn, conn.facts_at(g, t, a, n), t.as_of)
 
                 assert got["facts"] == await engine.read(page), (groups, time, limit)
                 compared += len(got["facts"])
@@ -404,14 +412,14 @@ async def _same_as_the_store(engine: Engine, rng: random.Random) -> int:
             facts = await engine.read(changed)
             by_uuid = {f.uuid: f for f in facts}
             entries = sorted(
-                (getattr(f, KIND_COLUMN[kind]), rank, f.uuid, kind)
+                (getattr(f, KIND_COLUMN[kind]), rank, stable_key(f), kind)
                 for f in facts
                 for rank, kind in enumerate(CHANGE_KINDS)
                 if getattr(f, KIND_COLUMN[kind]) is not None
                 and since <= getattr(f, KIND_COLUMN[kind]) < until
             )
             assert [(c["kind"], c["fact"]) for c in got["changes"]] == [
-                (e[3], fact_record(by_uuid[e[2]])) for e in entries[:limit]
+                (e[3], fact_record(by_uuid[e[2][-1]])) for e in entries[:limit]
             ], (groups, start, days, limit)
             compared += len(got["changes"])
     return compared

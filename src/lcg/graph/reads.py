@@ -14,7 +14,7 @@ from lcg.errors import InvalidRequestError, NotFoundError
 from lcg.models import DEFAULT_GROUP_ID, Entity, Fact, entity_to_wire, episode_to_wire, fact_to_wire
 from lcg.search.factrows import FactRows
 from lcg.storage.backend import GraphReader
-from lcg.temporal import columns
+from lcg.temporal import columns, provenance
 from lcg.timefilter import TimeFilter
 from lcg.timeutil import now
 
@@ -99,7 +99,9 @@ async def get_edges_by_group(
             facts = conn.facts_with_hops(group_ids)
         else:
             facts = conn.facts_at(group_ids, time, now())
-        edges = [fact_to_wire(f) for f in facts]
+        episodes = provenance.stamps_of(engine.parts.search, conn, facts)
+        as_of = time.as_of if time is not None else None
+        edges = [provenance.cite(fact_to_wire(f), f, episodes, as_of=as_of) for f in facts]
         return {"edges": edges, "count": len(edges)}
 
     return await engine.read(read)
@@ -107,7 +109,9 @@ async def get_edges_by_group(
 
 async def get_edges_by_uuids(engine: Engine, uuids: list[str]) -> dict[str, Any]:
     def read(conn: GraphReader) -> dict[str, Any]:
-        edges = [fact_to_wire(f) for f in conn.facts_with_hops(uuids=uuids)] if uuids else []
+        facts = conn.facts_with_hops(uuids=uuids) if uuids else []
+        episodes = provenance.stamps_of(engine.parts.search, conn, facts)
+        edges = [provenance.cite(fact_to_wire(f), f, episodes) for f in facts]
         return {"edges": edges, "count": len(edges)}
 
     return await engine.read(read)
@@ -126,10 +130,15 @@ def _entities_with_provenance(
 
 
 def _facts_with_provenance(
-    conn: GraphReader, facts: list[Fact], held: FactRows | None
+    engine: Engine,
+    conn: GraphReader,
+    facts: list[Fact],
+    held: FactRows | None,
+    time: TimeFilter | None = None,
 ) -> list[dict[str, Any]]:
     """Wire records of `facts` with their endpoints' provenance (from the rows `held` in
-    memory where there are some, lcg.search.factrows)."""
+    memory where there are some, lcg.search.factrows), then their own episodes
+    (lcg.temporal.provenance); at a past `time.as_of`, none written later."""
     ends = [u for f in facts for u in (f.source_uuid, f.target_uuid)]
     if not facts:
         prov = {}
@@ -137,10 +146,24 @@ def _facts_with_provenance(
         prov = held.endpoint_provenance(conn, ends)
     else:
         prov = conn.endpoint_provenance(ends)
+    as_of = time.as_of if time is not None else None
+    # At a past instant the endpoints' episodes are dated too, to leave the later ones out.
+    dated = (
+        {
+            p[0]: f.group_id
+            for f in facts
+            for u in (f.source_uuid, f.target_uuid)
+            for p in prov.get(u, [])
+        }
+        if as_of is not None
+        else None
+    )
+    episodes = provenance.stamps_of(engine.parts.search, conn, facts, dated)
     out = []
     for f in facts:
         merged = list(dict.fromkeys(prov.get(f.source_uuid, []) + prov.get(f.target_uuid, [])))
-        out.append(fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged]))
+        record = fact_to_wire(f, [p[0] for p in merged], [p[1] for p in merged])
+        out.append(provenance.cite(record, f, episodes, endpoints=True, as_of=as_of))
     return out
 
 
@@ -167,7 +190,7 @@ async def list_relationships(
             if time is None or views is None
             else columns.visible_newest(views, conn, time, now(), num_results, held)
         )
-        out = _facts_with_provenance(conn, facts, held)
+        out = _facts_with_provenance(engine, conn, facts, held, time)
         return {"facts": out, "count": len(out)}
 
     return await engine.read(read)
@@ -195,7 +218,7 @@ async def get_entity_neighbors(
         )
         found = conn.entities_by_uuids(others)
         nodes = _entities_with_provenance(conn, [found[u] for u in others if u in found], None)
-        edges = _facts_with_provenance(conn, facts, held)
+        edges = _facts_with_provenance(engine, conn, facts, held, time)
         return {
             "center_uuid": entity_uuid,
             "nodes": nodes,

@@ -21,6 +21,7 @@ __all__ = [
     "BySourceResult",
     "ChangeEntry",
     "ChangesResult",
+    "Citation",
     "ContextResult",
     "EdgesResult",
     "EntityRecord",
@@ -60,9 +61,19 @@ class EntityRecord(TypedDict):
     source_descriptions: list[str]
 
 
+class Citation(TypedDict):
+    """One episode a fact came from (lcg.temporal.provenance): `valid_at` is the episode's
+    reference time, null when unknown."""
+
+    uuid: str
+    source_description: str
+    valid_at: str | None
+
+
 class FactRecord(TypedDict):
     """A fact (an edge) as the graph reads and searches return it: `created_at` is always ""
-    there (the reference's shape); `valid_at`/`invalid_at` are null when unknown."""
+    there (the reference's shape); `valid_at`/`invalid_at` are null when unknown; `provenance`
+    cites the episodes it came from."""
 
     uuid: str
     name: str
@@ -77,6 +88,7 @@ class FactRecord(TypedDict):
     relation_type: str | None
     episode_uuids: list[str]
     source_descriptions: list[str]
+    provenance: list[Citation]
 
 
 class HistoricalFact(FactRecord):

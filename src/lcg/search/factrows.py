@@ -10,7 +10,8 @@ holds them instead:
   encoded), found by uuid through a sorted array of the uuids' bytes;
 - the uuids of the facts missing a hop (a set: few or none);
 - every MENTIONS edge, sorted by entity, pointing into the episodes' (uuid,
-  source_description, created_at) columns.
+  source_description, created_at, valid_at) columns, which also give the facts' own episodes
+  their source and date (`episode_stamps`, lcg.temporal.provenance).
 
 Saved at close beside the search index (Arrow IPC and .npy files, stamped with every group's
 applied WAL position) and mapped when the index warms at open if the stamp still matches, so
@@ -37,6 +38,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,13 +58,14 @@ if TYPE_CHECKING:
     from lcg.storage.search_rows import TemporalTables
     from lcg.wal.records import Op
 
-__all__ = ["REBUILD_AT", "WAIT_S", "FactRows"]
+__all__ = ["REBUILD_AT", "WAIT_S", "FactRows", "Stamp"]
 
 logger = logging.getLogger(__name__)
 
 Reader = Callable[[Callable[["GraphReader"], Any]], Any]
 Position = Callable[[str], Any]
 Keys = npt.NDArray[np.bytes_]
+Stamp = tuple[str, datetime | None]  # an episode's source_description and valid_at
 Ints = npt.NDArray[np.int64]
 
 WAIT_S = 60.0  # how long a read waits for a build before it reads the store
@@ -70,7 +73,7 @@ REBUILD_AT = 50_000  # dirty rows (facts + entities) from which a rebuild folds 
 _RETRY_S = 60.0  # after a failed build, reads go to the store this long before another try
 _ATTEMPTS = 3  # builds a run of drops may discard before the next read tries again
 _CHUNK = 65_536
-_FORMAT = 1  # of the saved rows (`_Rows.save`)
+_FORMAT = 2  # of the saved rows (`_Rows.save`); 2: the episodes' valid_at
 _ARRAYS = (
     "fact_keys",
     "fact_rows",
@@ -135,6 +138,7 @@ class _Rows:
         self.dirty_facts: set[str] = set(state["dirty_facts"])
         self.dirty_entities: set[str] = set(state["dirty_entities"])
         self.unsure_episodes: set[str] = set(state["unsure_episodes"])
+        self.dirty_episodes: set[str] = set(state.get("dirty_episodes", ()))  # re-added since
         self.source = source  # the directory the arrays are mapped from (None: a scan)
 
     @classmethod
@@ -187,6 +191,7 @@ class _Rows:
             "dirty_facts": sorted(self.dirty_facts),
             "dirty_entities": sorted(self.dirty_entities),
             "unsure_episodes": sorted(self.unsure_episodes),
+            "dirty_episodes": sorted(self.dirty_episodes),
         }
 
     def save(self, where: Path, stamp: dict[str, Any]) -> None:
@@ -224,7 +229,7 @@ class _Rows:
         return cls(arrays, state, where)
 
     def dirty(self) -> int:
-        return len(self.dirty_facts) + len(self.dirty_entities)
+        return len(self.dirty_facts) + len(self.dirty_entities) + len(self.dirty_episodes)
 
     def note(self, ops: Sequence[Op]) -> bool:
         """Mark what the committed `ops` may change; False when one cannot be followed."""
@@ -238,6 +243,7 @@ class _Rows:
                 self.dirty_entities.update(str(e) for e in data.get("entities") or ())
             elif op.name == "episode.add":
                 self.dirty_entities.update(self._mentioning(str(data.get("uuid"))))
+                self.dirty_episodes.add(str(data.get("uuid")))
         return True
 
     def _mentioning(self, episode: str) -> list[str]:
@@ -295,6 +301,33 @@ class _Rows:
             strict=True,
         )
         return dict(provenance_of(rows)), ask
+
+    def episode_stamps(self, uuids: Sequence[str]) -> tuple[dict[str, Stamp], list[str]]:
+        """(source_description, valid_at or else created_at) of the held episodes among
+        `uuids`, and the uuids to ask the store for (added or re-added since, held inexactly, or not held)."""
+        clean = [u for u in uuids if u not in self.dirty_episodes and u not in self.unsure_episodes]
+        ask = [u for u in uuids if u in self.dirty_episodes or u in self.unsure_episodes]
+        lo, hi = _lookup(self.episode_keys, clean)
+        at: list[int] = []
+        held: list[str] = []
+        for uuid, a, b in zip(clean, lo.tolist(), hi.tolist(), strict=True):
+            if b - a != 1:
+                ask.append(uuid)
+            else:
+                at.append(int(self.episode_rows[a]))
+                held.append(uuid)
+        if not at:
+            return {}, ask
+        part = self.episodes.take(pa.array(at, type=pa.int64()))
+        rows = zip(
+            held,
+            part.column("source_description").to_pylist(),
+            part.column("valid_at").to_pylist(),
+            part.column("created_at").to_pylist(),
+            strict=True,
+        )
+        # As lcg.temporal.provenance dates an episode: valid_at, else created_at.
+        return {u: (desc or "", from_db(v or c)) for u, desc, v, c in rows}, ask
 
 
 class FactRows:
@@ -499,6 +532,17 @@ class FactRows:
         if ask:
             found.update(conn.facts_with_hops_by_uuid(ask))
         return found
+
+    def episode_stamps(self, uuids: Iterable[str]) -> tuple[dict[str, Stamp], list[str]]:
+        """(source_description, valid_at) of the held episodes among `uuids`, and the others
+        (to read from the store). Never starts a build (a search citing its facts' episodes is
+        no reason for the scans): without rows, every uuid is returned to be read."""
+        keys = list(dict.fromkeys(uuids))
+        with self._lock:
+            rows = self._rows
+        if rows is None or not keys:
+            return {}, keys
+        return rows.episode_stamps(keys)
 
     def endpoint_provenance(
         self, conn: GraphReader, entity_uuids: Iterable[str]

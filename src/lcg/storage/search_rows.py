@@ -144,7 +144,7 @@ class TemporalTables:
     """What the temporal lists' in-memory rows (lcg.search.factrows) are built from, as Arrow
     tables: every fact row (`graph.FACT_COLS`, times as `timestamp[us]`), the uuids of the facts
     missing a structural hop, every MENTIONS edge (entity uuid, episode uuid) and every
-    episode's provenance columns (uuid, source_description, created_at)."""
+    episode's provenance columns (uuid, source_description, created_at, valid_at)."""
 
     facts: pa.Table
     hopless: list[str]
@@ -189,7 +189,8 @@ def temporal_tables(conn: Conn) -> TemporalTables:
     episodes = _table(
         conn,
         "MATCH (ep:Episode) RETURN ep.uuid AS uuid, "
-        "ep.source_description AS source_description, ep.created_at AS created_at",
+        "ep.source_description AS source_description, ep.created_at AS created_at, "
+        "ep.valid_at AS valid_at",
         {},
     )
     episodes = pa.table(
@@ -197,7 +198,8 @@ def temporal_tables(conn: Conn) -> TemporalTables:
             episodes.column("uuid"),
             episodes.column("source_description"),
             episodes.column("created_at").cast(pa.timestamp("us")),
+            episodes.column("valid_at").cast(pa.timestamp("us")),
         ],
-        names=["uuid", "source_description", "created_at"],
+        names=["uuid", "source_description", "created_at", "valid_at"],
     ).combine_chunks()
     return TemporalTables(facts, [row[0] for row in hopless], mentions, episodes)

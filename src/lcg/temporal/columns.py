@@ -204,9 +204,11 @@ def changed_facts(
     (`GraphReader.fact_changes` without an entity): enough of them for the first `limit + 1`
     change entries in time order.
 
-    Entries are ordered by (instant, position of the column in `kinds`, fact uuid); the facts
-    returned are those holding the first `limit + 1` entries whose hops exist (all of them
-    when there are fewer), so the caller can build its entries and tell if more existed.
+    Entries are ordered by (instant, position of the column in `kinds`); the facts returned
+    are those holding the first `limit` entries whose hops exist, every entry tied with the
+    last of them (the caller orders ties by the facts' text, `timeline.stable_key`, which the
+    columns do not hold) and the entry after those (all of them when there are fewer), so the
+    caller can build its entries and tell if more existed.
     """
     s, u = _micros(since), _micros(until)
     entries: list[tuple[int, int, str]] = []
@@ -230,15 +232,19 @@ def changed_facts(
         _read(conn, held, batch, seen)
         facts: dict[str, Fact] = {}
         kept = 0
-        for _, _, uuid in entries:  # in order, until the entry after the last one wanted
+        tie: tuple[int, int] | None = None  # (instant, column) of the `limit`-th entry
+        for instant, rank, uuid in entries:  # in order, until the entry after the ties
             if uuid not in seen:  # beyond this round's batch: read more
                 break
             fact = seen[uuid]
-            if fact is not None:
-                facts[uuid] = fact
-                kept += 1
-                if kept > limit:
-                    return list(facts.values())
+            if fact is None:
+                continue
+            facts[uuid] = fact
+            if tie is not None and (instant, rank) != tie:
+                return list(facts.values())
+            kept += 1
+            if kept == limit:
+                tie = (instant, rank)
         else:
             return list(facts.values())
         want *= 2

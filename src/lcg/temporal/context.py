@@ -41,6 +41,7 @@ from lcg.graph import hybrid
 from lcg.models import Entity, Fact
 from lcg.search.index import ALWAYS, NEVER, SearchIndex, micros
 from lcg.search.partition import View
+from lcg.temporal import asof
 from lcg.temporal.timeline import fact_status
 from lcg.timefilter import CURRENT, TimeFilter
 from lcg.timeutil import now, to_read_format
@@ -401,8 +402,14 @@ class _Rows(Mapping[str, Entity]):
         existing: set[str],
         entities: dict[str, Entity],
         facts: dict[str, Fact | None],
+        shown: Callable[[dict[str, Entity]], dict[str, Entity]] = dict,
+        admit: Callable[[Fact], bool] | None = None,
     ) -> None:
         self._conn = conn
+        # A past-time read's rules (lcg.temporal.asof): entities as they stood then, and
+        # whether a fact that starts later was known by then.
+        self._shown = shown
+        self._admit = admit
         self._ranked = found.facts
         self._fact_pos = {c.uuid: i for i, c in enumerate(found.facts)}
         self._nodes = [u for u in found.node_order if u in existing]
@@ -438,7 +445,7 @@ class _Rows(Mapping[str, Entity]):
         ][: 2 * HYDRATE]
         if wanted:
             self.reads += 1
-            self._entities.update(self._conn.entities_by_uuids(wanted))
+            self._entities.update(self._shown(self._conn.entities_by_uuids(wanted)))
 
     def fact(self, ref: Candidate) -> Fact | None:
         """The stored fact of a candidate (None if it is gone or its endpoints moved)."""
@@ -460,6 +467,8 @@ class _Rows(Mapping[str, Entity]):
         full = self._facts.get(ref.uuid)
         if full is None or (full.source_uuid, full.target_uuid) != ends:
             return None
+        if self._admit is not None and not self._admit(full):
+            return None
         return full
 
 
@@ -480,6 +489,14 @@ async def get_context(
     fact_hits = await hybrid.search_facts(
         engine, query, group_ids=group_ids, limit=num_seeds, time=visible
     )
+    if as_of is not None:  # a past-time read starts from no entity only later episodes name
+
+        def early(conn: GraphReader) -> list[Entity]:
+            index = engine.parts.search
+            return asof.seeds_as_of(index, conn, [e for e, _ in entity_hits], as_of)
+
+        kept = {e.uuid for e in await engine.read(early)}
+        entity_hits = [(e, s) for e, s in entity_hits if e.uuid in kept]
     seed_nodes = [e.uuid for e, _ in entity_hits]
     seed_facts = [f for f, _ in fact_hits]
     lead = seed_nodes[: (len(seed_nodes) + 1) // 2]
@@ -487,14 +504,23 @@ async def get_context(
     def read() -> Packed:
         index = engine.parts.search
         views = index.views("fact", group_ids)
-        entities = {e.uuid: e for e, _ in entity_hits}
         with engine.reader() as conn:
+
+            def shown(found: dict[str, Entity]) -> dict[str, Entity]:
+                if as_of is None:
+                    return found
+                return asof.entities_as_of(index, conn, found.values(), as_of)
+
+            def admit(fact: Fact) -> bool:
+                return as_of is None or asof.known_by(index, conn, fact, as_of)
+
+            entities = shown({e.uuid: e for e, _ in entity_hits})
 
             def existing(uuids: Iterable[str]) -> set[str]:
                 wanted = list(uuids)
                 known = engine.names.existing(wanted)
                 if known is None:  # the name index is reloading: ask the store
-                    entities.update(conn.entities_by_uuids(wanted))
+                    entities.update(shown(conn.entities_by_uuids(wanted)))
                     known = {u for u in wanted if u in entities}
                 return known
 
@@ -505,6 +531,8 @@ async def get_context(
                 existing(found.distance),
                 entities,
                 {f.uuid: f for f in seed_facts},
+                shown,
+                admit if as_of is not None else None,
             )
             return pack(
                 query,

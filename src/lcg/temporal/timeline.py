@@ -20,13 +20,14 @@ with the same source and relation that started when it ended.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lcg.errors import NotFoundError
 from lcg.models import Entity, Fact, entity_to_wire, fact_to_wire
-from lcg.temporal import columns
+from lcg.temporal import columns, provenance
+from lcg.temporal.provenance import Stamp
 from lcg.timeutil import now, to_read_format
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ __all__ = [
     "fact_changes",
     "fact_record",
     "fact_status",
+    "stable_key",
     "successions",
 ]
 
@@ -53,16 +55,25 @@ _COLUMNS = {
 SAME_COMMIT = timedelta(seconds=5)
 
 
-def fact_record(fact: Fact) -> dict[str, Any]:
-    """The edge object of docs/api.md §records with both system-time columns filled in.
+def fact_record(fact: Fact, stamps: Mapping[str, Stamp] | None = None) -> dict[str, Any]:
+    """The edge object of docs/api.md §records with both system-time columns filled in, citing
+    the fact's episodes (lcg.temporal.provenance; `stamps`: the source and date of the stored
+    ones it names).
 
     The reference's reads always answer `created_at: ""` and have no `expired_at`; lcg's
     temporal methods return both (DB read format, `expired_at` null until it is retired).
     """
-    record = fact_to_wire(fact)
+    record = provenance.cite(fact_to_wire(fact), fact, stamps or {})
     record["created_at"] = to_read_format(fact.created_at) or ""
     record["expired_at"] = to_read_format(fact.expired_at)
     return record
+
+
+def stable_key(fact: Fact) -> tuple[str, str, str]:
+    """How facts sharing an instant are ordered: by sentence, then predicate, then uuid. A
+    uuid is minted at random, so ordering ties by it alone printed the same graph, ingested
+    twice, in two orders; the uuid only separates facts whose text is the same too."""
+    return fact.fact, fact.name, fact.uuid
 
 
 def fact_status(fact: Fact, at: datetime) -> str:
@@ -129,7 +140,7 @@ async def fact_changes(
     """Facts that started, ended, were learned or retired in `[since, until)`, in time order.
 
     One entry per (fact, kind); entries sharing an instant are ordered started, ended, learned,
-    retired, then by fact uuid. At most `limit` entries; `truncated` says whether more existed.
+    retired, then by `stable_key` (sentence, predicate, uuid). At most `limit` entries; `truncated` says whether more existed.
     """
     end = until or now()
     views = (
@@ -146,16 +157,17 @@ async def fact_changes(
         return columns.changed_facts(views, conn, since, end, kinds, limit, held)
 
     facts = await engine.read(read)
-    entries: list[tuple[datetime, int, str, Fact]] = []
+    entries: list[tuple[datetime, int, tuple[str, str, str], Fact]] = []
     for fact in facts:
         for rank, kind in enumerate(CHANGE_KINDS):
             at = getattr(fact, _COLUMNS[kind])
             if at is not None and since <= at < end:
-                entries.append((at, rank, fact.uuid, fact))
+                entries.append((at, rank, stable_key(fact), fact))
     entries.sort(key=lambda e: (e[0], e[1], e[2]))
     kept = entries[:limit]
+    episodes = await provenance.fact_episodes(engine, [fact for *_, fact in kept])
     changes = [
-        {"kind": CHANGE_KINDS[rank], "at": to_read_format(at), "fact": fact_record(fact)}
+        {"kind": CHANGE_KINDS[rank], "at": to_read_format(at), "fact": fact_record(fact, episodes)}
         for at, rank, _, fact in kept
     ]
     return {
@@ -206,16 +218,17 @@ async def entity_timeline(
             predecessors[new].append(old)
     at = now()
 
-    def order(f: Fact) -> tuple[datetime, datetime, str, str]:
+    def order(f: Fact) -> tuple[datetime, datetime, str, str, str]:
         # Facts learned together with the same start (one episode) are ordered by their text,
         # not by their random uuids, so the same history reads the same on every run.
         floor = datetime.min.replace(tzinfo=at.tzinfo)
         start = f.valid_at or f.created_at or floor
-        return start, f.created_at or floor, f.fact, f.uuid
+        return (start, f.created_at or floor, *stable_key(f))
 
+    episodes = await provenance.fact_episodes(engine, facts)
     records = []
     for fact in sorted(facts, key=order):
-        record = fact_record(fact)
+        record = fact_record(fact, episodes)
         record["direction"] = "outgoing" if fact.source_uuid == uuid else "incoming"
         record["status"] = fact_status(fact, at)
         record["supersedes"] = sorted(predecessors.get(fact.uuid, []))

@@ -21,6 +21,7 @@ from lcg.models import entity_to_wire, fact_to_wire
 from lcg.search.strategy import STRATEGIES, Strategy
 from lcg.service.declare import Context, Declarations
 from lcg.service.params import CollapsingGroups, GroupsOptional, Params, count_field, timestamp
+from lcg.temporal import provenance
 from lcg.timefilter import TimeFilter
 from lcg.timeutil import to_read_format
 
@@ -179,7 +180,9 @@ async def _find_relationships(
         center_node_uuid=a.center_node_uuid,
         strategy=a.strategy,
     )
-    facts = [fact_to_wire(f) for f, _ in found]
+    rows = [f for f, _ in found]
+    episodes = await provenance.fact_episodes(engine, rows)
+    facts = [provenance.cite(fact_to_wire(f), f, episodes, as_of=a.as_of) for f in rows]
     return {"facts": facts, "count": len(facts)}
 
 
