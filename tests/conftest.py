@@ -31,7 +31,7 @@ def anyio_backend() -> str:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A module that sets `BOTH_STORAGES = True` runs each test that uses `settings` (and so
-    `engine`) twice: on the embedded Kuzu store and on a FalkorDB server (issue 19, server
+    `engine`) twice: on the embedded Kuzu store and on a FalkorDB server (server
     mode). A test marked `kuzu_only(reason)` is skipped on FalkorDB with that reason."""
     if "storage" in metafunc.fixturenames and getattr(metafunc.module, "BOTH_STORAGES", False):
         metafunc.parametrize("storage", ["kuzu", "falkordb"], indirect=True)

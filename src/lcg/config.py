@@ -564,7 +564,7 @@ SETTINGS: tuple[Setting, ...] = (
         "Extra `Host` header names accepted besides loopback and the bound address (e.g. the "
         "LAN name); `*` accepts any, only together with `LCG_API_TOKEN`.",
     ),
-    # -- server mode (DESIGN §11, issue 19) --
+    # -- server mode (docs/design.md) --
     Setting(
         "storage",
         "LCG_STORAGE",

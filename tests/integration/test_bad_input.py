@@ -472,7 +472,7 @@ CASES = [
         "assert_relationship/valid_at-words", AR, {**REL, "valid_at": "yesterday"}, field="valid_at"
     ),
     bad(
-        # A real bare date is accepted (its midnight UTC, issue 14); an impossible one is not.
+        # A real bare date is accepted (its midnight UTC); an impossible one is not.
         "assert_relationship/valid_at-impossible-date-only",
         AR,
         {**REL, "valid_at": "1969-02-30"},

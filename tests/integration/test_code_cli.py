@@ -1,4 +1,4 @@
-"""`lcg code ingest` (issue 20) from the command line: a working tree, a re-run that writes
+"""`lcg code ingest` from the command line: a working tree, a re-run that writes
 nothing, git history, and a plain install without the `code` extra."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lcg.code import extract
 from lcg.config import Settings
 from lcg.service.rpc.client import RpcClient
 
-BOTH_STORAGES = True  # `lcg code ingest` runs in server mode too (issue 19)
+BOTH_STORAGES = True  # `lcg code ingest` runs in server mode too
 
 
 def run(home: Path, *args: str, env: dict[str, str] | None = None) -> Result:

@@ -1,4 +1,4 @@
-"""The code graph (lcg.code, issue 20): structure ingest of a working tree, history from git,
+"""The code graph (lcg.code): structure ingest of a working tree, history from git,
 and the questions asked of it — on a real Kuzu database and a real git repository the test
 builds. No source body is ever stored."""
 
@@ -25,7 +25,7 @@ from lcg.errors import InvalidRequestError
 from lcg.models import Episode
 from lcg.service.registry import dispatch
 
-BOTH_STORAGES = True  # the code graph runs in server mode too (issue 19)
+BOTH_STORAGES = True  # the code graph runs in server mode too
 
 
 def _wal(engine: Engine) -> bytes:

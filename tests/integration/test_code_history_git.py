@@ -1,4 +1,4 @@
-"""Code history against git itself (issue 20): the symbols each commit adds and removes, as the
+"""Code history against git itself: the symbols each commit adds and removes, as the
 history ingest reports them and as the graph's as-of reads show them, match what git holds at
 each commit (every Python file of the commit's tree read with `git show` and listed with the
 standard library's `ast`, independently of tree-sitter); committing many episodes per engine
@@ -26,7 +26,7 @@ from lcg.engine import Engine
 
 pytestmark = pytest.mark.anyio
 
-BOTH_STORAGES = True  # the code graph runs in server mode too (issue 19)
+BOTH_STORAGES = True  # the code graph runs in server mode too
 
 
 def _wal(engine: Engine) -> bytes:

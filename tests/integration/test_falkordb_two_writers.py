@@ -1,4 +1,4 @@
-"""Two processes writing one group of a real FalkorDB at once (issue 19 item 4, backend level).
+"""Two processes writing one group of a real FalkorDB at once (backend level).
 
 Each process runs a `ResolvingWriter` (lcg.testing.falkordb_workload): it resolves an
 episode's entity names and fact against what it knows of the group, commits at the position

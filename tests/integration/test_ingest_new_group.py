@@ -1,5 +1,5 @@
 """The first episode of a group with no WAL stream reads nothing of the graph for its resolution
-index (issue 21: those group-filtered reads scan every group's rows, 5.4 s at 1M facts), and is
+index (those group-filtered reads scan every group's rows, 5.4 s at 1M facts), and is
 resolved exactly as before; a group that has rows still loads them."""
 
 from __future__ import annotations

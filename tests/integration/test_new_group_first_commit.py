@@ -1,5 +1,5 @@
 """A new group's first commit stamps its embedder without asking the store whether the group
-holds vectors (a scan of the Embedding table: ~0.4 s at 1M facts, issue 21)."""
+holds vectors (a scan of the Embedding table: ~0.4 s at 1M facts)."""
 
 from __future__ import annotations
 

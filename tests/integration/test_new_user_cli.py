@@ -1,4 +1,4 @@
-"""What a new user meets at the command line (issue 14 items 3-7): messages that name the way
+"""What a new user meets at the command line: messages that name the way
 out, a folder with bad front matter or only unsupported files, errors printed literally, global
 options after the subcommand, read-only commands that create nothing, `lcg mcp` next to a
 running service. Real workspaces in tmp_path; `main()` runs in a subprocess where its printing

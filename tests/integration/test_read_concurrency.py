@@ -1,6 +1,5 @@
-"""Every read method at once from more clients than the reader pool has connections (issue 15
-item 1): a read that takes a second pooled connection while holding one deadlocks the service
-once every connection is held by such a read. Runs against a real `lcg serve` process (pool of
+"""Every read method at once from more clients than the reader pool has connections: a read
+that takes a second pooled connection while holding one deadlocks the service once every connection is held by such a read. Runs against a real `lcg serve` process (pool of
 2 readers, its default) over its Unix socket and over HTTP, with timeouts, so a deadlock fails
 the test instead of hanging it."""
 
@@ -39,7 +38,7 @@ def _free_port() -> int:
 
 
 def _stop(service: ServiceProcess) -> None:
-    """SIGTERM, then SIGKILL: a deadlocked service does not stop on SIGTERM (issue 15)."""
+    """SIGTERM, then SIGKILL: a deadlocked service does not stop on SIGTERM."""
     assert service.proc is not None
     if service.proc.poll() is None:
         service.send_signal(signal.SIGTERM)

@@ -1,5 +1,5 @@
 """The search index's memory after a load: commits fill the loaded matrices' spare rows instead
-of copying them (issue 21: at 1M facts the first episode after opening copied ~3 GB)."""
+of copying them (at 1M facts the first episode after opening copied ~3 GB)."""
 
 from __future__ import annotations
 

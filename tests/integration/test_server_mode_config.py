@@ -1,4 +1,4 @@
-"""Server mode (issue 19): the engine opens the store `LCG_STORAGE` names, `knowledge_status`
+"""Server mode: the engine opens the store `LCG_STORAGE` names, `knowledge_status`
 says which store serves the graph (backend, server, role), and `lcg wal export` / `lcg wal
 import` move a workspace between the embedded store and a FalkorDB server through the plain
 JSONL WAL, byte-identical after a round trip."""

@@ -1,4 +1,4 @@
-"""Server mode (issue 19): the passes that make several commits — the code graph's sync and
+"""Server mode: the passes that make several commits — the code graph's sync and
 history, corrections, graph import — when one of their commits loses the race to another
 process (`GroupMovedError`: another engine on the same FalkorDB committed to the group between
 the pass's plan and its commit). A sync, a correction and an import page are planned again

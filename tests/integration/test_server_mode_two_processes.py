@@ -1,4 +1,4 @@
-"""Two `lcg serve` processes on one real FalkorDB (issue 19 item 4, at the engine level).
+"""Two `lcg serve` processes on one real FalkorDB (at the engine level).
 
 Both ingest episodes into the same group at once, through the scripted OpenAI-compatible LLM
 (`heuristic_responder`), from one shared set of names, so they keep creating the same entities

@@ -1,4 +1,4 @@
-"""The browser UI on a code graph (issue 20), in real headless Chromium: code entities show
+"""The browser UI on a code graph, in real headless Chromium: code entities show
 their kind (File, Module, Class, Function, Method) and `path:line_start-line_end`, and a
 symbol's timeline shows its facts appearing and ending at the commits that did it.
 

@@ -1,4 +1,4 @@
-"""Damaged WAL mark files at startup (issue 15): a checkpoint record or the stream's generation
+"""Damaged WAL mark files at startup: a checkpoint record or the stream's generation
 file that no longer parses must not crash the open nor be dropped in silence. It is found, rebuilt
 from what still names its content (the WAL, the damaged text, the database's applied position),
 and reported in `knowledge_status.wal_problems` (kind `mark_file_corrupt`).

@@ -362,7 +362,7 @@ def test_every_setting_is_documented_in_the_configuration_reference(setting: Set
     assert re.search(rf"^\| `{setting.env}` \|", text, re.M), f"{setting.env} has no row"
 
 
-# -- server mode (issue 19) ----------------------------------------------------------------------
+# -- server mode ----------------------------------------------------------------------
 
 
 def test_server_mode_settings_parse_seed_lists_and_tls(tmp_path: Path) -> None:

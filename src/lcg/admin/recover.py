@@ -1,7 +1,7 @@
 """`knowledge_recover` and `knowledge_recover_full`: recovery on demand
 (docs/api.md §knowledge_recover, §knowledge_recover_full).
 
-lcg's database is derived from the WAL (DESIGN §1.1), so every strategy ends the same way: the
+lcg's database is derived from the WAL (docs/design.md), so every strategy ends the same way: the
 database files are put into some state, the database is opened again and the ordinary startup
 catch-up applies whatever the WAL holds beyond the positions recorded in it. The open database
 is replaced in place (`Engine.reopen`), so the service keeps the same Engine object and

@@ -43,7 +43,7 @@ async def status(engine: Engine) -> dict[str, Any]:
         identity = engine.parts.embedder.identity
         out: dict[str, Any] = {
             "database_path": engine.settings.database_path_text,
-            # The store serving this graph (issue 19): the backend, its server (no password)
+            # The store serving this graph: the backend, its server (no password)
             # and the server's replication role.
             "storage": storage,
             "embedding_model": identity.model,

@@ -1,5 +1,5 @@
 """`lcg wal export DIR` / `lcg wal import DIR`: move a workspace between the embedded store and
-a server (DESIGN §11) through its plain JSONL WAL.
+a server (docs/design.md) through its plain JSONL WAL.
 
 The export directory is laid out as a WAL root (`DIR/<enc(group)>/<file>.jsonl`), one file per
 group named `00000000_000000_export_0000.jsonl`, holding every whole batch of the group's WAL in

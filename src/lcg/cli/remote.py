@@ -1,6 +1,6 @@
 """Finding the workspace a CLI command works on: a running service, or the files themselves.
 
-Kuzu allows one process per database (notes/PLATFORM.md §0.5): while `lcg serve` owns the
+Kuzu allows one process per database: while `lcg serve` owns the
 workspace, `lcg status` and `lcg cypher` must go through its socket instead of opening the files.
 Commands that only read open the files through `existing_settings`, which refuses a workspace
 that does not exist instead of letting the engine create an empty one.

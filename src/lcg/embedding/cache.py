@@ -84,7 +84,7 @@ class CachedEmbedder:
         # remapped when a row appended since is read. Hashes: of the rows merged so far in
         # `_sorted` (row numbers in `_sorted_rows`), of rows appended since in `_index`. An
         # in-memory copy of the appended rows held every vector a rebuild embedded a second
-        # time (2.4 GB at 1M facts; issue 21).
+        # time (2.4 GB at 1M facts).
         self._index: dict[bytes, int] = {}
         self._map: mmap.mmap | None = None
         self._sorted: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)

@@ -17,7 +17,7 @@ same download and checksum; on a mirror, `<base>.tar.gz`): quantised to int8
 carry their own identity (a workspace switching to it re-embeds, `lcg models reembed`).
 
 The default (`DEFAULT_MODEL`: what `lcg models pull` fetches with no name, and what `auto` and
-`onnx` prefer in the cache) is the int8 variant: issue 18's cost target is 5 ms per entity or
+`onnx` prefer in the cache) is the int8 variant: the cost target is 5 ms per entity or
 fact text on a 2-core machine, which float32 all-MiniLM-L6-v2 misses (CPU ms a text, batched:
 6.1 float32, 3.5 int8; bench/embeddings.py) at the same search quality (bench/relevance.py;
 docs/search.md, "Embedding cost"). The float32 model stays in the catalog, pulled by name.

@@ -10,7 +10,7 @@ sentence vectors `[batch, dim]`; rows are L2-normalised.
 Only onnxruntime and tokenizers are imported: no torch, no hub client. Nothing is ever
 downloaded here (`lcg models pull` does that, on request). Loaded models are kept per process.
 
-Cost (issue 18; bench/embeddings.py `onnx`): texts are sorted by token count and cut into the
+Cost (bench/embeddings.py `onnx`): texts are sorted by token count and cut into the
 batches that cost least to run (`plan_batches`: each batch is padded to its longest text, and
 each run costs about 12 tokens' worth on top). Each `run` uses one thread and never spins:
 ONNX Runtime's intra-op threads spin-wait between operators, and on a loaded machine (another process, or

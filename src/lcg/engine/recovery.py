@@ -1,6 +1,6 @@
 """Opening a workspace whose database may be broken, and rebuilding it from the WAL.
 
-The WAL is the source of truth (DESIGN §1.1), so a database that cannot be opened is not a
+The WAL is the source of truth (docs/design.md), so a database that cannot be opened is not a
 loss: its files are moved aside (never deleted; someone may want to inspect them) and a fresh
 database is derived from the WAL by an ordinary open, whose startup catch-up replays every
 group into the empty store.

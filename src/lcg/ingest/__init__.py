@@ -1,1 +1,1 @@
-"""Ingestion: text to entities, facts and supersessions, committed per episode (DESIGN §5)."""
+"""Ingestion: text to entities, facts and supersessions, committed per episode (docs/design.md)."""

@@ -1,5 +1,5 @@
 """Bringing a group's resolution index (`GroupIndex`) up to other processes' commits (server
-mode, issue 19): instead of reloading the whole group each time another `lcg serve` wrote to
+mode): instead of reloading the whole group each time another `lcg serve` wrote to
 it, apply the entity and fact operations of its stream since the index's position.
 
 Only what ingestion itself writes is applied in place: new or updated entities under their

@@ -1,4 +1,4 @@
-"""The ingestion pipeline: one episode in, one atomic commit out (DESIGN §5,
+"""The ingestion pipeline: one episode in, one atomic commit out (docs/design.md,
 docs/api.md §ingest-pipeline).
 
     extract   (no lock; up to LCG_EXTRACTION_CONCURRENCY episodes at once)

@@ -1,4 +1,4 @@
-"""`FactRows`: the rows the temporal lists read, held in memory (issue 21).
+"""`FactRows`: the rows the temporal lists read, held in memory.
 
 An `as_of` page or a change window picks its candidates from the search index's fact columns
 (lcg.temporal.columns); what it then needs from the store, each candidate's row, whether its

@@ -4,8 +4,8 @@ them against a query vector (the vector half of hybrid search).
 Row i is document i. A store starts as float32 rows, scanned exactly (einsum). Once its
 partition reaches `QUANTIZE_MIN_ROWS` documents (at a compaction, or when loaded), the rows
 become int8 with one float32 scale each (`x ~ q * scale`, `scale = max|x| / 127`): a quarter of
-the memory, and the float32 rows are dropped, so a workspace's vectors are held once (issue 21:
-at 1M facts the float32 rows were ~3.2 GB and the scan 350-830 ms a query). The int8 rows are
+the memory, and the float32 rows are dropped, so a workspace's vectors are held once
+(at 1M facts the float32 rows were ~3.2 GB and the scan 350-830 ms a query). The int8 rows are
 laid out for the vectors they hold, decided at quantisation from the share of non-zero cells:
 
 - `sparse` (lexical embedders such as the hash embedder: ~13% of cells non-zero): one row of

@@ -1,4 +1,4 @@
-"""HTTP transport: the method registry as a REST mirror, plus the browser UI (DESIGN §8).
+"""HTTP transport: the method registry as a REST mirror, plus the browser UI (docs/design.md).
 
 The one module that imports FastAPI. It owns:
 

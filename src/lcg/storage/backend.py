@@ -1,6 +1,6 @@
 """The storage protocol: what the engine needs from a graph store, whichever database holds it.
 
-Two backends implement it (DESIGN §11): embedded Kuzu (`lcg.storage.kuzu_backend`, a thin
+Two backends implement it (docs/design.md): embedded Kuzu (`lcg.storage.kuzu_backend`, a thin
 adapter over the functions of `graph`, `history`, `bulk`, `search_rows` and `dump`, which stay
 the Kuzu code) and a FalkorDB server (`lcg.storage.falkordb`, one graph per group). The engine
 should only ever hold a `GraphBackend` and the `GraphReader`/`GraphWriter` views it hands out,
@@ -8,7 +8,7 @@ and never ask which database it has.
 
 The operations, in four parts:
 
-- **commit** (`GraphBackend.commit`): apply a batch of semantic operations (DESIGN §4) to one
+- **commit** (`GraphBackend.commit`): apply a batch of semantic operations (docs/design.md) to one
   group together with its derived embedding rows and the group's meta entries (its new WAL
   position, its embedder stamp), all or nothing. A backend that keeps the WAL itself (FalkorDB:
   a stream per group) appends the batch's lines in the same atomic unit, with the batch's first
@@ -236,7 +236,7 @@ class GraphReader(Protocol):
         """Episodes by uuid, as `entities_of_hits`."""
         ...
 
-    # -- batched reads by uuid (issue 21) ---------------------------------------------------
+    # -- batched reads by uuid ---------------------------------------------------
     def facts_with_hops_by_uuid(self, uuids: Sequence[str]) -> dict[str, Fact]:
         """The facts among `uuids` (any group) whose two structural hops exist, by uuid (the
         others absent): the rows of `facts_with_hops(uuids=...)` in one batched read, each

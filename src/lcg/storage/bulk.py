@@ -1,6 +1,6 @@
 """Bulk loading a folded group with `COPY ... FROM` pyarrow tables.
 
-`COPY` from pyarrow is 50-100x faster than `UNWIND` batches (notes/PLATFORM.md §1c). The
+`COPY` from pyarrow is 50-100x faster than `UNWIND` batches. The
 caller guarantees the group holds no rows yet (a full replay
 starts from an empty or purged group) and runs this inside one transaction.
 """

@@ -4,7 +4,7 @@ Writes take the writer `Conn` inside a transaction; reads take any `Conn`. Rows 
 `lcg.models` values. Batches use `UNWIND` with explicit casts, because Kuzu infers a struct
 field that is null in every row as STRING and then refuses to store it in a TIMESTAMP column.
 
-Which statements batch is decided by how Kuzu 0.11 plans them (measured: storage/README.md):
+Which statements batch is decided by how Kuzu 0.11 plans them (measured: bench/results/kuzu-0.11.3.md):
 `UNWIND ... CREATE` costs the same at any table size, but an `UNWIND` that MATCHes or MERGEs
 rows by key is a hash join over the whole table (~20 ms for 10 rows at 100k rows; 1 s when it
 matches two endpoints), while one prepared statement per row finds its row through the primary
@@ -126,7 +126,7 @@ def _fact_params(f: Fact) -> dict[str, Any]:
         "name": f.name,
         "fact": f.fact,
         # never NULL: a NULL written into a checkpointed STRING chunk corrupts it (Kuzu 0.11.3,
-        # storage/README.md "String columns"); read back as None (storage/rows.fact)
+        # bench/results/kuzu-0.11.3.md "String columns"); read back as None (storage/rows.fact)
         "relation_type": f.relation_type or "",
         "attributes": f.attributes,
         "episodes": list(f.episodes),
@@ -261,7 +261,7 @@ def _update(
 
     Kuzu 0.11.3 keeps, until the next CHECKPOINT, ~30 KB of native memory per updated column
     and transaction, whether or not the value changed, and the checkpoint writes every updated
-    column afresh to the database file (storage/README.md): a summary update that rewrote all
+    column afresh to the database file (bench/results/kuzu-0.11.3.md): a summary update that rewrote all
     seven Entity columns held ~4x the memory of one that writes only the summary.
     """
     changed = [c for c in columns if current.get(c) != row[c]]
@@ -483,7 +483,7 @@ def put_embeddings(
     rows are created in one `UNWIND` and the existing ones updated one prepared statement
     each, or in one `UNWIND` when there are many. Never `UNWIND ... MERGE`: 26 ms for 20 rows
     at 100k rows, ~280 ms for an episode's ~70 rows at 330k, against ~10-15 ms this way at any
-    size (storage/README.md). Rows of owners in `new` (rows the caller minted in the same
+    size (bench/results/kuzu-0.11.3.md). Rows of owners in `new` (rows the caller minted in the same
     transaction, which have no vectors yet) are created without a lookup.
     """
     last = {

@@ -7,7 +7,7 @@ Kuzu hands back keeps a reference count one too high and is never freed, whereve
 column, a list element, a struct field, a node's property). 48 bytes a value, in Python's own
 heap: tracemalloc sees it, `malloc_trim` does not return it. A read of 300 entities (one
 TIMESTAMP each) kept 14 KB; `knowledge_get_nodes_by_group` grew the service by 20.7 MB per
-1,500 calls (issue 15; storage/README.md has the measurements).
+1,500 calls (bench/results/kuzu-0.11.3.md has the measurements).
 
 `give_back(rows, types)` drops that extra reference from every `datetime`/`date` in rows read
 through the binding, once the rows are built. It only does so after `leak_per_value(conn)` has

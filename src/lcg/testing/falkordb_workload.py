@@ -1,4 +1,4 @@
-"""Writers that race on one group of a FalkorDB server, as lcg processes do (issue 19 item 4).
+"""Writers that race on one group of a FalkorDB server, as lcg processes do.
 
 `ResolvingWriter` is the engine's commit loop reduced to what optimistic concurrency needs: it
 resolves each episode's entity names and facts against what it knows of the group (names to

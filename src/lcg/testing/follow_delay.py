@@ -1,5 +1,5 @@
 """How long a write acknowledged by one `lcg serve` takes to be found through another serving
-the same FalkorDB (issue 19 item 4: each process follows the group streams into its search
+the same FalkorDB (each process follows the group streams into its search
 index, `lcg.engine.follow`).
 
 `follow_delay` writes entities through one service and polls `knowledge_find_entities` on the

@@ -4,7 +4,7 @@ Each `ServerProfile` reproduces one server's handling of `response_format` on
 `POST /v1/chat/completions`: which `type` values it accepts, and for the others the exact HTTP
 status and error body it sends. `ScriptedLlmServer(profile="llama-cpp-python")` applies one; a
 rejected request consumes no scripted reply. Where each fact comes from is written next to it:
-the servers' own source, docs and bug trackers (read 2026-12), and PLATFORM.md §6 for what was
+the servers' own source, docs and bug trackers (read 2026-12), and what was
 measured here. Where only the shape of a body is documented, the message text is reconstructed
 from the validator that produces it; the comment says so.
 
@@ -71,7 +71,7 @@ def _pydantic_literal_error(value: object, expected: str) -> str:
 # (PR #1677 open). The body is validated inside the route, so the RequestValidationError reaches
 # llama_cpp/server/errors.py RouteErrorHandler, which wraps every exception that is not a known
 # pattern as HTTP 500 {"error": {"message": str(exc), "type": "internal_server_error", "param":
-# null, "code": null}}. Measured here (PLATFORM.md §6): json_schema -> 500 "Input should be
+# null, "code": null}}. Measured here: json_schema -> 500 "Input should be
 # 'text' or 'json_object'"; json_object works.
 def _llama_cpp_python(fmt: dict[str, Any] | None, body: dict[str, Any]) -> Rejection | None:
     kind = _type(fmt)
@@ -172,7 +172,7 @@ PROFILES: dict[str, ServerProfile] = {
             "llama-cpp-python",
             frozenset({"text", "json_object"}),
             _llama_cpp_python,
-            "llama_cpp/server/types.py + errors.py; PLATFORM.md §6",
+            "llama_cpp/server/types.py + errors.py; measured here",
         ),
         ServerProfile(
             "llama-server",

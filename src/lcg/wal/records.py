@@ -200,7 +200,7 @@ def made(cls: type[_T], values: dict[str, Any]) -> _T:
     """`cls(**values)` for a frozen dataclass with no `__post_init__` nor slots, given every
     field: the same object (fields, equality, hash), ~5x faster. A frozen dataclass's
     `__init__` sets each field through `object.__setattr__`, a large part of reading a large
-    WAL (1.6M records at 1M facts, issue 21). Only for short-lived objects (the reader's
+    WAL (1.6M records at 1M facts). Only for short-lived objects (the reader's
     records): such an object holds a dict of its own instead of sharing its class's keys,
     528 bytes against 192 for a Fact (tracemalloc), +0.7 GB over the rows of a 1M-fact fold.
 

@@ -102,7 +102,7 @@ def test_rows_from_the_opened_file_and_appended_since_read_back_together(tmp_pat
 
 def test_opening_a_large_cache_holds_no_copy_of_its_vectors(tmp_path: Path) -> None:
     """The opened file is mapped, its hashes kept as 8-byte integers: the search index holds
-    the one in-memory copy of the vectors (issue 21). Reading the file into an array and a
+    the one in-memory copy of the vectors. Reading the file into an array and a
     dict of its hashes cost ~13 MB here (~440 MB at 100k facts)."""
     texts = [f"text number {i}" for i in range(20_000)]
     CachedEmbedder(HashEmbedder(64), tmp_path).embed(texts)
@@ -125,7 +125,7 @@ def test_opening_a_large_cache_holds_no_copy_of_its_vectors(tmp_path: Path) -> N
 
 def test_appended_vectors_are_read_back_from_the_file_not_held_in_memory(tmp_path: Path) -> None:
     """Vectors embedded through the cache are appended to its file and read back from it: no
-    in-memory copy grows with them (it held every vector of a 1M rebuild twice, issue 21), and
+    in-memory copy grows with them (it held every vector of a 1M rebuild twice), and
     their hashes are folded into the sorted array once there are many."""
     counting = CountingEmbedder()
     cache = CachedEmbedder(counting, tmp_path)

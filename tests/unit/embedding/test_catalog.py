@@ -1,7 +1,7 @@
 """lcg.embedding.catalog: which model is the default, and which cached model is chosen.
 
 The default (what `lcg models pull` with no name fetches, and what `auto` prefers in the cache)
-is the int8 variant of all-MiniLM-L6-v2 (issue 18: 5 ms per text); the float32 model stays in
+is the int8 variant of all-MiniLM-L6-v2 (5 ms per text); the float32 model stays in
 the catalog by name, and a cache holding only it still serves it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A due checkpoint runs after the commit that made it due has returned, on the engine's
-checkpoint thread, for real (issue 21: 1.3-1.9 s at 100k entities, on whichever request was
+checkpoint thread, for real (1.3-1.9 s at 100k entities, on whichever request was
 the hundredth)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The kernel stays small (issue 16): `Engine` has at most 15 public names and
+"""The kernel stays small: `Engine` has at most 15 public names and
 `engine/kernel.py` at most 600 lines.
 
 A public name is what a reader of the class can reach without an underscore: its methods and

@@ -1,6 +1,6 @@
 """The writer connection's view of Meta rows on a real Kuzu database: served without a
 statement, emptied whenever something other than `set_meta` may have changed them (a ROLLBACK,
-raw Cypher), never kept by readers (issue 21)."""
+raw Cypher), never kept by readers."""
 
 from __future__ import annotations
 

@@ -923,7 +923,7 @@ def test_bulk_load_of_the_folded_wal_reads_as_the_commits_built(
 def test_falkordb_rebuild_from_the_stream_reads_as_the_commits_built(
     falkordb_url: str, drawn: list[tuple[int, list[Op]]]
 ) -> None:
-    """Rebuild of a group from its WAL stream (issue 19 item 3) on FalkorDB: the stream folded
+    """Rebuild of a group from its WAL stream on FalkorDB: the stream folded
     and bulk-loaded gives the graph the commits built, and the position after its last line."""
     from lcg.storage.falkordb.backend import FalkorBackend, FalkorReader
 

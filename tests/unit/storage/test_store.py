@@ -277,7 +277,7 @@ def test_facts_around_finds_each_fact_once_by_either_endpoint(store: Store) -> N
 
 
 def test_many_new_facts_are_copied_with_the_hops_their_endpoints_allow(store: Store) -> None:
-    """Past `point_limit`, new facts go in by COPY (issue 20: a code ingest's thousands): each
+    """Past `point_limit`, new facts go in by COPY (a code ingest's thousands): each
     gets both hops when its endpoints exist, only the hops it can when one is missing (replayed
     or cross-group data), and the rows equal what the one-by-one path writes."""
     try:
@@ -306,7 +306,7 @@ def test_many_new_facts_are_copied_with_the_hops_their_endpoints_allow(store: St
 
 def test_the_buffer_pool_is_sized_to_the_database(tmp_path: Path) -> None:
     """Unset (0), the pool is half the database file within 256..1024 MiB, and 1024 MiB for a
-    database not created yet; a configured size is kept (issue 21: 1 GiB for every workspace)."""
+    database not created yet; a configured size is kept (1 GiB for every workspace)."""
     db = tmp_path / "graph.db"
     assert pool_mb(db) == 1024  # a rebuild bulk-loads a new database
     db.write_bytes(b"x" * 4096)

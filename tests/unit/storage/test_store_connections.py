@@ -1,7 +1,7 @@
-"""Pooled reader connections and prepared statements (issue 15 items 1-2), on a real Kuzu
+"""Pooled reader connections and prepared statements, on a real Kuzu
 database: a nested take of a second reader is refused instead of deadlocking the pool, and
 every connection prepares a parameterised statement once (Kuzu 0.11.3 leaks native memory on
-each unprepared `execute(text, params)`, notes/PLATFORM.md §6)."""
+each unprepared `execute(text, params)`)."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_a_drain_that_times_out_gives_up_and_reopens_reads(store: Store) -> None
 def test_the_database_handle_is_reopened_after_enough_checkpoints(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Kuzu keeps ~289 KB per CHECKPOINT until its Database is closed (issue 15 soak): every
+    """Kuzu keeps ~289 KB per CHECKPOINT until its Database is closed: every
     few checkpoints that run with no reader checked out reopen the handle, and everything goes
     on as before: committed rows, prepared statements, both reader connections."""
     monkeypatch.setattr(store_module, "_RECYCLE_EVERY_CHECKPOINTS", 3)
@@ -210,7 +210,7 @@ def test_commits_trigger_a_checkpoint_under_constant_reads(engine: Engine) -> No
 
 # Kuzu 0.11.3's binding leaks one reference to every date/timestamp it converts, so each one
 # read stayed in memory: knowledge_get_nodes_by_group grew the service by 20.7 MB per 1,500
-# calls (issue 15; storage/leaked_refs.py). Counted in Python's allocated blocks, not timed.
+# calls (storage/leaked_refs.py). Counted in Python's allocated blocks, not timed.
 _TS = "timestamp('2026-01-01 10:00:00.123456') + interval(string(i) + ' seconds')"
 
 

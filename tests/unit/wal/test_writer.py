@@ -318,7 +318,7 @@ def test_a_group_colliding_by_case_with_an_existing_directory_is_refused(tmp_pat
     wal.close()
 
 
-# -- multi-group commits (issue 15): a crash between two groups' appends -------------------------
+# -- multi-group commits: a crash between two groups' appends -------------------------
 
 
 def _commit(wal: Wal, parts: list[tuple[str, int]], *, stop_after: int | None = None) -> None:

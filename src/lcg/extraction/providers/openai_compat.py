@@ -70,7 +70,7 @@ _transport_warm = threading.Event()
 
 def _warm_transport() -> None:
     """Build (and drop) one transport: httpx2's first costs ~80 ms CPU (~0.4 s on a busy
-    machine) of lazy setup, which the first episode after open otherwise pays (issue 21)."""
+    machine) of lazy setup, which the first episode after open otherwise pays."""
     if not _transport_warm.is_set():
         httpx2.AsyncHTTPTransport(verify=False)
         _transport_warm.set()

@@ -1,4 +1,4 @@
-"""Code graph methods (lcg extensions, issue 20; docs/code-graph.md): knowledge_code_ingest
+"""Code graph methods (lcg extensions; docs/code-graph.md): knowledge_code_ingest
 (admin: it reads a directory of this machine), knowledge_code_where, knowledge_code_calls and
 knowledge_code_changes (read)."""
 

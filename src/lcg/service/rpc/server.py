@@ -1,4 +1,4 @@
-"""The JSON-RPC service on a Unix socket (docs/api.md §transport, §startup, §shutdown; DESIGN §8).
+"""The JSON-RPC service on a Unix socket (docs/api.md §transport, §startup, §shutdown; docs/design.md).
 
 Lifecycle:
 1. **Bind first.** The socket's parent directory is created (0700), a stale socket file is

@@ -1,4 +1,4 @@
-"""The FalkorDB backend of the storage protocol (server mode, DESIGN §11, issue 19).
+"""The FalkorDB backend of the storage protocol (server mode, docs/design.md).
 
 One FalkorDB graph per group (key `lcg:<group>`), the group's WAL as a Redis stream next to it
 (`{lcg:<group>}:wal`, the same hash slot), every commit one MULTI/EXEC of the stream append

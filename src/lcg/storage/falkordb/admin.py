@@ -1,5 +1,5 @@
 """Administration of FalkorDB nodes by address: building a Redis Cluster and asking nodes what
-they are (issue 19). The cluster fixture of `lcg.testing.falkordb_cluster` and
+they are. The cluster fixture of `lcg.testing.falkordb_cluster` and
 bench/server_mode.py start the processes; this module sends them the commands, so the Redis
 client stays inside `lcg.storage.falkordb`.
 

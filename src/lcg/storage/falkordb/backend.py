@@ -1322,7 +1322,7 @@ class FalkorBackend:
         return len(records)
 
     def rebuild(self, group_id: str, embeddings: Sequence[EmbeddingRow] = ()) -> FoldedGroup:
-        """Re-derive the group's graph from its stream: fold every line (DESIGN §4), drop the
+        """Re-derive the group's graph from its stream: fold every line (docs/design.md), drop the
         graph, bulk-load the folded rows (with `embeddings`, the caller's rows for them) and
         set the position after the last line. Readers see the group empty while it loads (no
         atomic swap yet). Returns the fold, whose counts say what was applied.
