@@ -213,13 +213,14 @@ async def check_changelog(call: Call) -> None:
         ("ended", "2025-03-17 00:00:00", DB_MYSQL),
         ("started", "2025-04-01 00:00:00", LEAD_PRIYA),
         ("ended", "2025-04-01 00:00:00", LEAD_MARIA),
-        # Two facts of one episode start together: ordered by fact uuid.
+        # Two facts of one episode start together: ordered by their sentence (a stable key,
+        # not the randomly minted uuid), so the same graph lists them in the same order.
         *sorted(
             [
                 ("started", "2025-04-14 00:00:00", MENTOR),
                 ("started", "2025-04-14 00:00:00", TOM_PLATFORM),
             ],
-            key=lambda c: edges[c[2]]["uuid"],
+            key=lambda c: c[2],
         ),
     ]
 

@@ -101,7 +101,7 @@ async def _populate(engine: Engine) -> None:
     """Two groups: extracted episodes, caller facts with a supersession, a deletion."""
     for group, text in (
         ("apollo", "Neil Armstrong commanded Apollo 11. Buzz Aldrin flew with Neil Armstrong."),
-        ("atlas", "Ana leads Atlas. Atlas ships the Orbit release."),
+        ("atlas", "Ana works on Atlas. Atlas ships the Orbit release."),
     ):
         await dispatch(
             engine,
@@ -334,7 +334,8 @@ def test_lcg_serve_on_a_falkordb_server(tmp_path: Path, empty_server: str) -> No
                 status = client.call("knowledge_status", {})
         finally:
             assert service.stop() == 0
-    assert [n["name"] for n in found["nodes"]] == ["Atlas"]
+    # Atlas by its name first, then Ana, whose summary (the episode's sentence) names Atlas.
+    assert [n["name"] for n in found["nodes"]] == ["Atlas", "Ana"]
     assert status["storage"]["backend"] == "falkordb"
     assert status["episode_count"] == 1
     assert not (tmp_path / ".lcg" / "db").exists() or not any((tmp_path / ".lcg" / "db").iterdir())

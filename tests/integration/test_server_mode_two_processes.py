@@ -250,7 +250,7 @@ async def test_an_ingest_index_takes_in_another_process_commits_in_place(
         await dispatch(b, "knowledge_add_episode", {**add, "episode_body": "Bo met Cy Marsh."})
         index = pipeline_for(b)._indexes["g"]
         before = index.position
-        body = "Dag Lindqvist works with Ada Quill."
+        body = "Dag Lindqvist met Ada Quill."  # a sentence the offline extractor reads as a fact
         await dispatch(a, "knowledge_add_episode", {**add, "episode_body": body})
         b._follow.sync("g")  # what B's follower thread does within a moment
         assert catch_up_index(b, index) is True
