@@ -125,7 +125,7 @@ async def _offline(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any]:
         started = time.perf_counter()
         for i, article in enumerate(corpus):
             cpu = time.process_time()
-            result = await dispatch(engine, "knowledge_process_chunk", _chunk(i, article))
+            result = await dispatch(engine, "knowledge_process_chunk", chunk(i, article))
             cpu_s.append(time.process_time() - cpu)
             engine_s.append(result["timings"]["engine_s"])
             facts.append(result["edges_extracted"])
@@ -137,16 +137,16 @@ async def _offline(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any]:
         "articles": len(corpus),
         "wall_s": round(wall, 2),
         "engine_ms": {
-            "median": _ms(statistics.median(engine_s)),
-            "p95": _ms(_pct(engine_s, 0.95)),
-            "first10_median": _ms(statistics.median(engine_s[:10])),
-            "last10_median": _ms(statistics.median(engine_s[-10:])),
+            "median": ms(statistics.median(engine_s)),
+            "p95": ms(percentile(engine_s, 0.95)),
+            "first10_median": ms(statistics.median(engine_s[:10])),
+            "last10_median": ms(statistics.median(engine_s[-10:])),
         },
         # CPU seconds of the whole process (all its threads) per call: on a shared machine,
         # less sensitive than wall time to what other processes do.
         "engine_cpu_ms": {
-            "median": _ms(statistics.median(cpu_s)),
-            "p95": _ms(_pct(cpu_s, 0.95)),
+            "median": ms(statistics.median(cpu_s)),
+            "p95": ms(percentile(cpu_s, 0.95)),
         },
         "facts_per_episode": round(sum(facts) / len(facts), 3),
         "graph": {
