@@ -303,6 +303,21 @@ class GroupIndex:
                     seen[uuid] = fact
         return list(seen.values())
 
+    def current_facts_among(self, entity_uuids: Sequence[str]) -> tuple[list[Fact], set[str]]:
+        """`current_facts_about(entity_uuids)`, and which of those facts join two of the
+        entities (both endpoints among them): one pass over the facts the entities touch."""
+        named = set(entity_uuids)
+        seen: dict[str, Fact] = {}
+        joined: set[str] = set()
+        for entity in entity_uuids:
+            for uuid in self.facts_of.get(entity, ()):
+                fact = self.facts[uuid]
+                if fact.invalid_at is None:
+                    seen[uuid] = fact
+                    if fact.source_uuid in named and fact.target_uuid in named:
+                        joined.add(uuid)
+        return list(seen.values()), joined
+
     def between(self, source: str, target: str) -> list[Fact]:
         ids = self.facts_of.get(source, set()) & self.facts_of.get(target, set())
         return [
