@@ -488,7 +488,7 @@ SETTINGS: tuple[Setting, ...] = (
         10,
         _int_range(0, 100),
         "Existing active facts (most similar first) the fact-extracting call may mark as "
-        "superseded.",
+        "superseded; up to as many more are shown when they join two entities the episode names.",
     ),
     Setting(
         "dedup_llm",

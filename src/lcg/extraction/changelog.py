@@ -56,6 +56,7 @@ _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _CONTRIBUTOR = re.compile(r"^@\S+ made (?:their|his|her|a) first contribution", re.I)
 _CODE = re.compile(r"`([^`]+)`")
 _PULL = re.compile(r"(?:\bpull\s+|\bPR\s+)?#(\d{2,6})\b", re.IGNORECASE)
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+")  # as lcg.ingest.index keys it
 _SECURITY = re.compile(r"\b(?:CVE-\d{4}-\d+|GHSA-[\w-]+|vulnerabilit(?:y|ies)|security)\b", re.I)
 
 _SECTION_KINDS = (
@@ -301,8 +302,15 @@ def _versions(m: re.Match[str], words: str) -> list[str]:
 
 
 def _same_target(existing: str, target: str) -> bool:
-    """One name, the way entity resolution keys names (`VIRTUAL_ENV` is `virtualenv`)."""
-    return re.sub(r"[\W_]+", "", existing.casefold()) == re.sub(r"[\W_]+", "", target.casefold())
+    """One name, the way entity resolution keys names (`Poetry-Core` is `poetry_core`; an
+    ALL_CAPS identifier such as `VIRTUAL_ENV` keeps its underscores, so it is not `virtualenv`)."""
+    return _target_key(existing) == _target_key(target)
+
+
+def _target_key(name: str) -> str:
+    if _CONSTANT.fullmatch(name.strip()):
+        return re.sub(r"\W+", "", name.casefold())
+    return re.sub(r"[\W_]+", "", name.casefold())
 
 
 def changelog_graph(text: str, existing: Sequence[Any] = ()) -> dict[str, Any] | None:

@@ -48,6 +48,9 @@ _WORD = re.compile(r"[^\W\d_][\w'’-]*|\d+")
 _POSSESSIVES = ("'s", "’s")  # cut from a word's end
 _MENTION_WORDS = 6  # the longest name run `GroupIndex.mentioned` looks up
 _NON_WORD = re.compile(r"[\W_]+")
+# `VIRTUAL_ENV`, `NO_PROXY`, `PY_3_12`: upper-case letters and digits joined by underscores.
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+")
+_NON_WORD_KEPT_UNDERSCORE = re.compile(r"[^\w]+")
 _DIGITS = re.compile(r"\d+")
 # The name keys below are pure functions of a string, asked again and again for the same words
 # and names (every word of every episode by `mentioned`, every candidate by resolution): each
@@ -75,7 +78,14 @@ def retired_key(fact: Fact) -> RetiredKey | None:
 
 @lru_cache(maxsize=_KEYS_CACHED)
 def canon(name: str) -> str:
-    """Case-folded with every non-word character removed: `N.A.S.A.` -> `nasa`."""
+    """Case-folded with every non-word character removed: `N.A.S.A.` -> `nasa`.
+
+    An ALL_CAPS identifier with an underscore (`VIRTUAL_ENV`, an environment variable or a
+    constant) keeps its underscores: its case and punctuation are what tell it from the word
+    its letters spell (the `virtualenv` package), so the two never share a key.
+    """
+    if _CONSTANT.fullmatch(name.strip()):
+        return _NON_WORD_KEPT_UNDERSCORE.sub("", name.casefold())
     key = _NON_WORD.sub("", name.casefold())
     return key or normalize_name(name)
 
@@ -292,6 +302,21 @@ class GroupIndex:
                 if fact.invalid_at is None:
                     seen[uuid] = fact
         return list(seen.values())
+
+    def current_facts_among(self, entity_uuids: Sequence[str]) -> tuple[list[Fact], set[str]]:
+        """`current_facts_about(entity_uuids)`, and which of those facts join two of the
+        entities (both endpoints among them): one pass over the facts the entities touch."""
+        named = set(entity_uuids)
+        seen: dict[str, Fact] = {}
+        joined: set[str] = set()
+        for entity in entity_uuids:
+            for uuid in self.facts_of.get(entity, ()):
+                fact = self.facts[uuid]
+                if fact.invalid_at is None:
+                    seen[uuid] = fact
+                    if fact.source_uuid in named and fact.target_uuid in named:
+                        joined.add(uuid)
+        return list(seen.values()), joined
 
     def between(self, source: str, target: str) -> list[Fact]:
         ids = self.facts_of.get(source, set()) & self.facts_of.get(target, set())

@@ -186,6 +186,18 @@ def _names(index: GroupIndex, uuids: set[str]) -> dict[str, str]:
     return {u: index.entities[u].name for u in uuids if u in index.entities}
 
 
+def _best(scores: Vectors, facts: Sequence[Fact], limit: int) -> list[Fact]:
+    """The `limit` facts of best (score desc, uuid): a linear partition first (a hub entity may
+    have thousands of facts), then an exact sort of the few at or above the K-th score."""
+    if len(facts) > limit:
+        kth = float(np.partition(scores, len(facts) - limit)[len(facts) - limit])
+    else:
+        kth = float("-inf")
+    top = [(float(s), f.uuid, f) for s, f in zip(scores, facts, strict=True) if s >= kth]
+    top.sort(key=lambda t: (-t[0], t[1]))
+    return [f for _, _, f in top[:limit]]
+
+
 class IngestPipeline:
     """Extract concurrently, resolve and commit in arrival order per group."""
 
@@ -446,19 +458,27 @@ class IngestPipeline:
         )
 
     def _candidates(self, index: GroupIndex, about: Sequence[str], body: Vectors) -> list[Fact]:
-        """At most K active facts about the entities `about`, most similar to the body first."""
+        """The K active facts about the entities `about` most similar to the body, then (up to K
+        more, most similar first) those joining two of those entities that missed the cut.
+
+        A fact between two entities the text names is the one a drop or a new minimum of the
+        text ends ("Drop support for Python 3.9" ends `pydantic SUPPORTS Python 3.9`), however
+        many more similar facts a hub entity has; finding them costs nothing extra (the same
+        pass over the entities' facts, in the group's index).
+        """
         limit = self.engine.settings.supersede_candidates
-        facts = index.current_facts_about(about) if limit else []
+        facts, joined = index.current_facts_among(about) if limit else ([], set())
         if len(facts) <= limit:
             return sorted(facts, key=lambda f: f.uuid)
         assert index.fact_vectors is not None
         scores = index.fact_vectors.scores([f.uuid for f in facts], body, missing=-1.0)
-        # The K best by (score desc, uuid): a linear partition first (a hub entity may have
-        # thousands of facts), then an exact sort of the few at or above the K-th score.
-        kth = float(np.partition(scores, len(facts) - limit)[len(facts) - limit])
-        top = [(float(s), f.uuid, f) for s, f in zip(scores, facts, strict=True) if s >= kth]
-        top.sort(key=lambda t: (-t[0], t[1]))
-        return [f for _, _, f in top[:limit]]
+        top = _best(scores, facts, limit)
+        if joined:
+            chosen = {f.uuid for f in top}
+            rest = [i for i, f in enumerate(facts) if f.uuid in joined and f.uuid not in chosen]
+            if rest:
+                top += _best(scores[rest], [facts[i] for i in rest], limit)
+        return top
 
     async def _commit(
         self,

@@ -74,6 +74,21 @@ def test_fuzzy_names_merge_when_long_enough_and_types_agree() -> None:
     assert _match(index, "Neil A. Armstrong", types=("Ship",)) == [("new", None)]
 
 
+def test_an_environment_variable_is_not_the_package_its_letters_spell() -> None:
+    # `VIRTUAL_ENV` (an ALL_CAPS identifier with an underscore) and the `virtualenv` package
+    # differ only in case and punctuation, yet name different things; case alone still matches.
+    assert canon("VIRTUAL_ENV") != canon("virtualenv")
+    assert canon("VIRTUAL_ENV") == "virtual_env" and canon("N.A.S.A.") == "nasa"
+    index = _index(Entity("u1", "g", "VIRTUAL_ENV"))
+    assert _match(index, "virtualenv") == [("new", None)]
+    assert _match(index, "Virtual Env") == [("new", None)]
+    assert _match(index, "virtual_env") == [("exact", "u1")]
+    assert _match(_index(Entity("u2", "g", "virtualenv")), "VIRTUAL_ENV") == [("new", None)]
+    assert _match(_index(), "VIRTUAL_ENV", "virtualenv") == [("new", None), ("new", None)]
+    assert _match(_index(Entity("u3", "g", "MAX_RETRIES")), "MAX-RETRIES") == [("new", None)]
+    assert _match(_index(Entity("u4", "g", "NO_PROXY")), "NO_PROXY") == [("exact", "u4")]
+
+
 def test_short_names_never_match_fuzzily() -> None:
     index = _index(Entity("u1", "g", "ESA"))
     assert _match(index, "ISA") == [("new", None)]
