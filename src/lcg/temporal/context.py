@@ -41,6 +41,7 @@ from lcg.models import Entity, Fact
 from lcg.search import hybrid
 from lcg.search.index import ALWAYS, NEVER, SearchIndex, micros
 from lcg.search.partition import View
+from lcg.temporal.evidence import Passage, find_passages, pack_passages
 from lcg.temporal.filter import CURRENT, TimeFilter
 from lcg.temporal.timeline import fact_status
 from lcg.timeutil import now, to_read_format
@@ -55,11 +56,14 @@ __all__ = [
     "MAX_CANDIDATE_FACTS",
     "MAX_FRONTIER",
     "MISFITS",
+    "PASSAGE_SHARE",
     "Candidate",
     "Packed",
+    "add_passages",
     "estimate_tokens",
     "get_context",
     "pack",
+    "split_budget",
 ]
 
 MAX_FRONTIER = 64
@@ -67,6 +71,11 @@ MAX_CANDIDATE_FACTS = 600
 DEGREE_CAP = 200
 HYDRATE = 8
 MISFITS = 8
+# The share of the budget the verbatim passages get first (lcg.temporal.evidence); the graph lines
+# take the rest, and passages fill what they leave. Measured with bench/evidence.py
+# (docs/search.md, "Context").
+PASSAGE_SHARE = 0.75
+_PASSAGES_HEAD = "Passages:\n"
 Ints = npt.NDArray[np.int64]
 _SUMMARY_CHARS = 280
 # The fewest bytes a line can take besides its uuid (its uuid's characters are at least as many
@@ -483,6 +492,10 @@ async def get_context(
     seed_nodes = [e.uuid for e, _ in entity_hits]
     seed_facts = [f for f, _ in fact_hits]
     lead = seed_nodes[: (len(seed_nodes) + 1) // 2]
+    passages = await anyio.to_thread.run_sync(
+        find_passages, engine, query, group_ids, seed_facts, as_of
+    )
+    first, graph_budget = split_budget(passages, token_budget)
 
     def read() -> Packed:
         index = engine.parts.search
@@ -512,7 +525,7 @@ async def get_context(
                 found.node_order,
                 found.facts,
                 found.is_current,
-                token_budget,
+                graph_budget,
                 at,
                 lead=lead,
                 omitted_facts=found.cut_facts,
@@ -520,6 +533,7 @@ async def get_context(
             )
 
     packed = await anyio.to_thread.run_sync(read)
+    episode_ids = add_passages(packed, passages, first, token_budget)
     tokens = estimate_tokens(packed.text)
     return {
         "context": packed.text,
@@ -532,5 +546,35 @@ async def get_context(
         "included_fact_ids": packed.fact_ids,
         "node_count": len(packed.node_ids),
         "fact_count": len(packed.fact_ids),
+        "included_episode_ids": episode_ids,
+        "omitted_passages": len(passages) - len(episode_ids),
         "as_of": to_read_format(as_of),
     }
+
+
+def split_budget(
+    passages: Sequence[Passage], token_budget: int
+) -> tuple[tuple[list[str], list[str], int], int]:
+    """The passages packed first (into `PASSAGE_SHARE` of the budget: lines, episode uuids,
+    bytes) and the token budget left for the graph lines."""
+    limit = token_budget * 4
+    first = pack_passages(passages, int(limit * PASSAGE_SHARE) - len(_PASSAGES_HEAD))
+    reserved = first[2] + len(_PASSAGES_HEAD) if first[0] else 0
+    return first, (limit - reserved) // 4
+
+
+def add_passages(
+    packed: Packed,
+    passages: Sequence[Passage],
+    first: tuple[list[str], list[str], int],
+    token_budget: int,
+) -> list[str]:
+    """Append the passages packed first, and as many more as the room the graph lines left
+    holds, to the block; the uuids of the episodes quoted."""
+    lines, uuids, used = first
+    room = token_budget * 4 - len(packed.text.encode()) - used - len(_PASSAGES_HEAD)
+    more = pack_passages(passages, room, len(lines) + 1, frozenset(uuids))
+    lines, uuids = lines + more[0], uuids + more[1]
+    if lines:
+        packed.text += _PASSAGES_HEAD + "".join(lines)
+    return uuids

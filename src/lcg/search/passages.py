@@ -1,0 +1,165 @@
+"""Passages of long episodes: windows of an episode's text and the one that best answers a query.
+
+A conversation turn or a changelog release is often longer than what a reader wants quoted (and
+than an embedder's window); the evidence for a question is a few sentences of it. `windows`
+cuts a text into pieces of at most `WINDOW_CHARS` characters at paragraph, then sentence, then
+word boundaries; `best_window` picks the piece holding the most of the query's idf weight
+(stemmed terms, stopwords dropped: the index's own `Vocabulary`), the first one on a tie, so a
+passage always comes back with the offsets `[start, end)` of what it quotes.
+
+`passage_scores` is what `knowledge_search_passages` reports as a passage's `score` when the
+client passes no `min_score`: the better of its cosine similarity to the query and the share of
+the query's idf weight it holds (the quantity the BM25 floor of lcg.search.floor tests), so a
+passage found by its words never scores 0.0 (docs/search.md, "Passages").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lcg.search.index import SearchIndex
+from lcg.search.scoring import bm25_idf
+from lcg.search.text import STOPWORDS, Vocabulary, tokens
+
+__all__ = [
+    "WINDOW_CHARS",
+    "Window",
+    "best_window",
+    "passage_scores",
+    "query_weights",
+    "windows",
+]
+
+# ~250 estimated tokens (bytes / 4), about what all-MiniLM-L6-v2 reads of English prose (256
+# word pieces); small enough that a 2,000-token context holds a dozen passages.
+WINDOW_CHARS = 1000
+_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+|\n"), re.compile(r"\s+"))
+
+
+@dataclass(frozen=True)
+class Window:
+    """A quoted piece of an episode: its offsets in the episode text and how well it matches."""
+
+    start: int
+    end: int
+    score: float
+
+
+def windows(text: str, size: int = WINDOW_CHARS) -> list[tuple[int, int]]:
+    """`[start, end)` pieces covering `text` (whitespace between them left out), each at most
+    `size` characters unless a single word is longer."""
+    out: list[tuple[int, int]] = []
+    _split(text, 0, len(text), size, 0, out)
+    return out
+
+
+def _split(text: str, lo: int, hi: int, size: int, level: int, out: list[tuple[int, int]]) -> None:
+    """Pieces of `text[lo:hi]`: runs of the segments between this level's breaks, as long as
+    they fit; a segment longer than `size` is cut at the next level's breaks."""
+    while lo < hi and text[lo].isspace():
+        lo += 1
+    while hi > lo and text[hi - 1].isspace():
+        hi -= 1
+    if lo >= hi:
+        return
+    if hi - lo <= size:
+        out.append((lo, hi))
+        return
+    if level >= len(_BREAKS):
+        out.extend((at, min(hi, at + size)) for at in range(lo, hi, size))
+        return
+    segments: list[tuple[int, int]] = []
+    pos = lo
+    for m in _BREAKS[level].finditer(text, lo, hi):
+        if m.start() > pos:
+            segments.append((pos, m.start()))
+        pos = max(pos, m.end())
+    if pos < hi:
+        segments.append((pos, hi))
+    run: tuple[int, int] | None = None
+    for a, b in segments:
+        if b - a > size:
+            if run is not None:
+                out.append(run)
+                run = None
+            _split(text, a, b, size, level + 1, out)
+        elif run is not None and b - run[0] <= size:
+            run = (run[0], b)
+        else:
+            if run is not None:
+                out.append(run)
+            run = (a, b)
+    if run is not None:
+        out.append(run)
+
+
+def best_window(
+    vocab: Vocabulary,
+    text: str,
+    weights: Mapping[int, float],
+    size: int = WINDOW_CHARS,
+    pieces: Sequence[tuple[int, int]] | None = None,
+) -> Window:
+    """The window of `text` holding the most query weight (`weights`: term id -> idf), each
+    term counted once plus a logarithmic bonus for repeats; the first window on a tie."""
+    cut = list(pieces) if pieces is not None else windows(text, size)
+    if not cut:
+        return Window(0, 0, 0.0)
+    if len(cut) == 1 or not weights:
+        return Window(cut[0][0], cut[0][1], 0.0)
+    lengths, ids = vocab.analyze([text[a:b] for a, b in cut])
+    best, best_score, at = 0, -1.0, 0
+    for i, n in enumerate(lengths.tolist()):
+        counts: dict[int, int] = {}
+        for t in ids[at : at + n].tolist():
+            if t in weights:
+                counts[t] = counts.get(t, 0) + 1
+        at += n
+        score = sum(weights[t] * (1.0 + math.log(c)) for t, c in counts.items())
+        if score > best_score:
+            best, best_score = i, score
+    return Window(cut[best][0], cut[best][1], best_score)
+
+
+def query_weights(index: SearchIndex, query: str, groups: Sequence[str] | None) -> dict[int, float]:
+    """Term id -> idf over the episodes of `groups`, for the query's indexed terms."""
+    terms = index.vocab.query(query)
+    if not terms:
+        return {}
+    views = index.views("episode", groups)
+    n_docs = max(1, sum(v.live_docs for _, v in views))
+    df = np.array([sum(len(v.postings(t)[0]) for _, v in views) for t in terms], dtype=np.int64)
+    idf = bm25_idf(n_docs, df)
+    return {t: float(x) for t, x in zip(terms, idf.tolist(), strict=True)}
+
+
+def passage_scores(
+    index: SearchIndex,
+    query: str,
+    groups: Sequence[str] | None,
+    hits: Sequence[tuple[str, int, float]],
+) -> list[float]:
+    """For hits given as (group, doc, cosine): max(cosine, share of the query's idf weight the
+    document holds). A query word no episode holds counts with the highest idf (as the floor
+    does), so a partial match scores below 1."""
+    weights = query_weights(index, query, groups)
+    views = dict(index.views("episode", sorted({g for g, _, _ in hits})))
+    n_docs = max(1, sum(v.live_docs for _, v in index.views("episode", groups)))
+    words = {w for w in tokens(query) if w not in STOPWORDS}
+    unknown = sum(1 for w in words if not index.vocab.query(w))
+    total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
+    out: list[float] = []
+    for group, doc, cosine in hits:
+        view = views.get(group)
+        held = 0.0
+        if view is not None and total > 0:
+            for term, w in weights.items():
+                if bool(np.any(view.postings(term)[0] == doc)):
+                    held += w
+        out.append(max(cosine, held / total if total > 0 else 0.0))
+    return out
