@@ -40,6 +40,7 @@ figures (its default, 10, for the others).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -376,11 +377,16 @@ async def ingest(engine: Any, corpus: Corpus) -> float:
     return time.perf_counter() - started
 
 
-async def measure(engine: Any, corpus: Corpus, tally: Tally, budget: int) -> None:
-    from lcg.service.registry import dispatch
+async def measure(
+    engine: Any, corpus: Corpus, tally: Tally, budget: int, lcg_only: bool = False
+) -> None:
 
     docs = corpus.docs
     key_of = {d.uuid: d.key for d in docs}
+    if lcg_only:
+        for q in corpus.questions:
+            await _lcg(engine, corpus, q, tally, budget, key_of)
+        return
     bm25 = Bm25([d.text for d in docs])
     embedder = engine.parts.embedder
     matrix = np.asarray(embedder.embed([d.text for d in docs]), dtype=np.float32)
@@ -403,37 +409,47 @@ async def measure(engine: Any, corpus: Corpus, tally: Tally, budget: int) -> Non
         ):
             ranked = [docs[i] for i in ranking]
             tally.add(name, q, [d.key for d in ranked], pack(q.text, ranked, budget), ms)
+        await _lcg(engine, corpus, q, tally, budget, key_of)
 
-        started = time.perf_counter()
-        got = await dispatch(
-            engine, "knowledge_search_passages", {"query": q.text, "group_ids": [corpus.group]}
-        )
-        ms = 1000 * (time.perf_counter() - started)
-        wide = await dispatch(
-            engine,
-            "knowledge_search_passages",
-            {"query": q.text, "group_ids": [corpus.group], "num_results": pool},
-        )
-        ranked_docs = [corpus.by_key[key_of[p["uuid"]]] for p in got["passages"]]
-        ranked_keys = [d.key for d in ranked_docs]
-        wide_keys = [key_of[p["uuid"]] for p in wide["passages"]]
-        ranked_all = ranked_keys + [k for k in wide_keys if k not in ranked_keys]
-        tally.add(
-            "lcg.search_passages",
-            q,
-            ranked_keys[:10] + ranked_all[10:],
-            pack(q.text, ranked_docs, budget),
-            ms,
-        )
 
-        started = time.perf_counter()
-        ctx = await dispatch(
-            engine, "knowledge_get_context", {"query": q.text, "group_ids": [corpus.group]}
-        )
-        ms = 1000 * (time.perf_counter() - started)
-        assert ctx["token_estimate"] <= budget
-        carried = [key_of[u] for u in ctx.get("included_episode_ids", []) if u in key_of]
-        tally.add("lcg.get_context", q, None, carried, ms)
+async def _lcg(
+    engine: Any, corpus: Corpus, q: Question, tally: Tally, budget: int, key_of: dict[str, str]
+) -> None:
+    """lcg's two read methods, with their defaults, on one question."""
+    from lcg.service.registry import dispatch
+
+    pool = max(KS)
+    started = time.perf_counter()
+    got = await dispatch(
+        engine, "knowledge_search_passages", {"query": q.text, "group_ids": [corpus.group]}
+    )
+    ms = 1000 * (time.perf_counter() - started)
+    wide = await dispatch(
+        engine,
+        "knowledge_search_passages",
+        {"query": q.text, "group_ids": [corpus.group], "num_results": pool},
+    )
+    ranked_docs = [corpus.by_key[key_of[p["uuid"]]] for p in got["passages"]]
+    ranked_keys = [d.key for d in ranked_docs]
+    wide_keys = [key_of[p["uuid"]] for p in wide["passages"]]
+    ranked_all = ranked_keys + [k for k in wide_keys if k not in ranked_keys]
+    tally.add(
+        "lcg.search_passages",
+        q,
+        ranked_keys[:10] + ranked_all[10:],
+        pack(q.text, ranked_docs, budget),
+        ms,
+    )
+
+    started = time.perf_counter()
+    params: dict[str, Any] = {"query": q.text, "group_ids": [corpus.group]}
+    if budget != 2000:  # the method's default
+        params["token_budget"] = budget
+    ctx = await dispatch(engine, "knowledge_get_context", params)
+    ms = 1000 * (time.perf_counter() - started)
+    assert ctx["token_estimate"] <= budget
+    carried = [key_of[u] for u in ctx.get("included_episode_ids", []) if u in key_of]
+    tally.add("lcg.get_context", q, None, carried, ms)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -441,6 +457,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ["LCG_EMBEDDER"] = args.embedder
     from lcg import open_engine
     from lcg.config import load_settings
+
+    _apply(args.set)
 
     rng = random.Random(29)
     convs = sorted((DATA / "beam" / "100K").iterdir(), key=lambda p: (len(p.name), p.name))
@@ -454,6 +472,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "embedder": args.embedder,
         "quick": args.quick,
         "budget": args.budget,
+        "set": args.set,
         "load_avg": os.getloadavg()[0],
     }
     with tempfile.TemporaryDirectory(prefix="lcg-bench-evidence-") as tmp:
@@ -467,19 +486,46 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             episodes = sum(len(c.docs) for c in corpora)
             out["episodes"] = episodes
             out["ingest_ms_per_episode"] = round(1000 * ingest_s / max(episodes, 1), 1)
-            for family in ("beam", "changelogs"):
-                tally = Tally()
-                chosen = [c for c in corpora if c.name.startswith(family)]
-                for c in chosen:
-                    anyio.run(measure, engine, c, tally, args.budget)
-                out[family] = {
-                    "corpora": len(chosen),
-                    "episodes": sum(len(c.docs) for c in chosen),
-                    "methods": tally.summary(),
-                }
+            out.update(_families(engine, corpora, args.budget))
+            grid: dict[str, Any] = {}
+            for row in filter(None, args.grid.split(";")):
+                kept = _apply(row.split(","))
+                grid[row] = _families(engine, corpora, args.budget, lcg_only=True)
+                _apply([f"{k}={v}" for k, v in kept.items()])
+            if grid:
+                out["grid"] = grid
         finally:
             engine.close()
     out["load_avg_end"] = os.getloadavg()[0]
+    return out
+
+
+def _apply(settings: Sequence[str]) -> dict[str, Any]:
+    """Calibration only: replace numeric module constants (`module.NAME=value`); the old values."""
+    kept: dict[str, Any] = {}
+    for setting in settings:
+        target, value = setting.split("=", 1)
+        module, name = target.rsplit(".", 1)
+        mod = importlib.import_module(module)
+        kept[target] = getattr(mod, name)
+        setattr(mod, name, type(kept[target])(float(value)))
+    return kept
+
+
+def _families(
+    engine: Any, corpora: list[Corpus], budget: int, lcg_only: bool = False
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for family in ("beam", "changelogs"):
+        tally = Tally()
+        chosen = [c for c in corpora if c.name.startswith(family)]
+        for c in chosen:
+            anyio.run(measure, engine, c, tally, budget, lcg_only)
+        out[family] = {
+            "corpora": len(chosen),
+            "episodes": sum(len(c.docs) for c in chosen),
+            "methods": tally.summary(),
+        }
     return out
 
 
@@ -489,6 +535,20 @@ def main() -> None:
     parser.add_argument("--embedder", default="hash")
     parser.add_argument("--budget", type=int, default=2000)
     parser.add_argument("--per-changelog", type=int, default=40)
+    parser.add_argument(
+        "--grid",
+        default="",
+        help="calibration: ';'-separated rows of ','-separated --set values; lcg's methods are "
+        "measured again under each row, on the same ingested corpora",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MODULE.NAME=VALUE",
+        help="calibration: replace a numeric module constant for this run "
+        "(e.g. lcg.temporal.context.PASSAGE_SHARE=0.9)",
+    )
     args = parser.parse_args()
     print(json.dumps(run(args), indent=1))
 
