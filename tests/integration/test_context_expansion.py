@@ -156,7 +156,7 @@ async def _reference(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
     passages = await anyio.to_thread.run_sync(
         find_passages, engine, params["query"], groups, seed_facts, as_of
     )
-    first, graph_budget = context.split_budget(passages, params["token_budget"])
+    first, graph_budget = context.split_budget(params["query"], passages, params["token_budget"])
     packed = context.pack(
         params["query"],
         entities,

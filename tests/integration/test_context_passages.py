@@ -15,6 +15,7 @@ from lcg.engine import EpisodeCommit
 from lcg.models import Episode
 from lcg.search.passages import WINDOW_CHARS
 from lcg.service.registry import dispatch
+from lcg.temporal import context
 
 pytestmark = pytest.mark.anyio
 
@@ -98,3 +99,16 @@ async def test_passage_search_finds_words_with_a_score(engine: Engine) -> None:
     anything = await _call(engine, "knowledge_search_passages", query=query, min_score=0)
     assert "ep-long" in [p["uuid"] for p in anything["passages"]]
     assert (await _call(engine, "knowledge_search_passages", query="zeppelin"))["count"] == 0
+
+
+@pytest.mark.parametrize("share", [0.75, 1.0])
+async def test_passages_never_push_the_block_over_its_budget(
+    engine: Engine, share: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(context, "PASSAGE_SHARE", share)
+    for i in range(6):
+        await _episode(engine, f"ep-{i}", _long_text(), MARCH, "user turn")
+    query = "quokka migration sprint review " * 12  # a long first line
+    got = await _call(engine, "knowledge_get_context", query=query, token_budget=256)
+    assert math.ceil(len(got["context"].encode()) / 4) == got["token_estimate"] <= 256
+    assert got["included_episode_ids"] and got["omitted_passages"] > 0

@@ -169,8 +169,7 @@ def pack(
     read counts as omitted); `entities` may likewise read its rows on first use.
     """
     limit = token_budget * 4
-    head = f"Context for: {_clip(query, _QUERY_CHARS)}\n"
-    heads = (head, "Entities:\n", "Facts:\n")
+    heads = _heads(query)
     used = sum(len(h.encode()) for h in heads)
     labels: dict[str, str] = {}
     node_lines: list[str] = []
@@ -495,7 +494,7 @@ async def get_context(
     passages = await anyio.to_thread.run_sync(
         find_passages, engine, query, group_ids, seed_facts, as_of
     )
-    first, graph_budget = split_budget(passages, token_budget)
+    first, graph_budget = split_budget(query, passages, token_budget)
 
     def read() -> Packed:
         index = engine.parts.search
@@ -552,13 +551,21 @@ async def get_context(
     }
 
 
+def _heads(query: str) -> tuple[str, str, str]:
+    """The block's first line and the headings `pack` always writes."""
+    return (f"Context for: {_clip(query, _QUERY_CHARS)}\n", "Entities:\n", "Facts:\n")
+
+
 def split_budget(
-    passages: Sequence[Passage], token_budget: int
+    query: str, passages: Sequence[Passage], token_budget: int
 ) -> tuple[tuple[list[str], list[str], int], int]:
-    """The passages packed first (into `PASSAGE_SHARE` of the budget: lines, episode uuids,
-    bytes) and the token budget left for the graph lines."""
+    """The passages packed first (into `PASSAGE_SHARE` of the budget, never into the room of
+    the headings the graph part always writes: lines, episode uuids, bytes) and the token budget
+    left for the graph part."""
     limit = token_budget * 4
-    first = pack_passages(passages, int(limit * PASSAGE_SHARE) - len(_PASSAGES_HEAD))
+    heads = sum(len(h.encode()) for h in _heads(query))
+    room = min(int(limit * PASSAGE_SHARE), limit - heads) - len(_PASSAGES_HEAD)
+    first = pack_passages(passages, room)
     reserved = first[2] + len(_PASSAGES_HEAD) if first[0] else 0
     return first, (limit - reserved) // 4
 
