@@ -38,7 +38,7 @@ __all__ = [
 # ~250 estimated tokens (bytes / 4), about what all-MiniLM-L6-v2 reads of English prose (256
 # word pieces); small enough that a 2,000-token context holds a dozen passages.
 WINDOW_CHARS = 1000
-_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+|\n"), re.compile(r"\s+"))
+_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+|\n"))
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,18 @@ def _split(text: str, lo: int, hi: int, size: int, level: int, out: list[tuple[i
     if hi - lo <= size:
         out.append((lo, hi))
         return
-    if level >= len(_BREAKS):
-        out.extend((at, min(hi, at + size)) for at in range(lo, hi, size))
+    if level >= len(_BREAKS):  # between words: the last space that keeps the piece in size
+        while hi - lo > size:
+            cut = max(
+                text.rfind(" ", lo + 1, lo + size + 1), text.rfind("\n", lo + 1, lo + size + 1)
+            )
+            cut = cut if cut > lo else lo + size
+            _split(text, lo, cut, size, level + 1, out)
+            lo = cut
+            while lo < hi and text[lo].isspace():
+                lo += 1
+        if lo < hi:
+            out.append((lo, hi))
         return
     segments: list[tuple[int, int]] = []
     pos = lo

@@ -74,7 +74,7 @@ MISFITS = 8
 # The share of the budget the verbatim passages get first (lcg.temporal.evidence); the graph lines
 # take the rest, and passages fill what they leave. Measured with bench/evidence.py
 # (docs/search.md, "Context").
-PASSAGE_SHARE = 0.75
+PASSAGE_SHARE = 0.9
 _PASSAGES_HEAD = "Passages:\n"
 Ints = npt.NDArray[np.int64]
 _SUMMARY_CHARS = 280

@@ -12,15 +12,15 @@ skipped and later, shorter ones may still fit (`MISFITS` as in lcg.temporal.cont
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lcg.models import Episode, Fact
 from lcg.search import hybrid
-from lcg.search.passages import WINDOW_CHARS, best_window, query_weights
+from lcg.search.passages import best_window, query_weights
 from lcg.search.strategy import HYBRID_RRF
+from lcg.search.text import Vocabulary
 
 if TYPE_CHECKING:
     from lcg.engine import Engine
@@ -39,20 +39,39 @@ __all__ = [
 MAX_PASSAGES = 30
 MISFITS = 8
 # The longest piece of an episode one passage line quotes (lcg.search.passages.windows).
-QUOTE_CHARS = WINDOW_CHARS
+QUOTE_CHARS = 400
 
 
-@dataclass(frozen=True)
 class Passage:
-    """A window `[start, end)` of an episode's content."""
+    """The window `[start, end)` of an episode's content that best matches the query, chosen
+    on first use (a packing reads only the passages it tries: ~15 of `MAX_PASSAGES`)."""
 
-    episode: Episode
-    start: int
-    end: int
+    __slots__ = ("_vocab", "_weights", "_window", "episode")
+
+    def __init__(self, episode: Episode, vocab: Vocabulary, weights: Mapping[int, float]) -> None:
+        self.episode = episode
+        self._vocab = vocab
+        self._weights = weights
+        self._window: tuple[int, int] | None = None
+
+    def _bounds(self) -> tuple[int, int]:
+        if self._window is None:
+            w = best_window(self._vocab, self.episode.content, self._weights, QUOTE_CHARS)
+            self._window = (w.start, w.end)
+        return self._window
+
+    @property
+    def start(self) -> int:
+        return self._bounds()[0]
+
+    @property
+    def end(self) -> int:
+        return self._bounds()[1]
 
     @property
     def text(self) -> str:
-        return self.episode.content[self.start : self.end]
+        start, end = self._bounds()
+        return self.episode.content[start:end]
 
 
 def _when(ep: Episode) -> datetime | None:
@@ -84,12 +103,7 @@ def find_passages(
     if as_of is not None:
         episodes = [ep for ep in episodes if (_when(ep) or as_of) <= as_of]
     weights = query_weights(index, query, groups)
-    out = []
-    for ep in episodes:
-        w = best_window(index.vocab, ep.content, weights, QUOTE_CHARS)
-        if w.end > w.start:
-            out.append(Passage(ep, w.start, w.end))
-    return out
+    return [Passage(ep, index.vocab, weights) for ep in episodes if ep.content.strip()]
 
 
 def passage_line(label: str, p: Passage) -> str:
