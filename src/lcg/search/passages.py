@@ -4,7 +4,8 @@ A conversation turn or a changelog release is often longer than what a reader wa
 than an embedder's window); the evidence for a question is a few sentences of it. `windows`
 cuts a text into pieces of at most `WINDOW_CHARS` characters at paragraph, then sentence, then
 word boundaries; `best_window` picks the piece holding the most of the query's idf weight
-(stemmed terms, stopwords dropped: the index's own `Vocabulary`), the first one on a tie, so a
+(the Porter stems of its words, stopwords dropped, as the index analyses text), the first one on
+a tie, so a
 passage always comes back with the offsets `[start, end)` of what it quotes.
 
 `passage_scores` is what `knowledge_search_passages` reports as a passage's `score` when the
@@ -17,20 +18,23 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import Stemmer
 
 from lcg.search.index import SearchIndex
 from lcg.search.scoring import bm25_idf
-from lcg.search.text import STOPWORDS, Vocabulary, tokens
+from lcg.search.text import STOPWORDS, tokens
 
 __all__ = [
     "WINDOW_CHARS",
     "Window",
     "best_window",
     "passage_scores",
+    "query_stems",
     "query_weights",
     "windows",
 ]
@@ -38,6 +42,7 @@ __all__ = [
 # ~250 estimated tokens (bytes / 4), about what all-MiniLM-L6-v2 reads of English prose (256
 # word pieces); small enough that a 2,000-token context holds a dozen passages.
 WINDOW_CHARS = 1000
+_LOCAL = threading.local()
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+|\n"))
 
 
@@ -109,31 +114,53 @@ def _split(text: str, lo: int, hi: int, size: int, level: int, out: list[tuple[i
 
 
 def best_window(
-    vocab: Vocabulary,
     text: str,
-    weights: Mapping[int, float],
+    stems: Mapping[str, float],
     size: int = WINDOW_CHARS,
     pieces: Sequence[tuple[int, int]] | None = None,
 ) -> Window:
-    """The window of `text` holding the most query weight (`weights`: term id -> idf), each
-    term counted once plus a logarithmic bonus for repeats; the first window on a tie."""
+    """The window of `text` holding the most query weight (`stems`: the query's word stems ->
+    idf, `query_stems`), each stem counted once plus a logarithmic bonus for repeats; the first
+    window on a tie. A stem counts where the lower-cased text holds it (a prefix of its
+    inflections: "migrat" in "migration"), one `str.count` per stem and window."""
     cut = list(pieces) if pieces is not None else windows(text, size)
     if not cut:
         return Window(0, 0, 0.0)
-    if len(cut) == 1 or not weights:
+    if len(cut) == 1 or not stems:
         return Window(cut[0][0], cut[0][1], 0.0)
-    lengths, ids = vocab.analyze([text[a:b] for a, b in cut])
-    best, best_score, at = 0, -1.0, 0
-    for i, n in enumerate(lengths.tolist()):
-        counts: dict[int, int] = {}
-        for t in ids[at : at + n].tolist():
-            if t in weights:
-                counts[t] = counts.get(t, 0) + 1
-        at += n
-        score = sum(weights[t] * (1.0 + math.log(c)) for t, c in counts.items())
+    lower = text.lower()
+    aligned = len(lower) == len(text)  # lower-casing kept every offset (almost always)
+    best, best_score = 0, -1.0
+    for i, (lo, hi) in enumerate(cut):
+        piece, start, end = (lower, lo, hi) if aligned else (text[lo:hi].lower(), 0, hi - lo)
+        score = 0.0
+        for stem, weight in stems.items():
+            n = piece.count(stem, start, end)
+            if n:
+                score += weight * (1.0 + math.log(n))
         if score > best_score:
             best, best_score = i, score
     return Window(cut[best][0], cut[best][1], best_score)
+
+
+def query_stems(index: SearchIndex, query: str, groups: Sequence[str] | None) -> dict[str, float]:
+    """The query's indexed word stems -> idf over the episodes of `groups` (`query_weights`)."""
+    weights = query_weights(index, query, groups)
+    out: dict[str, float] = {}
+    words = [w for w in dict.fromkeys(tokens(query)) if w not in STOPWORDS]
+    for word, stem in zip(words, _stemmer().stemWords(words), strict=True):
+        term = index.vocab.query(word)
+        if term and term[0] in weights and stem:
+            out[stem] = max(out.get(stem, 0.0), weights[term[0]])
+    return out
+
+
+def _stemmer() -> Stemmer.Stemmer:
+    """This thread's Porter stemmer (the one lcg.search.text uses; not thread-safe)."""
+    found: Stemmer.Stemmer | None = getattr(_LOCAL, "stemmer", None)
+    if found is None:
+        found = _LOCAL.stemmer = Stemmer.Stemmer("porter")
+    return found
 
 
 def query_weights(index: SearchIndex, query: str, groups: Sequence[str] | None) -> dict[int, float]:

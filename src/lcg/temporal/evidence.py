@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING
 
 from lcg.models import Episode, Fact
 from lcg.search import hybrid
-from lcg.search.passages import best_window, query_weights
+from lcg.search.passages import best_window, query_stems
 from lcg.search.strategy import HYBRID_RRF
-from lcg.search.text import Vocabulary
 
 if TYPE_CHECKING:
     from lcg.engine import Engine
@@ -46,17 +45,16 @@ class Passage:
     """The window `[start, end)` of an episode's content that best matches the query, chosen
     on first use (a packing reads only the passages it tries: ~15 of `MAX_PASSAGES`)."""
 
-    __slots__ = ("_vocab", "_weights", "_window", "episode")
+    __slots__ = ("_stems", "_window", "episode")
 
-    def __init__(self, episode: Episode, vocab: Vocabulary, weights: Mapping[int, float]) -> None:
+    def __init__(self, episode: Episode, stems: Mapping[str, float]) -> None:
         self.episode = episode
-        self._vocab = vocab
-        self._weights = weights
+        self._stems = stems
         self._window: tuple[int, int] | None = None
 
     def _bounds(self) -> tuple[int, int]:
         if self._window is None:
-            w = best_window(self._vocab, self.episode.content, self._weights, QUOTE_CHARS)
+            w = best_window(self.episode.content, self._stems, QUOTE_CHARS)
             self._window = (w.start, w.end)
         return self._window
 
@@ -102,8 +100,8 @@ def find_passages(
                 seen.add(uuid)
     if as_of is not None:
         episodes = [ep for ep in episodes if (_when(ep) or as_of) <= as_of]
-    weights = query_weights(index, query, groups)
-    return [Passage(ep, index.vocab, weights) for ep in episodes if ep.content.strip()]
+    stems = query_stems(index, query, groups)
+    return [Passage(ep, stems) for ep in episodes if ep.content.strip()]
 
 
 def passage_line(label: str, p: Passage) -> str:
