@@ -34,6 +34,17 @@ counted the same way for everything: ceil(UTF-8 bytes / 4) of the whole block, a
 `knowledge_get_context` counts its own. search_passages is asked for 20 results for the k = 20
 figures (its default, 10, for the others).
 
+Simplifications, each next to what it costs or was measured at (docs/search.md, "Passages" and
+"Context", has the tables):
+- evidence is counted per episode: a passage line of the episode in the block carries it, a fact
+  citing the episode does not (before, get_context carried 0.0 by this count: it quoted no text);
+- baselines pack whole turns or releases (their raw text), get_context quotes 400-character
+  windows: the comparison is of what each hands a reader inside the same 2,000 tokens;
+- changelog questions are made from the files' structure and are easy for BM25 (0.92 of them
+  all@10 on the full run): 1.1x its share is out of reach there, BEAM is the harder test;
+- dense baseline latency excludes embedding the query (lcg's methods include it);
+- `--grid` replaces module constants in-process (calibration only, never a user setting).
+
 `--quick`: three BEAM conversations and the httpx changelog. `--embedder onnx` needs
 `LCG_EMBEDDING_MODEL_PATH` (an ONNX model directory, see docs/embeddings.md).
 """
