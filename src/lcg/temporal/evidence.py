@@ -82,10 +82,12 @@ def find_passages(
     groups: list[str] | None,
     facts: Sequence[Fact],
     as_of: datetime | None,
-    limit: int = MAX_PASSAGES,
+    limit: int | None = None,
 ) -> list[Passage]:
-    """Passages for `query` (module docstring), best first; runs in a worker thread."""
+    """Passages for `query` (module docstring), best first (at most `limit`, default
+    `MAX_PASSAGES`, from passage search); runs in a worker thread."""
     index = engine.parts.search
+    limit = MAX_PASSAGES if limit is None else limit
     hits = hybrid.episode_hits(engine, query, groups, limit, HYBRID_RRF)
     episodes = [ep for ep, _ in hits]
     seen = {ep.uuid for ep in episodes}
