@@ -462,12 +462,13 @@ async def _lcg(
         ms,
     )
 
-    started = time.perf_counter()
     params: dict[str, Any] = {"query": q.text, "group_ids": [corpus.group]}
     if budget != 2000:  # the method's default
         params["token_budget"] = budget
+    started, cpu = time.perf_counter(), time.process_time()
     ctx = await dispatch(engine, "knowledge_get_context", params)
     ms = 1000 * (time.perf_counter() - started)
+    tally.cpu.setdefault("lcg.get_context", []).append(1000 * (time.process_time() - cpu))
     if ctx["token_estimate"] > budget:  # a bug: counted, and the block is not credited
         tally.errors.append(f"over budget: {ctx['token_estimate']} > {budget}: {q.text}")
         ctx["included_episode_ids"] = []
