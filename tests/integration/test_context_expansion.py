@@ -10,6 +10,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import pytest
 
 from lcg import Engine
@@ -19,6 +20,7 @@ from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
 from lcg.storage.backend import GraphReader
 from lcg.temporal import asof, context
+from lcg.temporal.evidence import find_passages
 from lcg.timefilter import CURRENT, TimeFilter
 from lcg.timeutil import now
 
@@ -162,17 +164,23 @@ async def _reference(engine: Engine, params: dict[str, Any]) -> dict[str, Any]:
 
     entities, order, ranked, current = await engine.read(read)
     rows = {f.uuid: f for f in ranked}
+    # The verbatim passages take their share of the budget first (lcg.temporal.evidence).
+    passages = await anyio.to_thread.run_sync(
+        find_passages, engine, params["query"], groups, seed_facts, as_of
+    )
+    first, graph_budget = context.split_budget(params["query"], passages, params["token_budget"])
     packed = context.pack(
         params["query"],
         entities,
         order,
         [context.Candidate(f.uuid, f.source_uuid, f.target_uuid) for f in ranked],
         current,
-        params["token_budget"],
+        graph_budget,
         at,
         lead=seed_nodes[: (len(seed_nodes) + 1) // 2],
         fact_of=lambda c: None if c.uuid in hidden else rows[c.uuid],
     )
+    context.add_passages(packed, passages, first, params["token_budget"])
     return {
         "context": packed.text,
         "included_node_ids": packed.node_ids,

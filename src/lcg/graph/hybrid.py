@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from lcg.errors import NotFoundError
 from lcg.models import Entity, Episode, Fact
-from lcg.search.floor import LEXICAL_COVERAGE
+from lcg.search.floor import LEXICAL_COVERAGE, PASSAGE_COVERAGE
 from lcg.search.index import SearchIndex
 from lcg.search.partition import View
 from lcg.search.rows import RowCache
@@ -85,11 +85,12 @@ def _lexical(
     terms: list[int],
     pool: int,
     unknown: int = 0,
+    coverage: float = LEXICAL_COVERAGE,
 ) -> list[tuple[str, str, int, float]]:
     """BM25 top `pool` over all views, with collection statistics summed across them.
 
-    Only documents holding at least `LEXICAL_COVERAGE` of the query's idf weight are
-    candidates (lcg.search.floor); `unknown` query words count with the highest idf."""
+    Only documents holding at least `coverage` of the query's idf weight are candidates
+    (lcg.search.floor); `unknown` query words count with the highest idf."""
     if not terms:
         return []
     postings = [[v.postings(t) for t in terms] for _, v in views]
@@ -115,7 +116,7 @@ def _lexical(
             if present
             else np.zeros(view.n)
         )
-        eligible = mask & (covered >= LEXICAL_COVERAGE * weight)
+        eligible = mask & (covered >= coverage * weight)
         for doc in top_k(scores, pool, eligible, floor=0.0):
             hits.append((view.uuids[doc], group, int(doc), float(scores[doc])))
     hits.sort(key=lambda h: (-h[3], h[0]))
@@ -160,6 +161,7 @@ def _rank(
     strategy: Strategy,
     mask_fn: MaskFn | None = None,
     floor: float | None = None,
+    coverage: float = LEXICAL_COVERAGE,
 ) -> tuple[list[_Doc], dict[str, View], Callable[[_Doc], float]]:
     """Fused hits (best first, at most `candidates * limit`), the views they came from, and
     the best vector similarity of a hit to the query (0.0 without a query vector), computed
@@ -176,7 +178,11 @@ def _rank(
             break
     masks = [v.live() & mask_fn(g, v) if mask_fn else v.live() for g, v in views]
     pool = max(limit, strategy.candidates * limit)
-    lists = [_lexical(views, masks, query.terms, pool, query.unknown)] if strategy.lexical else []
+    lists = (
+        [_lexical(views, masks, query.terms, pool, query.unknown, coverage)]
+        if strategy.lexical
+        else []
+    )
     if query.vector is not None:
         minimum = index.vector_floor if floor is None else floor
         lists.append(_cosine(views, masks, kinds, query.vector, pool, minimum))
@@ -444,7 +450,15 @@ def episode_hits(
     `_rank` (knowledge_search_passages passes its `min_score`)."""
     index = engine.parts.search
     ranked, views, cosine = _rank(
-        index, "episode", ("episode",), groups, query, limit, strategy, floor=floor
+        index,
+        "episode",
+        ("episode",),
+        groups,
+        query,
+        limit,
+        strategy,
+        floor=floor,
+        coverage=PASSAGE_COVERAGE,
     )
     hits = [Hit(h.uuid, h.group_id, h.doc, h.score, cosine(h)) for h in ranked[:limit]]
     rows = _hydrate(

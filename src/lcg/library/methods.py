@@ -915,13 +915,14 @@ class GraphMethods(ABC):
         query: str,
         *,
         num_results: int = 10,
-        min_score: float = 0.5,
+        min_score: float | None = None,
         group_ids: Sequence[str] | None = None,
-        search_strategy: Literal["hybrid_rrf", "hybrid_mmr", "lexical", "vector"] = "vector",
+        search_strategy: Literal["hybrid_rrf", "hybrid_mmr", "lexical", "vector"] = "hybrid_rrf",
     ) -> results.SearchPassagesResult:
-        """Search the text of ingested episodes (passages) by embedding similarity; each passage
-        carries its cosine score. With the default hash embedder similarity is lexical. Wire
-        method `knowledge_search_passages` (docs/api.md §knowledge_search_passages).
+        """Search the text of ingested episodes (passages): full-text and embedding matches fused
+        by rank, each passage with its score (its cosine similarity, or the share of the query's
+        words it holds if higher). Pass min_score for the reference's cosine floor. Wire method
+        `knowledge_search_passages` (docs/api.md §knowledge_search_passages).
         """
         answer = await self._call(
             "knowledge_search_passages",

@@ -225,6 +225,8 @@ class ContextResult(TypedDict):
     included_fact_ids: list[str]
     node_count: int
     fact_count: int
+    included_episode_ids: list[str]
+    omitted_passages: int
     as_of: str | None
 
 

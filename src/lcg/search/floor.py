@@ -31,12 +31,18 @@ __all__ = [
     "LEXICAL_FLOOR",
     "MINILM_FLOOR",
     "MODEL_FLOORS",
+    "PASSAGE_COVERAGE",
     "vector_floor",
 ]
 
 # The share of a query's idf weight a document must hold to be a BM25 match: a third, so a
 # three-word query needs about one rare word or two common ones.
 LEXICAL_COVERAGE = 1 / 3
+# Passages (episode text): a long question shares only a few words with the turn or release
+# that answers it, and a passage's text is long enough that a word it holds is evidence. The
+# entity and fact floor (a third of the query's weight) cost a fifth of passage recall on the
+# BEAM chats of bench/evidence.py (docs/search.md, "Passages"); passages need one query word.
+PASSAGE_COVERAGE = 0.0
 # Lexical-only embedders (`hash`): unrelated texts still share trigrams, so only a near-spelling
 # match counts (a misspelt name), and word overlap is left to BM25.
 LEXICAL_FLOOR = 0.6

@@ -42,6 +42,7 @@ from lcg.models import Entity, Fact
 from lcg.search.index import ALWAYS, NEVER, SearchIndex, micros
 from lcg.search.partition import View
 from lcg.temporal import asof
+from lcg.temporal.evidence import Passage, find_passages, pack_passages
 from lcg.temporal.timeline import fact_status
 from lcg.timefilter import CURRENT, TimeFilter
 from lcg.timeutil import now, to_read_format
@@ -56,11 +57,14 @@ __all__ = [
     "MAX_CANDIDATE_FACTS",
     "MAX_FRONTIER",
     "MISFITS",
+    "PASSAGE_SHARE",
     "Candidate",
     "Packed",
+    "add_passages",
     "estimate_tokens",
     "get_context",
     "pack",
+    "split_budget",
 ]
 
 MAX_FRONTIER = 64
@@ -68,6 +72,11 @@ MAX_CANDIDATE_FACTS = 600
 DEGREE_CAP = 200
 HYDRATE = 8
 MISFITS = 8
+# The share of the budget the verbatim passages get first (lcg.temporal.evidence); the graph lines
+# take the rest, and passages fill what they leave. Measured with bench/evidence.py
+# (docs/search.md, "Context").
+PASSAGE_SHARE = 0.9
+_PASSAGES_HEAD = "Passages:\n"
 Ints = npt.NDArray[np.int64]
 _SUMMARY_CHARS = 280
 # The fewest bytes a line can take besides its uuid (its uuid's characters are at least as many
@@ -161,8 +170,7 @@ def pack(
     read counts as omitted); `entities` may likewise read its rows on first use.
     """
     limit = token_budget * 4
-    head = f"Context for: {_clip(query, _QUERY_CHARS)}\n"
-    heads = (head, "Entities:\n", "Facts:\n")
+    heads = _heads(query)
     used = sum(len(h.encode()) for h in heads)
     labels: dict[str, str] = {}
     node_lines: list[str] = []
@@ -500,6 +508,10 @@ async def get_context(
     seed_nodes = [e.uuid for e, _ in entity_hits]
     seed_facts = [f for f, _ in fact_hits]
     lead = seed_nodes[: (len(seed_nodes) + 1) // 2]
+    passages = await anyio.to_thread.run_sync(
+        find_passages, engine, query, group_ids, seed_facts, as_of
+    )
+    first, graph_budget = split_budget(query, passages, token_budget)
 
     def read() -> Packed:
         index = engine.parts.search
@@ -540,7 +552,7 @@ async def get_context(
                 found.node_order,
                 found.facts,
                 found.is_current,
-                token_budget,
+                graph_budget,
                 at,
                 lead=lead,
                 omitted_facts=found.cut_facts,
@@ -548,6 +560,7 @@ async def get_context(
             )
 
     packed = await anyio.to_thread.run_sync(read)
+    episode_ids = add_passages(packed, passages, first, token_budget)
     tokens = estimate_tokens(packed.text)
     return {
         "context": packed.text,
@@ -560,5 +573,43 @@ async def get_context(
         "included_fact_ids": packed.fact_ids,
         "node_count": len(packed.node_ids),
         "fact_count": len(packed.fact_ids),
+        "included_episode_ids": episode_ids,
+        "omitted_passages": len(passages) - len(episode_ids),
         "as_of": to_read_format(as_of),
     }
+
+
+def _heads(query: str) -> tuple[str, str, str]:
+    """The block's first line and the headings `pack` always writes."""
+    return (f"Context for: {_clip(query, _QUERY_CHARS)}\n", "Entities:\n", "Facts:\n")
+
+
+def split_budget(
+    query: str, passages: Sequence[Passage], token_budget: int
+) -> tuple[tuple[list[str], list[str], int], int]:
+    """The passages packed first (into `PASSAGE_SHARE` of the budget, never into the room of
+    the headings the graph part always writes: lines, episode uuids, bytes) and the token budget
+    left for the graph part."""
+    limit = token_budget * 4
+    heads = sum(len(h.encode()) for h in _heads(query))
+    room = min(int(limit * PASSAGE_SHARE), limit - heads) - len(_PASSAGES_HEAD)
+    first = pack_passages(passages, room)
+    reserved = first[2] + len(_PASSAGES_HEAD) if first[0] else 0
+    return first, (limit - reserved) // 4
+
+
+def add_passages(
+    packed: Packed,
+    passages: Sequence[Passage],
+    first: tuple[list[str], list[str], int],
+    token_budget: int,
+) -> list[str]:
+    """Append the passages packed first, and as many more as the room the graph lines left
+    holds, to the block; the uuids of the episodes quoted."""
+    lines, uuids, used = first
+    room = token_budget * 4 - len(packed.text.encode()) - used - len(_PASSAGES_HEAD)
+    more = pack_passages(passages, room, len(lines) + 1, frozenset(uuids))
+    lines, uuids = lines + more[0], uuids + more[1]
+    if lines:
+        packed.text += _PASSAGES_HEAD + "".join(lines)
+    return uuids

@@ -17,7 +17,8 @@ from pydantic import BeforeValidator, Field, field_validator
 
 from lcg.engine import Engine
 from lcg.graph.hybrid import episode_hits, search_entities, search_facts
-from lcg.models import entity_to_wire, fact_to_wire
+from lcg.models import Episode, entity_to_wire, fact_to_wire
+from lcg.search.passages import passage_scores
 from lcg.search.strategy import STRATEGIES, Strategy
 from lcg.service.declare import Context, Declarations
 from lcg.service.params import CollapsingGroups, GroupsOptional, Params, count_field, timestamp
@@ -94,14 +95,20 @@ class FindRelationshipsParams(_Search):
 
 class SearchPassagesParams(Params):
     """knowledge_search_passages: `group_ids` variant B; `num_results` clamped to [1, 100],
-    `min_score` to [0, 1] (docs/api.md §knowledge_search_passages). Vector-only unless
-    `search_strategy` says otherwise."""
+    `min_score` to [0, 1] (docs/api.md §knowledge_search_passages). A `min_score` the client
+    passes keeps the reference's meaning (a cosine floor); without one, lcg's default applies:
+    hybrid BM25 + vector search, each list on its own evidence (docs/search.md, "Passages")."""
 
     query: str = Field("", validate_default=True)
     num_results: Count = 10
-    min_score: float = 0.5
+    min_score: float | None = Field(
+        None,
+        description="Cosine floor: passages scoring below it are dropped (the reference's "
+        "default is 0.5). Absent: each passage on its own evidence, scored by the better of "
+        "its cosine and the share of the query's weight it holds (docs/search.md).",
+    )
     group_ids: CollapsingGroups = None
-    search_strategy: StrategyName = "vector"
+    search_strategy: StrategyName = "hybrid_rrf"
 
     @field_validator("query", mode="before")
     @classmethod
@@ -112,7 +119,9 @@ class SearchPassagesParams(Params):
 
     @field_validator("min_score", mode="before")
     @classmethod
-    def _min_score(cls, value: Any) -> float:
+    def _min_score(cls, value: Any) -> float | None:
+        if value is None:
+            return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError("min_score must be a number")
         return min(1.0, max(0.0, float(value)))
@@ -190,11 +199,14 @@ async def _find_relationships(
     "knowledge_search_passages",
     "read",
     SearchPassagesParams,
-    "Search the text of ingested episodes (passages) by embedding similarity; each passage "
-    "carries its cosine score. With the default hash embedder similarity is lexical.",
+    "Search the text of ingested episodes (passages): full-text and embedding matches fused by "
+    "rank, each passage with its score (its cosine similarity, or the share of the query's "
+    "words it holds if higher). Pass min_score for the reference's cosine floor.",
     required=("query",),
 )
 async def _search_passages(engine: Engine, a: SearchPassagesParams, ctx: Context) -> dict[str, Any]:
+    if a.min_score is None:
+        return await anyio.to_thread.run_sync(_passages_by_evidence, engine, a)
     found = await anyio.to_thread.run_sync(
         # The client's min_score is this method's vector floor
         # (docs/api.md §knowledge_search_passages), in place of the embedder's: a passage below it
@@ -203,18 +215,34 @@ async def _search_passages(engine: Engine, a: SearchPassagesParams, ctx: Context
             engine, a.query, a.group_ids, 3 * a.num_results, a.strategy, floor=a.min_score
         )
     )
-    passages = [
-        {
-            "uuid": ep.uuid,
-            "name": ep.name,
-            "content": ep.content,
-            "source_description": ep.source_description,
-            "group_id": ep.group_id,
-            "created_at": to_read_format(ep.created_at) or "",
-            "valid_at": to_read_format(ep.valid_at),
-            "score": hit.cosine,
-        }
-        for ep, hit in found
-        if hit.cosine >= a.min_score
-    ][: a.num_results]
+    passages = [_passage(ep, hit.cosine) for ep, hit in found if hit.cosine >= a.min_score][
+        : a.num_results
+    ]
+    return {"passages": passages, "count": len(passages)}
+
+
+def _passage(ep: Episode, score: float) -> dict[str, Any]:
+    return {
+        "uuid": ep.uuid,
+        "name": ep.name,
+        "content": ep.content,
+        "source_description": ep.source_description,
+        "group_id": ep.group_id,
+        "created_at": to_read_format(ep.created_at) or "",
+        "valid_at": to_read_format(ep.valid_at),
+        "score": score,
+    }
+
+
+def _passages_by_evidence(engine: Engine, a: SearchPassagesParams) -> dict[str, Any]:
+    """lcg's default (no `min_score`): the fused ranking, each passage scored by
+    `lcg.search.passages.passage_scores`."""
+    found = episode_hits(engine, a.query, a.group_ids, a.num_results, a.strategy)
+    scores = passage_scores(
+        engine.parts.search,
+        a.query,
+        a.group_ids,
+        [(hit.group_id, hit.doc, hit.cosine) for _, hit in found],
+    )
+    passages = [_passage(ep, score) for (ep, _), score in zip(found, scores, strict=True)]
     return {"passages": passages, "count": len(passages)}

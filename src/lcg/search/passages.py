@@ -1,0 +1,202 @@
+"""Passages of long episodes: windows of an episode's text and the one that best answers a query.
+
+A conversation turn or a changelog release is often longer than what a reader wants quoted (and
+than an embedder's window); the evidence for a question is a few sentences of it. `windows`
+cuts a text into pieces of at most `WINDOW_CHARS` characters at paragraph, then sentence, then
+word boundaries; `best_window` picks the piece holding the most of the query's idf weight
+(the Porter stems of its words, stopwords dropped, as the index analyses text), the first one on
+a tie, so a
+passage always comes back with the offsets `[start, end)` of what it quotes.
+
+`passage_scores` is what `knowledge_search_passages` reports as a passage's `score` when the
+client passes no `min_score`: the better of its cosine similarity to the query and the share of
+the query's idf weight it holds (the quantity the BM25 floor of lcg.search.floor tests), so a
+passage found by its words never scores 0.0 (docs/search.md, "Passages").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import Stemmer
+
+from lcg.search.index import SearchIndex
+from lcg.search.scoring import bm25_idf
+from lcg.search.text import STOPWORDS, tokens
+
+__all__ = [
+    "WINDOW_CHARS",
+    "Window",
+    "best_window",
+    "passage_scores",
+    "query_stems",
+    "query_weights",
+    "windows",
+]
+
+# ~250 estimated tokens (bytes / 4), about what all-MiniLM-L6-v2 reads of English prose (256
+# word pieces); small enough that a 2,000-token context holds a dozen passages.
+WINDOW_CHARS = 1000
+_LOCAL = threading.local()
+_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+|\n"))
+
+
+@dataclass(frozen=True)
+class Window:
+    """A quoted piece of an episode: its offsets in the episode text and how well it matches."""
+
+    start: int
+    end: int
+    score: float
+
+
+def windows(text: str, size: int = WINDOW_CHARS) -> list[tuple[int, int]]:
+    """`[start, end)` pieces covering `text` (whitespace between them left out), each at most
+    `size` characters unless a single word is longer."""
+    out: list[tuple[int, int]] = []
+    _split(text, 0, len(text), size, 0, out)
+    return out
+
+
+def _split(text: str, lo: int, hi: int, size: int, level: int, out: list[tuple[int, int]]) -> None:
+    """Pieces of `text[lo:hi]`: runs of the segments between this level's breaks, as long as
+    they fit; a segment longer than `size` is cut at the next level's breaks."""
+    while lo < hi and text[lo].isspace():
+        lo += 1
+    while hi > lo and text[hi - 1].isspace():
+        hi -= 1
+    if lo >= hi:
+        return
+    if hi - lo <= size:
+        out.append((lo, hi))
+        return
+    if level >= len(_BREAKS):  # between words: the last space that keeps the piece in size
+        while hi - lo > size:
+            cut = max(
+                text.rfind(" ", lo + 1, lo + size + 1), text.rfind("\n", lo + 1, lo + size + 1)
+            )
+            cut = cut if cut > lo else lo + size
+            _split(text, lo, cut, size, level + 1, out)
+            lo = cut
+            while lo < hi and text[lo].isspace():
+                lo += 1
+        if lo < hi:
+            out.append((lo, hi))
+        return
+    segments: list[tuple[int, int]] = []
+    pos = lo
+    for m in _BREAKS[level].finditer(text, lo, hi):
+        if m.start() > pos:
+            segments.append((pos, m.start()))
+        pos = max(pos, m.end())
+    if pos < hi:
+        segments.append((pos, hi))
+    run: tuple[int, int] | None = None
+    for a, b in segments:
+        if b - a > size:
+            if run is not None:
+                out.append(run)
+                run = None
+            _split(text, a, b, size, level + 1, out)
+        elif run is not None and b - run[0] <= size:
+            run = (run[0], b)
+        else:
+            if run is not None:
+                out.append(run)
+            run = (a, b)
+    if run is not None:
+        out.append(run)
+
+
+def best_window(
+    text: str,
+    stems: Mapping[str, float],
+    size: int = WINDOW_CHARS,
+    pieces: Sequence[tuple[int, int]] | None = None,
+) -> Window:
+    """The window of `text` holding the most query weight (`stems`: the query's word stems ->
+    idf, `query_stems`), each stem counted once plus a logarithmic bonus for repeats; the first
+    window on a tie. A stem counts where the lower-cased text holds it (a prefix of its
+    inflections: "migrat" in "migration"), one `str.count` per stem and window."""
+    cut = list(pieces) if pieces is not None else windows(text, size)
+    if not cut:
+        return Window(0, 0, 0.0)
+    if len(cut) == 1 or not stems:
+        return Window(cut[0][0], cut[0][1], 0.0)
+    lower = text.lower()
+    aligned = len(lower) == len(text)  # lower-casing kept every offset (almost always)
+    best, best_score = 0, -1.0
+    for i, (lo, hi) in enumerate(cut):
+        piece, start, end = (lower, lo, hi) if aligned else (text[lo:hi].lower(), 0, hi - lo)
+        score = 0.0
+        for stem, weight in stems.items():
+            n = piece.count(stem, start, end)
+            if n:
+                score += weight * (1.0 + math.log(n))
+        if score > best_score:
+            best, best_score = i, score
+    return Window(cut[best][0], cut[best][1], best_score)
+
+
+def query_stems(index: SearchIndex, query: str, groups: Sequence[str] | None) -> dict[str, float]:
+    """The query's indexed word stems -> idf over the episodes of `groups` (`query_weights`)."""
+    weights = query_weights(index, query, groups)
+    out: dict[str, float] = {}
+    words = [w for w in dict.fromkeys(tokens(query)) if w not in STOPWORDS]
+    for word, stem in zip(words, _stemmer().stemWords(words), strict=True):
+        term = index.vocab.query(word)
+        if term and term[0] in weights and stem:
+            out[stem] = max(out.get(stem, 0.0), weights[term[0]])
+    return out
+
+
+def _stemmer() -> Stemmer.Stemmer:
+    """This thread's Porter stemmer (the one lcg.search.text uses; not thread-safe)."""
+    found: Stemmer.Stemmer | None = getattr(_LOCAL, "stemmer", None)
+    if found is None:
+        found = _LOCAL.stemmer = Stemmer.Stemmer("porter")
+    return found
+
+
+def query_weights(index: SearchIndex, query: str, groups: Sequence[str] | None) -> dict[int, float]:
+    """Term id -> idf over the episodes of `groups`, for the query's indexed terms."""
+    terms = index.vocab.query(query)
+    if not terms:
+        return {}
+    views = index.views("episode", groups)
+    n_docs = max(1, sum(v.live_docs for _, v in views))
+    df = np.array([sum(len(v.postings(t)[0]) for _, v in views) for t in terms], dtype=np.int64)
+    idf = bm25_idf(n_docs, df)
+    return {t: float(x) for t, x in zip(terms, idf.tolist(), strict=True)}
+
+
+def passage_scores(
+    index: SearchIndex,
+    query: str,
+    groups: Sequence[str] | None,
+    hits: Sequence[tuple[str, int, float]],
+) -> list[float]:
+    """For hits given as (group, doc, cosine): max(cosine, share of the query's idf weight the
+    document holds). A query word no episode holds counts with the highest idf (as the floor
+    does), so a partial match scores below 1."""
+    weights = query_weights(index, query, groups)
+    views = dict(index.views("episode", sorted({g for g, _, _ in hits})))
+    n_docs = max(1, sum(v.live_docs for _, v in index.views("episode", groups)))
+    words = {w for w in tokens(query) if w not in STOPWORDS}
+    unknown = sum(1 for w in words if not index.vocab.query(w))
+    total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
+    out: list[float] = []
+    for group, doc, cosine in hits:
+        view = views.get(group)
+        held = 0.0
+        if view is not None and total > 0:
+            for term, w in weights.items():
+                if bool(np.any(view.postings(term)[0] == doc)):
+                    held += w
+        out.append(max(cosine, held / total if total > 0 else 0.0))
+    return out

@@ -1,0 +1,144 @@
+"""The verbatim passages a context quotes: what the query's own passage search finds and what the
+facts it shows were read from.
+
+`find_passages` ranks episodes by hybrid passage search (BM25 + vector, fused by reciprocal rank,
+each list on its own evidence: lcg.search.floor) and appends the episodes the seed facts cite; an
+episode recorded after the reference instant (`as_of`) is never quoted. Each passage quotes the
+window of its episode that holds the most of the query's weight (lcg.search.passages), with the
+window's offsets, the episode's date, name and source description, so every line names its
+source. `pack_passages` writes them into a byte allowance, best first; one that does not fit is
+skipped and later, shorter ones may still fit (`MISFITS` as in lcg.temporal.context).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from lcg.graph import hybrid
+from lcg.models import Episode, Fact
+from lcg.search.passages import best_window, query_stems
+from lcg.search.strategy import HYBRID_RRF
+
+if TYPE_CHECKING:
+    from lcg.engine import Engine
+
+__all__ = [
+    "MAX_PASSAGES",
+    "QUOTE_CHARS",
+    "Passage",
+    "find_passages",
+    "pack_passages",
+    "passage_line",
+]
+
+# Episodes ranked by passage search for one context (more than a 2,000-token block holds, so a
+# misfit leaves room for the next).
+MAX_PASSAGES = 30
+MISFITS = 8
+# The longest piece of an episode one passage line quotes (lcg.search.passages.windows).
+QUOTE_CHARS = 400
+
+
+class Passage:
+    """The window `[start, end)` of an episode's content that best matches the query, chosen
+    on first use (a packing reads only the passages it tries: ~15 of `MAX_PASSAGES`)."""
+
+    __slots__ = ("_stems", "_window", "episode")
+
+    def __init__(self, episode: Episode, stems: Mapping[str, float]) -> None:
+        self.episode = episode
+        self._stems = stems
+        self._window: tuple[int, int] | None = None
+
+    def _bounds(self) -> tuple[int, int]:
+        if self._window is None:
+            w = best_window(self.episode.content, self._stems, QUOTE_CHARS)
+            self._window = (w.start, w.end)
+        return self._window
+
+    @property
+    def start(self) -> int:
+        return self._bounds()[0]
+
+    @property
+    def end(self) -> int:
+        return self._bounds()[1]
+
+    @property
+    def text(self) -> str:
+        start, end = self._bounds()
+        return self.episode.content[start:end]
+
+
+def _when(ep: Episode) -> datetime | None:
+    return ep.valid_at or ep.created_at
+
+
+def find_passages(
+    engine: Engine,
+    query: str,
+    groups: list[str] | None,
+    facts: Sequence[Fact],
+    as_of: datetime | None,
+    limit: int | None = None,
+) -> list[Passage]:
+    """Passages for `query` (module docstring), best first (at most `limit`, default
+    `MAX_PASSAGES`, from passage search); runs in a worker thread."""
+    index = engine.parts.search
+    limit = MAX_PASSAGES if limit is None else limit
+    hits = hybrid.episode_hits(engine, query, groups, limit, HYBRID_RRF)
+    episodes = [ep for ep, _ in hits]
+    seen = {ep.uuid for ep in episodes}
+    cited = [u for f in facts for u in f.episodes if u not in seen]
+    if cited:
+        with engine.reader() as conn:
+            rows = conn.episodes_by_uuids(list(dict.fromkeys(cited)))
+        for uuid in dict.fromkeys(cited):
+            ep = rows.get(uuid)
+            if ep is not None and (groups is None or ep.group_id in groups):
+                episodes.append(ep)
+                seen.add(uuid)
+    if as_of is not None:
+        episodes = [ep for ep in episodes if (_when(ep) or as_of) <= as_of]
+    stems = query_stems(index, query, groups)
+    return [Passage(ep, stems) for ep in episodes if ep.content.strip()]
+
+
+def passage_line(label: str, p: Passage) -> str:
+    """`[P1] 2024-03-15 · turn 28 · user turn: "…" (episode <uuid>, chars 0-812 of 2189)`."""
+    ep = p.episode
+    when = _when(ep)
+    parts = [when.date().isoformat() if when else "undated"]
+    parts += [x for x in (" ".join(ep.name.split())[:80], ep.source_description[:80]) if x]
+    text = " ".join(p.text.split())
+    before = "…" if p.start > 0 else ""
+    after = "…" if p.end < len(ep.content) else ""
+    where = f"chars {p.start}-{p.end} of {len(ep.content)}"
+    return f"[{label}] {' · '.join(parts)}: {before}{text}{after} (episode {ep.uuid}, {where})\n"
+
+
+def pack_passages(
+    passages: Sequence[Passage], room: int, first_label: int = 1, skip: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str], int]:
+    """Lines of `passages` (best first) that fit in `room` bytes: (lines, episode uuids, bytes
+    used). Episodes in `skip` (already written) are passed over."""
+    lines: list[str] = []
+    uuids: list[str] = []
+    used = 0
+    misfits = 0
+    for p in passages:
+        if p.episode.uuid in skip or p.episode.uuid in uuids:
+            continue
+        if misfits >= MISFITS:
+            break
+        line = passage_line(f"P{first_label + len(lines)}", p)
+        size = len(line.encode())
+        if used + size > room:
+            misfits += 1
+            continue
+        lines.append(line)
+        uuids.append(p.episode.uuid)
+        used += size
+    return lines, uuids, used

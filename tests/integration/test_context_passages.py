@@ -1,0 +1,114 @@
+"""Passages as evidence: knowledge_get_context quotes the window of a long episode that answers
+the query, with its date and source, and knowledge_search_passages finds a passage by its words
+with a non-zero score unless the client asks for the reference's cosine floor."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from lcg import Engine
+from lcg.engine import EpisodeCommit
+from lcg.models import Episode
+from lcg.search.passages import WINDOW_CHARS
+from lcg.service.registry import dispatch
+from lcg.temporal import context
+
+pytestmark = pytest.mark.anyio
+
+G = "liminis"
+MARCH = datetime(2024, 3, 15, tzinfo=UTC)
+APRIL = datetime(2024, 4, 25, tzinfo=UTC)
+
+FILLER = (
+    "We went through the plan for the week, the meetings on the calendar and what the team "
+    "wants to look at next. Nothing here is decided yet and most of it will change. "
+)
+ANSWER = "The quokka migration finished on the 29th, two days before the sprint review."
+
+
+def _long_text() -> str:
+    """Several windows of filler with the answer in a paragraph of its own in the middle."""
+    block = (FILLER * 6).strip()
+    return f"{block}\n\n{block}\n\n{ANSWER}\n\n{block}\n\n{block}"
+
+
+async def _episode(engine: Engine, uuid: str, content: str, at: datetime, source: str) -> None:
+    ep = Episode(
+        uuid=uuid,
+        group_id=G,
+        name=f"turn {uuid}",
+        content=content,
+        source_description=source,
+        created_at=at,
+        valid_at=at,
+    )
+    await engine.commit_episode(EpisodeCommit(G, ep))
+
+
+async def _call(engine: Engine, method: str, **params: Any) -> dict[str, Any]:
+    return await dispatch(engine, method, params)
+
+
+async def test_context_quotes_the_window_that_answers(engine: Engine) -> None:
+    text = _long_text()
+    assert len(text) > 3 * WINDOW_CHARS
+    await _episode(engine, "ep-long", text, MARCH, "user turn")
+    await _episode(engine, "ep-other", FILLER, MARCH, "assistant turn")
+    got = await _call(engine, "knowledge_get_context", query="when did the quokka migration finish")
+    assert got["token_estimate"] == math.ceil(len(got["context"].encode()) / 4) <= 2000
+    assert got["included_episode_ids"][0] == "ep-long"
+    lines = [line for line in got["context"].splitlines() if line.startswith("[P1]")]
+    assert len(lines) == 1
+    line = lines[0]
+    start = text.index(ANSWER)
+    # The verbatim window, its date, the episode's name and source, its uuid and offsets.
+    assert line.startswith("[P1] 2024-03-15 · turn ep-long · user turn: …")
+    assert ANSWER in line and FILLER.strip() not in line
+    assert f"(episode ep-long, chars {start}-{start + len(ANSWER)} of {len(text)})" in line
+    assert got["context"].index("Passages:\n") > got["context"].index("Facts:\n")
+
+
+async def test_a_past_read_quotes_no_later_episode(engine: Engine) -> None:
+    await _episode(engine, "ep-march", "The quokka lived in Perth.", MARCH, "user turn")
+    await _episode(engine, "ep-april", "The quokka moved to Albany.", APRIL, "user turn")
+    now = await _call(engine, "knowledge_get_context", query="where does the quokka live")
+    assert set(now["included_episode_ids"]) == {"ep-march", "ep-april"}
+    past = await _call(
+        engine, "knowledge_get_context", query="where does the quokka live", as_of="2024-04-01"
+    )
+    assert past["included_episode_ids"] == ["ep-march"]
+    assert "Albany" not in past["context"]
+
+
+async def test_passage_search_finds_words_with_a_score(engine: Engine) -> None:
+    text = _long_text()
+    await _episode(engine, "ep-long", text, MARCH, "user turn")
+    await _episode(engine, "ep-other", FILLER, MARCH, "assistant turn")
+    query = "quokka migration"
+    got = await _call(engine, "knowledge_search_passages", query=query)
+    assert [p["uuid"] for p in got["passages"]] == ["ep-long"]
+    assert 0.0 < got["passages"][0]["score"] <= 1.0
+    # The reference's meaning of min_score: a cosine floor. The long passage's hashed vector is
+    # far from the two-word query's, so the floor drops it.
+    floored = await _call(engine, "knowledge_search_passages", query=query, min_score=0.5)
+    assert floored["passages"] == []
+    anything = await _call(engine, "knowledge_search_passages", query=query, min_score=0)
+    assert "ep-long" in [p["uuid"] for p in anything["passages"]]
+    assert (await _call(engine, "knowledge_search_passages", query="zeppelin"))["count"] == 0
+
+
+@pytest.mark.parametrize("share", [0.75, 1.0])
+async def test_passages_never_push_the_block_over_its_budget(
+    engine: Engine, share: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(context, "PASSAGE_SHARE", share)
+    for i in range(6):
+        await _episode(engine, f"ep-{i}", _long_text(), MARCH, "user turn")
+    query = "quokka migration sprint review " * 12  # a long first line
+    got = await _call(engine, "knowledge_get_context", query=query, token_budget=256)
+    assert math.ceil(len(got["context"].encode()) / 4) == got["token_estimate"] <= 256
+    assert got["included_episode_ids"] and got["omitted_passages"] > 0
