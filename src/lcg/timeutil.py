@@ -9,6 +9,21 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+# The months' English names, January first: `MONTHS.index(name) + 1` is the month's number.
+MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DB_FORMAT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?")
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")

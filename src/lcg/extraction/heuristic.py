@@ -54,6 +54,7 @@ from lcg.extraction.lexicon import (
 from lcg.extraction.relative_dates import resolve_relative
 from lcg.ontology import Ontology
 from lcg.ontology.supersession import family_of, is_additive, relation_words
+from lcg.timeutil import MONTHS
 
 __all__ = ["HEURISTIC_VERSION", "heuristic_entities", "heuristic_facts", "sentences"]
 
@@ -64,25 +65,7 @@ _MAX_FACTS = 60
 _SUMMARY_CHARS = 240
 _FACT_CHARS = 300
 
-_MONTHS = {
-    m: i + 1
-    for i, m in enumerate(
-        (
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        )
-    )
-}
+_MONTHS = {m: i + 1 for i, m in enumerate(MONTHS)}
 _STOP = frozenset(
     """a an the in on at of for to from by with and or but as it its he she they we i you his her
     their our this that these those there here when where while after before during since until

@@ -27,23 +27,12 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from lcg.timeutil import MONTHS
+
 __all__ = ["RelativeDate", "resolve_relative"]
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_MONTHS = (
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-)
+_MONTHS = MONTHS
 _NUMBERS = {
     "a": 1,
     "an": 1,

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import PurePosixPath
 
+from lcg.timeutil import MONTHS
+
 __all__ = [
     "RELEASE_CONTEXT",
     "Release",
@@ -48,25 +50,7 @@ _GENERIC_NAMES = frozenset(
     ("changelog", "changes", "history", "news", "releases", "release-notes", "release_notes")
 )
 _TITLE_WORDS = frozenset(("change", "log", "notes", "of", "the", "for", "version", "release"))
-_MONTHS = {
-    m: i + 1
-    for i, m in enumerate(
-        (
-            "january",
-            "february",
-            "march",
-            "april",
-            "may",
-            "june",
-            "july",
-            "august",
-            "september",
-            "october",
-            "november",
-            "december",
-        )
-    )
-}
+_MONTHS = {m: i + 1 for i, m in enumerate(MONTHS)}
 _MONTH_WORD = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
 _VERSION = r"v?(\d+(?:\.\d+)+(?:[-.]?(?:a|b|rc|alpha|beta|post|dev)\.?\d*)?)"
 _DATE_ISO = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
