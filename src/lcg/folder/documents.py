@@ -198,6 +198,9 @@ def _dated(
     return when, origin, notes
 
 
+_MARKUP_SUFFIXES = frozenset((".md", ".markdown", ".rst"))
+
+
 def read_documents(
     path: Path,
     source_file: str,
@@ -227,6 +230,10 @@ def read_documents(
     title = _title(meta, body, path.stem)
     doc = Document(source_file, "", title, body, when, origin, notes)
     if kind == "document" or (kind == "auto" and not changelog.is_changelog(body)):
+        if path.suffix.lower() in _MARKUP_SUFFIXES:
+            # Hard-wrapped paragraphs and list items joined before anything splits sentences,
+            # so a statement wrapped at a line break is read whole (docs/folder-ingest.md).
+            doc = replace(doc, text=changelog.unwrap(body))
         return [doc]
     folder = path.absolute().parent.name
     name = project or changelog.project_name(meta.get("project"), title, source_file, folder)

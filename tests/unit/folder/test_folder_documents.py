@@ -148,3 +148,32 @@ def test_broken_yaml_front_matter_is_not_ingested_as_text_and_is_reported(
 def test_good_front_matter_has_no_notes(tmp_path: Path) -> None:
     (d,) = read(write(tmp_path / "note.md", "---\ndate: 2025-03-14\n---\nBody."))
     assert d.notes == ()
+
+
+def test_a_hard_wrapped_markdown_paragraph_and_list_item_are_read_whole(tmp_path: Path) -> None:
+    """A statement wrapped at a line break reaches the extractor as one line (a plain text
+    file keeps its lines: only Markdown/RST structure says what a paragraph is)."""
+    text = (
+        "# Notes\n\n"
+        "Werkzeug now assumes UTF-8 as filesystem encoding on Unix if Python\n"
+        "detects it as ASCII.\n\n"
+        "- Maya Chen moved from the search team\n"
+        "  to the ledger team.\n"
+        "- The ledger was rewritten in Rust.\n\n"
+        "```\ncode stays\nas it is\n```\n"
+    )
+    md = tmp_path / "notes.md"
+    md.write_text(text)
+    [doc] = read_documents(md, "notes.md", md.read_bytes())
+    lines = doc.text.splitlines()
+    assert (
+        "Werkzeug now assumes UTF-8 as filesystem encoding on Unix if Python detects it as ASCII."
+        in lines
+    )
+    assert "- Maya Chen moved from the search team to the ledger team." in lines
+    assert "- The ledger was rewritten in Rust." in lines
+    assert "code stays" in lines and "as it is" in lines
+    txt = tmp_path / "notes.txt"
+    txt.write_text(text)
+    [plain] = read_documents(txt, "notes.txt", txt.read_bytes())
+    assert "detects it as ASCII." in plain.text.splitlines()
