@@ -11,6 +11,7 @@
     ├── StorageError              the graph database failed (Kuzu errors are translated in storage/)
     └── WalError                  the write-ahead log could not be read or written
         ├── WalCorruptError       a WAL line cannot be parsed (`path`, `line`)
+        ├── WalOpError            an operation's name is unknown or its data lacks what it needs
         └── WalGenerationError    a group's stream generation is unknown where it must be known
 
 Codes live on the classes: `rpc_code` is what the JSON-RPC transport answers, `exit_code` what the
@@ -36,6 +37,7 @@ __all__ = [
     "WalCorruptError",
     "WalError",
     "WalGenerationError",
+    "WalOpError",
 ]
 
 
@@ -138,6 +140,12 @@ class WalCorruptError(WalError):
         super().__init__(f"{path}:{line}: {detail}")
         self.path = path
         self.line = line
+
+
+class WalOpError(WalError, ValueError):
+    """A WAL operation cannot be decoded (lcg.wal.changes): its name is not an operation, or its
+    data lacks a field or holds one of the wrong type. Also a ValueError, as the record
+    converters of lcg.wal.records raise: replay and fold treat both as a malformed record."""
 
 
 class WalGenerationError(WalError):
