@@ -30,7 +30,20 @@ from lcg.storage import rows as records
 from lcg.storage.bulk import fact_table
 from lcg.storage.store import Conn
 from lcg.timeutil import from_db, to_db
-from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
+from lcg.wal.changes import (
+    Change,
+    CypherExec,
+    EntityUpsert,
+    EpisodeAdd,
+    EpisodeDelete,
+    FactInvalidate,
+    FactUpsert,
+    GroupPurge,
+    MentionsAdd,
+    decode_all,
+    runs,
+)
+from lcg.wal.records import Op
 
 __all__ = [
     "EMBEDDING_KINDS",
@@ -553,68 +566,42 @@ def apply_ops(conn: Conn, group_id: str, ops: Sequence[Op], new: Collection[str]
     statement fail on the primary key (the transaction then writes nothing).
 
     Raises:
-        ValueError: an operation's data is malformed.
+        WalOpError: an operation is unknown or its data is malformed (nothing is run).
         StorageError: Kuzu refused a statement.
     """
-    i = 0
-    while i < len(ops):
-        j = i
-        while (
-            j < len(ops)
-            and ops[j].name == ops[i].name
-            and ops[i].name not in ("mentions.add", "group.purge", "cypher.exec")
-        ):
-            j += 1
-        batch = ops[i : max(j, i + 1)]
-        _apply_batch(conn, group_id, batch, new)
-        i += len(batch)
+    for run in runs(decode_all(ops, group_id)):
+        _apply_run(conn, group_id, run, new)
 
 
-def _apply_batch(conn: Conn, group_id: str, batch: Sequence[Op], new: Collection[str]) -> None:
-    name = batch[0].name
-    if name == "entity.upsert":
-        upsert_entities(conn, [data_to_entity(op.data, group_id) for op in batch], new)
-    elif name == "fact.upsert":
-        upsert_facts(conn, [data_to_fact(op.data, group_id) for op in batch], new)
-    elif name == "episode.add":
-        add_episodes(conn, [data_to_episode(op.data, group_id) for op in batch], new)
-    elif name == "fact.invalidate":
-        invalidate_facts(conn, [_invalidation(op.data) for op in batch])
-    elif name == "episode.delete":
-        delete_episodes(conn, [_uuid(op.data) for op in batch])
-    elif name == "mentions.add":
-        data = batch[0].data
-        ents = data.get("entities")
-        if not isinstance(ents, list) or not all(isinstance(u, str) for u in ents):
-            raise ValueError("mentions.add: entities must be a list of strings")
-        episode = _uuid(data, "episode")
-        add_mentions(conn, episode, ents, new_episode=episode in new)
-    elif name == "group.purge":
-        purge_group(conn, group_id)
-    elif name == "cypher.exec":
-        query = batch[0].data.get("query")
-        if not isinstance(query, str):
-            raise ValueError("cypher.exec: query must be a string")
-        conn.run(query)
-    else:
-        raise ValueError(f"unknown operation {name!r}")
-
-
-def _uuid(data: dict[str, Any], key: str = "uuid") -> str:
-    value = data.get(key)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{key} must be a non-empty string")
-    return value
-
-
-def _invalidation(data: dict[str, Any]) -> dict[str, Any]:
-    from lcg.timeutil import from_wal
-
-    return {
-        "uuid": _uuid(data),
-        "invalid_at": to_db(from_wal(data.get("invalid_at"))),
-        "expired_at": to_db(from_wal(data.get("expired_at"))),
-    }
+def _apply_run(conn: Conn, group_id: str, run: Sequence[Change], new: Collection[str]) -> None:
+    match run[0]:
+        case EntityUpsert():
+            upsert_entities(conn, [c.entity for c in run if isinstance(c, EntityUpsert)], new)
+        case FactUpsert():
+            upsert_facts(conn, [c.fact for c in run if isinstance(c, FactUpsert)], new)
+        case EpisodeAdd():
+            add_episodes(conn, [c.episode for c in run if isinstance(c, EpisodeAdd)], new)
+        case FactInvalidate():
+            invalidate_facts(
+                conn,
+                [
+                    {
+                        "uuid": c.uuid,
+                        "invalid_at": to_db(c.invalid_at),
+                        "expired_at": to_db(c.expired_at),
+                    }
+                    for c in run
+                    if isinstance(c, FactInvalidate)
+                ],
+            )
+        case EpisodeDelete():
+            delete_episodes(conn, [c.uuid for c in run if isinstance(c, EpisodeDelete)])
+        case MentionsAdd(episode, entities):
+            add_mentions(conn, episode, entities, new_episode=episode in new)
+        case GroupPurge():
+            purge_group(conn, group_id)
+        case CypherExec(query):
+            conn.run(query)
 
 
 # -- meta -----------------------------------------------------------------------------------

@@ -26,8 +26,20 @@ from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import rows as records
 from lcg.storage.falkordb.keys import from_micros, to_micros
-from lcg.timeutil import from_wal
-from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
+from lcg.wal.changes import (
+    Change,
+    CypherExec,
+    EntityUpsert,
+    EpisodeAdd,
+    EpisodeDelete,
+    FactInvalidate,
+    FactUpsert,
+    GroupPurge,
+    MentionsAdd,
+    decode_all,
+    runs,
+)
+from lcg.wal.records import Op
 
 __all__ = [
     "ENTITY_COLS",
@@ -244,90 +256,76 @@ def set_meta(key: str, value: str | None) -> Statement:
     return "MERGE (m:Meta {key: $k}) SET m.value = $v", {"k": key, "v": value}
 
 
-def _uuid(data: dict[str, Any], key: str = "uuid") -> str:
-    value = data.get(key)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{key} must be a non-empty string")
-    return value
-
-
 def op_statements(group_id: str, ops: Sequence[Op]) -> list[Statement]:
     """The statements that apply `ops` to the group's graph, in order.
 
     Raises:
-        ValueError: an operation's data is malformed (nothing is built).
+        WalOpError: an operation is unknown or its data is malformed (nothing is built).
         StorageError: the operation cannot run on FalkorDB (`cypher.exec`).
     """
     out: list[Statement] = []
-    i = 0
-    while i < len(ops):
-        j = i
-        while (
-            j < len(ops)
-            and ops[j].name == ops[i].name
-            and ops[i].name not in ("mentions.add", "group.purge", "cypher.exec")
-        ):
-            j += 1
-        batch = ops[i : max(j, i + 1)]
-        out += _batch(group_id, batch)
-        i += len(batch)
+    for run in runs(decode_all(ops, group_id)):
+        out += _run(run)
     return out
 
 
-def _batch(group_id: str, batch: Sequence[Op]) -> list[Statement]:
-    name = batch[0].name
-    if name == "entity.upsert":
-        return upsert("Entity", [entity_row(data_to_entity(op.data, group_id)) for op in batch])
-    if name == "fact.upsert":
-        return upsert_facts([fact_row(data_to_fact(op.data, group_id)) for op in batch])
-    if name == "episode.add":
-        return upsert("Episode", [episode_row(data_to_episode(op.data, group_id)) for op in batch])
-    if name == "fact.invalidate":
-        rows = [
-            {
-                "uuid": _uuid(op.data),
-                "invalid_at": to_micros(from_wal(op.data.get("invalid_at"))),
-                "expired_at": to_micros(from_wal(op.data.get("expired_at"))),
-            }
-            for op in batch
-        ]
-        # One property a statement: see `upsert` (a SET of several with nulls is mis-applied).
-        return [
-            (
-                f"UNWIND $rows AS r MATCH (f:Fact {{uuid: r.uuid}}) SET f.{col} = r.{col}",
-                {"rows": rows},
+def _run(run: Sequence[Change]) -> list[Statement]:
+    match run[0]:
+        case EntityUpsert():
+            return upsert(
+                "Entity", [entity_row(c.entity) for c in run if isinstance(c, EntityUpsert)]
             )
-            for col in ("invalid_at", "expired_at")
-        ]
-    if name == "episode.delete":
-        uuids = [_uuid(op.data) for op in batch]
-        return [
-            ("UNWIND $uuids AS u MATCH (ep:Episode {uuid: u}) DETACH DELETE ep", {"uuids": uuids}),
-            *delete_embeddings([f"episode:{u}" for u in uuids]),
-        ]
-    if name == "mentions.add":
-        data = batch[0].data
-        ents = data.get("entities")
-        if not isinstance(ents, list) or not all(isinstance(u, str) for u in ents):
-            raise ValueError("mentions.add: entities must be a list of strings")
-        wanted = list(dict.fromkeys(ents))
-        if not wanted:
-            return []
-        return [
-            (
-                "MATCH (ep:Episode {uuid: $ep}) UNWIND $ents AS u MATCH (e:Entity {uuid: u}) "
-                "MERGE (ep)-[:MENTIONS]->(e)",
-                {"ep": _uuid(data, "episode"), "ents": wanted},
+        case FactUpsert():
+            return upsert_facts([fact_row(c.fact) for c in run if isinstance(c, FactUpsert)])
+        case EpisodeAdd():
+            return upsert(
+                "Episode", [episode_row(c.episode) for c in run if isinstance(c, EpisodeAdd)]
             )
-        ]
-    if name == "group.purge":
-        return [
-            (f"MATCH (x:{label}) DETACH DELETE x", {})
-            for label in ("Fact", "Entity", "Episode", "Embedding")
-        ]
-    if name == "cypher.exec":
-        raise StorageError(
-            "cypher.exec: raw Cypher operations are Kuzu's dialect and do not run on the "
-            "falkordb backend"
-        )
-    raise ValueError(f"unknown operation {name!r}")
+        case FactInvalidate():
+            rows = [
+                {
+                    "uuid": c.uuid,
+                    "invalid_at": to_micros(c.invalid_at),
+                    "expired_at": to_micros(c.expired_at),
+                }
+                for c in run
+                if isinstance(c, FactInvalidate)
+            ]
+            # One property a statement: see `upsert` (a SET of several with nulls is mis-applied).
+            return [
+                (
+                    f"UNWIND $rows AS r MATCH (f:Fact {{uuid: r.uuid}}) SET f.{col} = r.{col}",
+                    {"rows": rows},
+                )
+                for col in ("invalid_at", "expired_at")
+            ]
+        case EpisodeDelete():
+            uuids = [c.uuid for c in run if isinstance(c, EpisodeDelete)]
+            return [
+                (
+                    "UNWIND $uuids AS u MATCH (ep:Episode {uuid: u}) DETACH DELETE ep",
+                    {"uuids": uuids},
+                ),
+                *delete_embeddings([f"episode:{u}" for u in uuids]),
+            ]
+        case MentionsAdd(episode, entities):
+            wanted = list(dict.fromkeys(entities))
+            if not wanted:
+                return []
+            return [
+                (
+                    "MATCH (ep:Episode {uuid: $ep}) UNWIND $ents AS u MATCH (e:Entity {uuid: u}) "
+                    "MERGE (ep)-[:MENTIONS]->(e)",
+                    {"ep": episode, "ents": wanted},
+                )
+            ]
+        case GroupPurge():
+            return [
+                (f"MATCH (x:{label}) DETACH DELETE x", {})
+                for label in ("Fact", "Entity", "Episode", "Embedding")
+            ]
+        case CypherExec():
+            raise StorageError(
+                "cypher.exec: raw Cypher operations are Kuzu's dialect and do not run on the "
+                "falkordb backend"
+            )
