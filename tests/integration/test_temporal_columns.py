@@ -27,7 +27,7 @@ from lcg.temporal import columns, provenance
 from lcg.temporal.timeline import CHANGE_KINDS, fact_record, stable_key, successions
 from lcg.timefilter import TimeFilter
 from lcg.timeutil import now
-from lcg.wal.records import Op
+from lcg.wal.changes import FactUpsert, MentionsAdd
 
 # Both storages: the batched read (`facts_with_hops_by_uuid`) is each backend's own.
 BOTH_STORAGES = True
@@ -600,8 +600,8 @@ async def test_a_build_replays_the_commits_that_arrive_while_it_scans(
         elif scans == 2:
             held.note_commit(
                 [
-                    Op("fact.upsert", {"uuid": victim.uuid}),
-                    Op("mentions.add", {"episode": "g1-ep0", "entities": [victim.source_uuid]}),
+                    FactUpsert(victim),
+                    MentionsAdd("g1-ep0", (victim.source_uuid,)),
                 ]
             )
         return out

@@ -52,11 +52,21 @@ from lcg.models import Fact
 from lcg.storage.rows import fact as fact_record
 from lcg.storage.rows import provenance_of
 from lcg.timeutil import from_db
+from lcg.wal.changes import (
+    Change,
+    CypherExec,
+    EntityUpsert,
+    EpisodeAdd,
+    EpisodeDelete,
+    FactInvalidate,
+    FactUpsert,
+    GroupPurge,
+    MentionsAdd,
+)
 
 if TYPE_CHECKING:
     from lcg.storage.backend import GraphReader
     from lcg.storage.search_rows import TemporalTables
-    from lcg.wal.records import Op
 
 __all__ = ["REBUILD_AT", "WAIT_S", "FactRows", "Stamp"]
 
@@ -82,10 +92,8 @@ _ARRAYS = (
     "mention_keys",
     "mention_episodes",
 )
-# Operations whose rows `note_commit` follows; any other drops everything.
-_FOLLOWED = frozenset(
-    ("entity.upsert", "fact.upsert", "fact.invalidate", "episode.add", "mentions.add")
-)
+# Changes whose rows `note_commit` cannot follow: any of them drops everything.
+_UNFOLLOWED = (EpisodeDelete, GroupPurge, CypherExec)
 
 
 def _keys(column: pa.ChunkedArray | pa.Array) -> tuple[Keys, list[int]]:
@@ -231,19 +239,23 @@ class _Rows:
     def dirty(self) -> int:
         return len(self.dirty_facts) + len(self.dirty_entities) + len(self.dirty_episodes)
 
-    def note(self, ops: Sequence[Op]) -> bool:
-        """Mark what the committed `ops` may change; False when one cannot be followed."""
-        for op in ops:
-            if op.name not in _FOLLOWED:
-                return False
-            data = op.data
-            if op.name in ("fact.upsert", "fact.invalidate"):
-                self.dirty_facts.add(str(data.get("uuid")))
-            elif op.name == "mentions.add":
-                self.dirty_entities.update(str(e) for e in data.get("entities") or ())
-            elif op.name == "episode.add":
-                self.dirty_entities.update(self._mentioning(str(data.get("uuid"))))
-                self.dirty_episodes.add(str(data.get("uuid")))
+    def note(self, changes: Sequence[Change]) -> bool:
+        """Mark what the committed `changes` may change; False when one cannot be followed."""
+        for change in changes:
+            match change:
+                case FactUpsert(fact):
+                    self.dirty_facts.add(fact.uuid)
+                case FactInvalidate(uuid):
+                    self.dirty_facts.add(uuid)
+                case MentionsAdd(_, entities):
+                    self.dirty_entities.update(entities)
+                case EpisodeAdd(episode):
+                    self.dirty_entities.update(self._mentioning(episode.uuid))
+                    self.dirty_episodes.add(episode.uuid)
+                case EntityUpsert():
+                    pass
+                case EpisodeDelete() | GroupPurge() | CypherExec():
+                    return False
         return True
 
     def _mentioning(self, episode: str) -> list[str]:
@@ -344,7 +356,7 @@ class FactRows:
         self._lock = threading.Lock()
         self._rows: _Rows | None = None
         self._gen = 0  # drops so far: a build started before the last one is discarded
-        self._log: list[Sequence[Op]] | None = None  # commits during the running build
+        self._log: list[Sequence[Change]] | None = None  # commits during the running build
         self._done: threading.Event | None = None  # set when the running build ends
         self._failed_at: float | None = None
         self._disabled = False  # the backend builds none (a server)
@@ -354,17 +366,17 @@ class FactRows:
 
     # -- lifecycle (driven by lcg.search.index) -------------------------------------------
 
-    def note_commit(self, ops: Sequence[Op]) -> None:
-        """A commit of `ops` is visible in the store: mark what it may change (or drop)."""
+    def note_commit(self, changes: Sequence[Change]) -> None:
+        """A commit of `changes` is visible in the store: mark what it may change (or drop)."""
         with self._lock:
-            if any(op.name not in _FOLLOWED for op in ops):
+            if any(isinstance(c, _UNFOLLOWED) for c in changes):
                 self._drop_locked()
                 return
             if self._log is not None:
-                self._log.append(ops)
+                self._log.append(changes)
             rows = self._rows
             if rows is not None:
-                rows.note(ops)
+                rows.note(changes)
                 if rows.dirty() > REBUILD_AT:
                     self._start_locked(scan=True)
 

@@ -57,17 +57,21 @@ from lcg.search.vectors import SAMPLE_ROWS, layout_for
 from lcg.search.vectors import Vectors as VectorStore
 from lcg.storage.backend import GraphReader
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
-from lcg.timeutil import from_wal
-from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
+from lcg.wal.changes import (
+    Change,
+    CypherExec,
+    EntityUpsert,
+    EpisodeAdd,
+    EpisodeDelete,
+    FactInvalidate,
+    FactUpsert,
+    GroupPurge,
+    MentionsAdd,
+)
 
 __all__ = ["ALWAYS", "FAMILIES", "NEVER", "SearchIndex", "entity_text", "micros"]
 
 logger = logging.getLogger(__name__)
-
-# Operations that change only the row whose uuid they carry (`SearchIndex._forget_rows`).
-_ROW_OPS = frozenset(
-    ("entity.upsert", "fact.upsert", "fact.invalidate", "episode.add", "episode.delete")
-)
 
 T = TypeVar("T")
 Reader = Callable[[Callable[[GraphReader], Any]], Any]
@@ -486,18 +490,19 @@ class SearchIndex:
                 self._pending[family].add(group)
         return part
 
-    def apply(self, group: str, ops: Sequence[Op], vectors: Sequence[EmbeddingRow]) -> None:
-        """Bring the group's partitions up to a commit of `ops` (write lock held; no embedding).
+    def apply(self, group: str, changes: Sequence[Change], vectors: Sequence[EmbeddingRow]) -> None:
+        """Bring the group's partitions up to a commit of `changes` (write lock held; no
+        embedding).
 
-        Anything that cannot be applied in place (an unknown operation, a missing vector)
-        marks the group stale instead.
+        Anything that cannot be applied in place (a missing vector) marks the group stale
+        instead.
         """
-        self._forget_rows(group, ops)
+        self._forget_rows(group, changes)
         if self.temporal is not None:
-            self.temporal.note_commit(ops)
+            self.temporal.note_commit(changes)
         with self._lock:
             self._versions[group] = self._versions.get(group, 0) + 1
-            if any(op.name == "cypher.exec" for op in ops):
+            if any(isinstance(c, CypherExec) for c in changes):
                 stale_all = True
             else:
                 stale_all = False
@@ -506,7 +511,8 @@ class SearchIndex:
             self.reset()
             return
         try:
-            ok = self._apply(group, ops, {v.key: v for v in vectors}, parts)
+            self._apply(group, changes, {v.key: v for v in vectors}, parts)
+            ok = True
         except KeyError:  # a vector the batch did not carry: reload the group instead
             ok = False
         except Exception:  # the commit is durable and the index derived: never fail the write
@@ -515,29 +521,33 @@ class SearchIndex:
         if not ok:
             self.invalidate([group])
 
-    def _forget_rows(self, group: str, ops: Sequence[Op]) -> None:
-        """Drop the cached rows the commit of `ops` changed (lcg.search.rows): those its
-        operations name, or the whole group for an operation that may change others."""
+    def _forget_rows(self, group: str, changes: Sequence[Change]) -> None:
+        """Drop the cached rows the commit of `changes` changed (lcg.search.rows): those its
+        changes name, or the whole group for a change that may change others."""
         if self.rows is None:
             return
         uuids: list[str] = []
         whole = False
-        for op in ops:
-            uuid = op.data.get("uuid")
-            if op.name in _ROW_OPS and isinstance(uuid, str):
-                uuids.append(uuid)
-            elif op.name != "mentions.add":  # MENTIONS edges: no column of a cached row
-                whole = True
+        for change in changes:
+            match change:
+                case EntityUpsert(row) | FactUpsert(row) | EpisodeAdd(row):
+                    uuids.append(row.uuid)
+                case FactInvalidate(uuid) | EpisodeDelete(uuid):
+                    uuids.append(uuid)
+                case MentionsAdd():  # MENTIONS edges: no column of a cached row
+                    pass
+                case GroupPurge() | CypherExec():
+                    whole = True
         for cache in self.rows.values():
             cache.forget(uuids, [group] if whole else ())
 
     def _apply(
         self,
         group: str,
-        ops: Sequence[Op],
+        changes: Sequence[Change],
         vectors: Mapping[str, EmbeddingRow],
         parts: Mapping[str, Partition | None],
-    ) -> bool:
+    ) -> None:
         model = self._embedder.identity.model
         dim = self._embedder.identity.dim
 
@@ -570,54 +580,54 @@ class SearchIndex:
             run.seen.add(uuid)
             return run
 
-        for op in ops:
-            if op.name == "entity.upsert":
-                e = data_to_entity(op.data, group)
-                pending("entity", e.uuid).put(
-                    e.uuid,
-                    entity_text(e.name, e.summary),
-                    {
-                        "entity_name": vector("entity_name", e.uuid, e.name),
-                        "entity_summary": vector("entity_summary", e.uuid, e.summary),
-                    },
-                    tags=tuple(e.labels),
-                )
-            elif op.name == "fact.upsert":
-                f = data_to_fact(op.data, group)
-                pending("fact", f.uuid).put(
-                    f.uuid,
-                    f"{f.name} {f.fact}",
-                    {"fact": vector("fact", f.uuid, f.fact or f.name)},
-                    columns={
-                        "valid_at": micros(f.valid_at, ALWAYS),
-                        "invalid_at": micros(f.invalid_at, NEVER),
-                        "created_at": micros(f.created_at, ALWAYS),
-                        "expired_at": micros(f.expired_at, NEVER),
-                        "name": self.code(f.name),
-                        "relation_type": self.code(f.relation_type),
-                        "source": self.code(f.source_uuid),
-                        "target": self.code(f.target_uuid),
-                    },
-                )
-            elif op.name == "episode.add":
-                ep = data_to_episode(op.data, group)
-                pending("episode", ep.uuid).put(
-                    ep.uuid, ep.content, {"episode": vector("episode", ep.uuid, ep.content)}
-                )
-            else:
-                flush()
-                facts = targets["fact"]
-                if op.name == "fact.invalidate" and facts is not None:
-                    facts.set_columns(
-                        str(op.data["uuid"]),
+        for change in changes:
+            match change:
+                case EntityUpsert(e):
+                    pending("entity", e.uuid).put(
+                        e.uuid,
+                        entity_text(e.name, e.summary),
                         {
-                            "invalid_at": micros(from_wal(op.data.get("invalid_at")), NEVER),
-                            "expired_at": micros(from_wal(op.data.get("expired_at")), NEVER),
+                            "entity_name": vector("entity_name", e.uuid, e.name),
+                            "entity_summary": vector("entity_summary", e.uuid, e.summary),
+                        },
+                        tags=tuple(e.labels),
+                    )
+                case FactUpsert(f):
+                    pending("fact", f.uuid).put(
+                        f.uuid,
+                        f"{f.name} {f.fact}",
+                        {"fact": vector("fact", f.uuid, f.fact or f.name)},
+                        columns={
+                            "valid_at": micros(f.valid_at, ALWAYS),
+                            "invalid_at": micros(f.invalid_at, NEVER),
+                            "created_at": micros(f.created_at, ALWAYS),
+                            "expired_at": micros(f.expired_at, NEVER),
+                            "name": self.code(f.name),
+                            "relation_type": self.code(f.relation_type),
+                            "source": self.code(f.source_uuid),
+                            "target": self.code(f.target_uuid),
                         },
                     )
-                elif op.name == "episode.delete" and targets["episode"] is not None:
-                    targets["episode"].remove([str(op.data["uuid"])])
-                elif op.name == "group.purge":
+                case EpisodeAdd(ep):
+                    pending("episode", ep.uuid).put(
+                        ep.uuid, ep.content, {"episode": vector("episode", ep.uuid, ep.content)}
+                    )
+                case FactInvalidate(uuid, invalid_at, expired_at):
+                    flush()
+                    if targets["fact"] is not None:
+                        targets["fact"].set_columns(
+                            uuid,
+                            {
+                                "invalid_at": micros(invalid_at, NEVER),
+                                "expired_at": micros(expired_at, NEVER),
+                            },
+                        )
+                case EpisodeDelete(uuid):
+                    flush()
+                    if targets["episode"] is not None:
+                        targets["episode"].remove([uuid])
+                case GroupPurge():
+                    flush()
                     with self._lock:
                         for family in FAMILIES:
                             if (family, group) in self._parts:
@@ -625,10 +635,9 @@ class SearchIndex:
                                     family, self._embedder.identity.dim
                                 )
                         targets = {f: self._parts.get((f, group)) for f in FAMILIES}
-                elif op.name not in ("mentions.add", "fact.invalidate", "episode.delete"):
-                    return False
+                case MentionsAdd() | CypherExec():
+                    flush()
         flush()
-        return True
 
     # -- a bulk replay's rows -----------------------------------------------------------------
 
