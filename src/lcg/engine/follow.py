@@ -36,10 +36,21 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from lcg.embedding.base import Embedder
 from lcg.embedding.vectors import embed_plan, plan_for_ops
 from lcg.engine.names import NameIndex
-from lcg.errors import ConflictError
+from lcg.errors import ConflictError, WalOpError
 from lcg.search.index import SearchIndex
 from lcg.storage.backend import GraphBackend, GroupMovedError
-from lcg.timeutil import from_wal
+from lcg.wal.changes import (
+    Change,
+    CypherExec,
+    EntityUpsert,
+    EpisodeAdd,
+    EpisodeDelete,
+    FactInvalidate,
+    FactUpsert,
+    GroupPurge,
+    MentionsAdd,
+    decode_all,
+)
 from lcg.wal.records import Op, WalRecord
 
 __all__ = [
@@ -102,23 +113,19 @@ def retrying(attempt: Callable[[], T]) -> T:
 
 
 def index_names(
-    names: NameIndex, group: str, ops: Sequence[Op], reload: Callable[[], None]
+    names: NameIndex, group: str, changes: Sequence[Change], reload: Callable[[], None]
 ) -> None:
-    """Bring the name index up to a commit of `ops` to `group`."""
-    for op in ops:
-        if op.name == "entity.upsert":
-            d = op.data
-            names.put(
-                group,
-                d["name"],
-                d["uuid"],
-                from_wal(d.get("created_at")),
-                "Merged" in d.get("labels", ()),
-            )
-        elif op.name == "group.purge":
-            names.drop_group(group)
-        elif op.name == "cypher.exec":
-            reload()
+    """Bring the name index up to a commit of `changes` to `group`."""
+    for change in changes:
+        match change:
+            case EntityUpsert(e):
+                names.put(group, e.name, e.uuid, e.created_at, "Merged" in e.labels)
+            case GroupPurge():
+                names.drop_group(group)
+            case CypherExec():
+                reload()
+            case FactUpsert() | EpisodeAdd() | FactInvalidate() | EpisodeDelete() | MentionsAdd():
+                pass
 
 
 @runtime_checkable
@@ -140,6 +147,15 @@ def _batches(records: Sequence[WalRecord]) -> list[list[WalRecord]]:
         else:
             out[-1].append(r)
     return out
+
+
+def _decoded(group: str, ops: Sequence[Op]) -> list[Change] | None:
+    """A batch of another process's commit as changes; None when this version cannot read
+    one of its operations (a newer writer's, say)."""
+    try:
+        return decode_all(ops, group)
+    except WalOpError:
+        return None
 
 
 class Follower:
@@ -231,17 +247,22 @@ class Follower:
             return 0
         owned = self._lock._is_owned()  # type: ignore[attr-defined]  # CPython's RLock has it, the stub lacks it
         batches = [(b, [Op(r.op, r.data) for r in b]) for b in _batches(records)]
+        changes = [_decoded(group, ops) for _, ops in batches]
         vectors = [
             embed_plan(plan_for_ops(group, ops), self._embedder, cache_only=owned)
             for _, ops in batches
         ]
         applied = 0
         with self._lock:
-            for (batch, ops), rows in zip(batches, vectors, strict=True):
+            for (batch, _), rows, typed in zip(batches, vectors, changes, strict=True):
                 if epoch != self._epoch or batch[0].seq != self.at(group):
                     continue  # this process committed it (or it was applied meanwhile)
-                index_names(self._names, group, ops, self._reload_names)
-                self._search.apply(group, ops, rows)
+                if typed is None:  # an operation this version cannot read: both reload
+                    self._reload_names()
+                    self._search.invalidate([group])
+                else:
+                    index_names(self._names, group, typed, self._reload_names)
+                    self._search.apply(group, typed, rows)
                 self._positions[group] = batch[-1].seq + 1
                 applied += len(batch)
                 self._stats["applied_commits"] += 1

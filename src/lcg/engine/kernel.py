@@ -55,6 +55,7 @@ from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.select import open_backend
 from lcg.telemetry import EventSink, NullSink
+from lcg.wal.changes import decode_all
 from lcg.wal.records import Op, WalRecord
 from lcg.wal.writer import Wal
 
@@ -364,12 +365,11 @@ class Engine:
         return self._mode.commit(batches, self._committed, logged)
 
     def _committed(self, batch: Batch, first: int, last: int) -> None:
-        """A batch is durable: the in-memory projections take its operations."""
-        self._index_names(batch)
-        self._search.apply(batch.group_id, batch.ops, batch.vectors)
-
-    def _index_names(self, batch: Batch) -> None:
-        index_names(self._names, batch.group_id, batch.ops, self._catchup.reload_names)
+        """A batch is durable: the in-memory projections take its operations, decoded once
+        (the store applied them, so they decode)."""
+        changes = decode_all(batch.ops, batch.group_id)
+        index_names(self._names, batch.group_id, changes, self._catchup.reload_names)
+        self._search.apply(batch.group_id, changes, batch.vectors)
 
     def _commit_planned(
         self, batches: Sequence[Batch | tuple[str, list[Op]]]
