@@ -14,14 +14,22 @@ from collections.abc import Sequence
 
 from lcg.embedding.base import Embedder
 from lcg.engine import Engine
+from lcg.errors import WalOpError
 from lcg.ingest.index import GroupIndex
-from lcg.models import Entity, Fact
-from lcg.timeutil import from_wal
-from lcg.wal.records import WalRecord, data_to_entity, data_to_fact
+from lcg.wal.changes import (
+    CypherExec,
+    EntityUpsert,
+    EpisodeAdd,
+    EpisodeDelete,
+    FactInvalidate,
+    FactUpsert,
+    GroupPurge,
+    MentionsAdd,
+    decode_all,
+)
+from lcg.wal.records import Op, WalRecord
 
 __all__ = ["catch_up_index"]
-
-_IGNORED = ("episode.add", "mentions.add")
 
 
 def catch_up_index(engine: Engine, index: GroupIndex) -> bool:
@@ -46,45 +54,44 @@ def catch_up_index(engine: Engine, index: GroupIndex) -> bool:
 
 
 def _apply(index: GroupIndex, records: Sequence[WalRecord], embedder: Embedder) -> bool:
-    group = index.group_id
-    changes: list[Entity | Fact | tuple[str, str | None, str | None]] = []
-    for r in records:
-        if r.op == "entity.upsert":
-            entity = data_to_entity(r.data, group)
-            known = index.entities.get(entity.uuid)
-            if "Merged" in entity.labels or (known is not None and known.name != entity.name):
+    try:
+        changes = decode_all((Op(r.op, r.data) for r in records), index.group_id)
+    except WalOpError:
+        return False
+    for change in changes:
+        match change:
+            case EntityUpsert(entity):
+                known = index.entities.get(entity.uuid)
+                if "Merged" in entity.labels or (known is not None and known.name != entity.name):
+                    return False
+            case FactUpsert() | FactInvalidate() | EpisodeAdd() | MentionsAdd():
+                pass
+            case EpisodeDelete() | GroupPurge() | CypherExec():
                 return False
-            changes.append(entity)
-        elif r.op == "fact.upsert":
-            changes.append(data_to_fact(r.data, group))
-        elif r.op == "fact.invalidate":
-            changes.append(
-                (str(r.data["uuid"]), r.data.get("invalid_at"), r.data.get("expired_at"))
-            )
-        elif r.op not in _IGNORED:
-            return False
-    entities = [c for c in changes if isinstance(c, Entity) and c.uuid not in index.entities]
-    facts = [c for c in changes if isinstance(c, Fact)]
+    entities = [
+        c.entity
+        for c in changes
+        if isinstance(c, EntityUpsert) and c.entity.uuid not in index.entities
+    ]
+    facts = [c.fact for c in changes if isinstance(c, FactUpsert)]
     texts = [e.name for e in entities] + [f.fact or f.name for f in facts]
     vectors = embedder.embed(texts) if texts else None
     vec = (
-        {id(c): vectors[i] for i, c in enumerate([*entities, *facts])}
+        {id(row): vectors[i] for i, row in enumerate([*entities, *facts])}
         if vectors is not None
         else {}
     )
     for change in changes:
-        if isinstance(change, Entity):
-            index.put_entity(change, vec.get(id(change)))
-        elif isinstance(change, Fact):
-            index.put_fact(change, vec.get(id(change)))
-        else:
-            uuid, invalid_at, expired_at = change
-            fact = index.facts.get(uuid)
-            if fact is not None:
-                index.put_fact(
-                    dataclasses.replace(
-                        fact, invalid_at=from_wal(invalid_at), expired_at=from_wal(expired_at)
-                    ),
-                    None,
-                )
+        match change:
+            case EntityUpsert(entity):
+                index.put_entity(entity, vec.get(id(entity)))
+            case FactUpsert(fact):
+                index.put_fact(fact, vec.get(id(fact)))
+            case FactInvalidate(uuid, invalid_at, expired_at):
+                held = index.facts.get(uuid)
+                if held is not None:
+                    index.put_fact(
+                        dataclasses.replace(held, invalid_at=invalid_at, expired_at=expired_at),
+                        None,
+                    )
     return True
