@@ -64,7 +64,6 @@ from pathlib import Path
 import anyio
 
 from lcg import Entity, Episode, EpisodeCommit, Fact, Settings, open_engine
-from lcg.engine import exclusive
 from lcg.service.registry import dispatch
 
 home, run, seed = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
@@ -82,7 +81,7 @@ async def main():
     engine = open_engine(Settings.for_home(home, **settings_values))
     mine = {g: [] for g in groups}  # (uuid, name) of this run's acknowledged entities
     i = 0
-    last_journal = exclusive.kuzu_store(engine).journal_bytes()
+    last_journal = engine._mode.journal().journal_bytes()
     while True:
         i += 1
         g = groups[i % len(groups)]
@@ -139,10 +138,10 @@ async def main():
             mine[g].append((out["entity_uuid"], name))
         # The engine checkpoints Kuzu's journal after commits once it is large; a shrinking
         # journal tells that one happened (so the parent knows kills can land in one).
-        journal = exclusive.kuzu_store(engine).journal_bytes()
-        if journal < last_journal or exclusive.maybe_checkpoint(engine):
+        journal = engine._mode.journal().journal_bytes()
+        if journal < last_journal or engine._maybe_checkpoint():
             ack(kind="checkpoint", run=run, i=i)
-        last_journal = exclusive.kuzu_store(engine).journal_bytes()
+        last_journal = engine._mode.journal().journal_bytes()
 
 
 anyio.run(main)

@@ -57,7 +57,6 @@ from pathlib import Path
 import anyio
 
 from lcg import Settings, open_engine
-from lcg.engine import exclusive
 from lcg.service.registry import dispatch
 
 home, point, group = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -120,7 +119,7 @@ async def main():
         )
     out = await dispatch(engine, "knowledge_assert_entity", {"name": "Victim", "group_id": group})
     if point == "after-commit":
-        report(event="committed", uuid=out["entity_uuid"], journal=exclusive.kuzu_store(engine).journal_bytes())
+        report(event="committed", uuid=out["entity_uuid"], journal=engine._mode.journal().journal_bytes())
         die()
     report(event="ack", name="Victim", uuid=out["entity_uuid"])
 

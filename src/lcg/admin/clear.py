@@ -30,7 +30,7 @@ async def clear_all(engine: Engine, confirm: bool, preserve_wal: bool) -> dict[s
         raise InvalidRequestError("Must set 'confirm' to true to clear graph", field="confirm")
 
     def write() -> dict[str, Any]:
-        with exclusive.write_lock(engine):
+        with engine.writer():
             _clear(engine, preserve_wal)
         return {"success": True, "message": "Graph cleared and reinitialized successfully"}
 

@@ -70,7 +70,7 @@ async def rebuild_groups(
     """Rebuild several groups from their WALs, under one hold of the write lock."""
 
     def run() -> list[dict[str, Any]]:
-        with exclusive.write_lock(engine):
+        with engine.writer():
             if dry_run:
                 return [
                     _rebuild(engine, g, 0, None, True, force_clear, progress) for g in group_ids
@@ -143,8 +143,8 @@ def _rebuild(
     """The one rebuild: the mode's checks, its dry run or its replay, then what a replay
     leaves behind (`_after_replay`), under the write lock."""
     mode = exclusive.mode(engine)
-    with exclusive.write_lock(engine):
-        with exclusive.store(engine).read_for_write() as conn:
+    with engine.writer() as writer:
+        with writer.connection() as conn:
             plan = mode.rebuild_plan(conn, group_id, from_seq, to_seq, dry_run, force_clear)
         if dry_run and plan.reset:
             return {

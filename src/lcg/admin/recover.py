@@ -38,7 +38,7 @@ from lcg.engine import Engine, exclusive
 from lcg.engine.recovery import DEGRADED_DB_OPEN_FAILED, is_lock_conflict, move_database_aside
 from lcg.engine.replay import ReplayReport
 from lcg.errors import ConflictError, StorageError
-from lcg.storage.backend import GraphBackend
+from lcg.storage.backend import GraphBackend, GraphReader
 
 __all__ = [
     "DID_NOT_REOPEN",
@@ -116,9 +116,8 @@ def _ensure_indexes(engine: Engine) -> None:
         build_search_index(engine)
 
 
-def _episode_count(store: GraphBackend) -> int:
-    with store.read() as conn:
-        return int(conn.counts()["episodes"] or 0)
+def _episode_count(conn: GraphReader) -> int:
+    return int(conn.counts()["episodes"] or 0)
 
 
 def _reopen(
@@ -238,7 +237,8 @@ def _recover_full(engine: Engine) -> dict[str, Any]:
 
         def count(store: GraphBackend) -> None:
             nonlocal before
-            before = _episode_count(store)
+            with store.read() as conn:
+                before = _episode_count(conn)
 
         started = time.perf_counter()
         engine.parts.events.emit("knowledge_recover", phase="started", strategy="full")
@@ -252,7 +252,8 @@ def _recover_full(engine: Engine) -> dict[str, Any]:
                 logger.warning("recover_full: reopening at the checkpoint failed (%s)", exc)
                 before = 0
                 reports = _reopen(engine, move_database_aside)
-            after = _episode_count(exclusive.store(engine))
+            with engine.reader() as conn:
+                after = _episode_count(conn)
         except Exception as exc:
             engine.parts.events.emit(
                 "knowledge_recover", phase="failed", strategy="full", error=str(exc)
@@ -282,7 +283,8 @@ def _recover_full(engine: Engine) -> dict[str, Any]:
 def _full(engine: Engine) -> dict[str, Any]:
     if engine.state.degraded_reason is None:
         # Healthy: a no-op that takes no lock (a database error here is a JSON-RPC error).
-        n = _episode_count(exclusive.store(engine))
+        with engine.reader() as conn:
+            n = _episode_count(conn)
         return {
             "success": True,
             "recovery_needed": False,

@@ -136,10 +136,10 @@ def backfill_positions(engine: Engine) -> None:
     candidates = [g for g in wal.groups() if wal.bounds(g).max_seq is None]
     if not candidates:
         return
-    with exclusive.write_lock(engine):
+    with engine.writer() as writer:
         for group_id in candidates:
             try:
-                with exclusive.store(engine).read_for_write() as conn:
+                with writer.connection() as conn:
                     position = exclusive.catchup(engine).position(conn, group_id)
                     if position is not None and position[0] is not None:
                         continue

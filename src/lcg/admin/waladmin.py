@@ -72,8 +72,8 @@ async def mark_create(engine: Engine, name: str, group_id: str) -> dict[str, Any
 
     def run() -> dict[str, Any]:
         # Under the write lock no commit is half done, so the recorded position is the graph's.
-        with exclusive.write_lock(engine):
-            with exclusive.store(engine).read_for_write() as conn:
+        with engine.writer() as writer:
+            with writer.connection() as conn:
                 raw = conn.get_meta(position_key(group))
                 has_data = any(conn.group_counts(group).values())
             applied, recorded_generation = _position(raw)
@@ -230,7 +230,7 @@ async def dump_wal(engine: Engine, group_id: str | None, target_dir: str | None)
     _check_target(target, engine.parts.wal.root)
 
     def run() -> dict[str, Any]:
-        with exclusive.write_lock(engine):
+        with engine.writer() as writer:
             _check_target(target, engine.parts.wal.root)
             created = not target.exists()
             streams: list[GroupStream] = []
@@ -239,7 +239,7 @@ async def dump_wal(engine: Engine, group_id: str | None, target_dir: str | None)
             skipped: list[str] = []
             try:
                 private_dir(target)
-                with exclusive.store(engine).read_for_write() as conn:
+                with writer.connection() as conn:
                     groups = [group_id] if group_id is not None else conn.group_ids()
                     for group in groups:
                         if group_id is None:

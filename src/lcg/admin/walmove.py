@@ -62,7 +62,7 @@ def export_wal(engine: Engine, target: Path) -> dict[str, Any]:
             field="directory",
         )
     out: dict[str, Any] = {}
-    with exclusive.write_lock(engine):
+    with engine.writer():
         for group in exclusive.mode(engine).wal_groups():
             records, stats = exclusive.mode(engine).wal_records(group)
             if not records:
@@ -118,9 +118,8 @@ def import_wal(engine: Engine, source: Path) -> dict[str, Any]:
             already has WAL lines or rows here (nothing is imported then).
     """
     found = _read_export(source)
-    store = exclusive.store(engine)
-    with exclusive.write_lock(engine):
-        with store.read_for_write() as view:
+    with engine.writer() as writer:
+        with writer.connection() as view:
             for group in found:
                 taken = (
                     (view.position(group) or 0) > 0
@@ -142,4 +141,4 @@ def import_wal(engine: Engine, source: Path) -> dict[str, Any]:
         ]
         exclusive.mode(engine).import_group(group, batches, EXPORT_FILE)
         out[group] = {"lines": len(records), "last_seq": records[-1].seq}
-    return {"directory": str(source), "backend": store.backend, "groups": out}
+    return {"directory": str(source), "backend": exclusive.store(engine).backend, "groups": out}

@@ -1,11 +1,22 @@
-"""The kernel's raw parts, for the admin area only: the write lock and the open database.
+"""The kernel's raw parts, for the admin area only: what its passes below the commit primitive
+need and `Engine.writer` does not give.
 
-Admin passes that work below the commit primitive use them (re-embedding writes vector rows
-that no WAL line carries, recovery refuses to wait for a running writer, WAL administration
-reads and marks positions while no write can slip in). Every other module goes through
-`Engine.read`, `Engine.write`, `Engine.writer` and `Engine.commit_episode`;
-tests/unit/test_layering.py fails when a module outside `engine/`, `storage/` and `admin/`
-imports this one or touches the lock or the store.
+An admin pass that only needs the write lock held, or reads on the writer connection under it
+(a rebuild's plan, WAL marks and dumps, clearing, WAL export and import), takes
+`Engine.writer` like any other pass. What remains here, and why:
+
+- `write_lock`: recovery refuses to wait for a running writer (a non-blocking acquire), and
+  re-embedding writes vector rows in a transaction of its own (no WAL line carries them);
+- `store`: that transaction, the write of a backfilled WAL position outside any commit, a
+  checkpoint on demand, the store's own status, and its name in a WAL export's or import's
+  result (a degraded engine has none: clearing it is refused);
+- `mode`, `catchup`, `jobs`, `wal_problems`, `is_open`, `set_indices_built`: the rebuild,
+  status and recovery drive the storage mode's plan and replay, the catch-up's aftermath of a
+  replay, the background jobs and the record of the WAL's problems, which no commit touches.
+
+Every other module goes through `Engine.read`, `Engine.write`, `Engine.writer` and
+`Engine.commit_episode`; tests/unit/test_layering.py fails when a module outside `engine/`,
+`storage/` and `admin/` imports this one or touches the lock or the store.
 """
 
 from __future__ import annotations
@@ -17,16 +28,12 @@ from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
 from lcg.engine.modes import StorageMode
 from lcg.engine.walproblems import WalProblems
-from lcg.errors import UnavailableError
 from lcg.storage.backend import GraphBackend
-from lcg.storage.store import Store
 
 __all__ = [
     "catchup",
     "is_open",
     "jobs",
-    "kuzu_store",
-    "maybe_checkpoint",
     "mode",
     "set_indices_built",
     "store",
@@ -55,19 +62,6 @@ def mode(engine: Engine) -> StorageMode:
     return engine._mode
 
 
-def kuzu_store(engine: Engine) -> Store:
-    """The engine's open Kuzu database (its journal, checkpoints, connection pool).
-
-    Raises:
-        UnavailableError: the engine is degraded, or runs on another store than Kuzu.
-    """
-    backend = engine._db
-    store = engine._mode.journal()
-    if store is None:
-        raise UnavailableError(f"the engine runs on {backend.backend}, not the embedded Kuzu store")
-    return store
-
-
 def catchup(engine: Engine) -> CatchUp:
     """The engine's catch-up machinery (positions, replay, what a replay leaves behind), for a
     rebuild run under the write lock (lcg.admin.rebuild)."""
@@ -82,11 +76,6 @@ def jobs(engine: Engine) -> JobTable:
 def is_open(engine: Engine) -> bool:
     """Whether a database is open (False: degraded, or closed)."""
     return engine._store is not None
-
-
-def maybe_checkpoint(engine: Engine) -> bool:
-    """Checkpoint the database's journal now if it is due (as after every commit)."""
-    return engine._maybe_checkpoint()
 
 
 def set_indices_built(engine: Engine, built: bool) -> None:

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from lcg import Engine
-from lcg.engine import checkpointer, exclusive
+from lcg.engine import checkpointer
 from lcg.service.registry import dispatch
 
 
@@ -22,7 +22,7 @@ def _assert(engine: Engine, name: str) -> None:
 def test_the_commit_that_makes_a_checkpoint_due_does_not_wait_for_it(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = exclusive.kuzu_store(engine)
+    store = engine._mode.journal()
     real = store.checkpoint
     entered = threading.Event()
     release = threading.Event()
@@ -56,7 +56,7 @@ def test_the_commit_that_makes_a_checkpoint_due_does_not_wait_for_it(
 def test_an_overdue_checkpoint_still_runs_in_the_commit(engine: Engine) -> None:
     """With a reader always active a due checkpoint cannot run; once the drain threshold is
     reached the commit itself drains the readers and checkpoints (bounded versions)."""
-    store = exclusive.kuzu_store(engine)
+    store = engine._mode.journal()
     _assert(engine, "first")
     store.commits_since_checkpoint = checkpointer._CHECKPOINT_DRAIN_COMMITS - 1
     _assert(engine, "two hundredth")

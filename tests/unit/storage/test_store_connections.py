@@ -19,7 +19,6 @@ import anyio.to_thread
 import pytest
 
 from lcg import Engine
-from lcg.engine import exclusive
 from lcg.service.registry import dispatch
 from lcg.storage import graph
 from lcg.storage import store as store_module
@@ -200,12 +199,12 @@ def test_commits_trigger_a_checkpoint_under_constant_reads(engine: Engine) -> No
         highest = 0
         for i in range(250):
             anyio.run(dispatch, engine, "knowledge_assert_entity", {"name": f"e{i % 10}"})
-            highest = max(highest, exclusive.kuzu_store(engine).commits_since_checkpoint)
+            highest = max(highest, engine._mode.journal().commits_since_checkpoint)
     finally:
         stop.set()
         reader.join(10)
     assert highest <= 200  # the drain threshold: never more commits owed than that
-    assert exclusive.kuzu_store(engine).commits_since_checkpoint < 200
+    assert engine._mode.journal().commits_since_checkpoint < 200
 
 
 # Kuzu 0.11.3's binding leaks one reference to every date/timestamp it converts, so each one
