@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 import orjson
 
-from lcg.embedding.vectors import embed_plan, plan_for_ops
+from lcg.embedding.vectors import embed_plan, plan_for_changes
 from lcg.engine.follow import retrying
 from lcg.errors import ConflictError, InvalidRequestError
 from lcg.fsmodes import private_dir
 from lcg.storage.backend import schema_version
+from lcg.wal.changes import decode_all
 from lcg.wal.records import (
     Op,
     data_to_entity,
@@ -233,7 +234,7 @@ async def import_graph(
                 for page in _pages(getattr(bucket, kind)):
                     ops = _page_ops(kind, page)
                     # Embedded before the lock (the commit then reads the embedding cache).
-                    embed_plan(plan_for_ops(group, ops), engine.parts.embedder)
+                    embed_plan(plan_for_changes(decode_all(ops, group)), engine.parts.embedder)
                     # A lost race (server mode): the page is compared again and re-committed.
                     fresh = retrying(functools.partial(_commit_page, engine, group, kind, ops))
                     unchanged += len(ops) - len(fresh)

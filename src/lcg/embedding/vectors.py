@@ -15,13 +15,23 @@ import numpy as np
 from lcg.embedding.base import Embedder
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.wal.records import Op, data_to_entity, data_to_episode, data_to_fact
+from lcg.wal.changes import (
+    Change,
+    CypherExec,
+    EntityUpsert,
+    EpisodeAdd,
+    EpisodeDelete,
+    FactInvalidate,
+    FactUpsert,
+    GroupPurge,
+    MentionsAdd,
+)
 
 __all__ = [
     "EmbeddingPlan",
     "embed_for_bulk",
     "embed_plan",
-    "plan_for_ops",
+    "plan_for_changes",
     "plan_for_rows",
     "text_hash",
 ]
@@ -74,20 +84,19 @@ def plan_for_rows(
     return plan
 
 
-def plan_for_ops(group_id: str, ops: Iterable[Op]) -> EmbeddingPlan:
-    """The vectors a batch of operations needs (last write of a key wins).
-
-    Raises:
-        ValueError: an operation's data is malformed.
-    """
+def plan_for_changes(changes: Iterable[Change]) -> EmbeddingPlan:
+    """The vectors a batch of changes needs (last write of a key wins)."""
     plan = EmbeddingPlan()
-    for op in ops:
-        if op.name == "entity.upsert":
-            _entity(plan, data_to_entity(op.data, group_id))
-        elif op.name == "fact.upsert":
-            _fact(plan, data_to_fact(op.data, group_id))
-        elif op.name == "episode.add":
-            _episode(plan, data_to_episode(op.data, group_id))
+    for change in changes:
+        match change:
+            case EntityUpsert(entity):
+                _entity(plan, entity)
+            case FactUpsert(fact):
+                _fact(plan, fact)
+            case EpisodeAdd(episode):
+                _episode(plan, episode)
+            case FactInvalidate() | EpisodeDelete() | MentionsAdd() | GroupPurge() | CypherExec():
+                pass
     last: dict[str, tuple[str, str, str, str]] = {}
     for item in plan.wanted:
         last[f"{item[0]}:{item[1]}"] = item

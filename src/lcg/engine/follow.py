@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from lcg.embedding.base import Embedder
-from lcg.embedding.vectors import embed_plan, plan_for_ops
+from lcg.embedding.vectors import embed_plan, plan_for_changes
 from lcg.engine.names import NameIndex
 from lcg.errors import ConflictError, WalOpError
 from lcg.search.index import SearchIndex
@@ -249,8 +249,8 @@ class Follower:
         batches = [(b, [Op(r.op, r.data) for r in b]) for b in _batches(records)]
         changes = [_decoded(group, ops) for _, ops in batches]
         vectors = [
-            embed_plan(plan_for_ops(group, ops), self._embedder, cache_only=owned)
-            for _, ops in batches
+            embed_plan(plan_for_changes(typed or ()), self._embedder, cache_only=owned)
+            for typed in changes
         ]
         applied = 0
         with self._lock:

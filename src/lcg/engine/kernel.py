@@ -32,7 +32,7 @@ import anyio.to_thread
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import build_embedder
-from lcg.embedding.vectors import embed_plan, plan_for_ops
+from lcg.embedding.vectors import embed_plan, plan_for_changes
 from lcg.engine.catchup import CatchUp, Replay
 from lcg.engine.checkpointer import Checkpointer
 from lcg.engine.commits import Batch, EpisodeCommit, check_commit_references, episode_ops
@@ -342,7 +342,7 @@ class Engine:
     def _prepare(self, group_id: str, ops: list[Op], *, cache_only: bool = False) -> Batch:
         """Plan and compute a batch's vectors (no lock held, unless `cache_only`: then only
         cached vectors are used and the model is never called)."""
-        plan = plan_for_ops(group_id, ops)
+        plan = plan_for_changes(decode_all(ops, group_id))  # a malformed op: refused here
         vectors = embed_plan(plan, self.parts.embedder, cache_only=cache_only)
         return Batch(group_id, ops, vectors, plan.stale)
 

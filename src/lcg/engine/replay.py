@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lcg.embedding.base import Embedder
-from lcg.embedding.vectors import embed_for_bulk, embed_plan, plan_for_ops, plan_for_rows
+from lcg.embedding.vectors import embed_for_bulk, embed_plan, plan_for_changes, plan_for_rows
 from lcg.errors import StorageError
 from lcg.gcpause import no_gc
 from lcg.storage.backend import GraphBackend, GraphReader
+from lcg.wal.changes import decode_all
 from lcg.wal.fold import FoldedGroup, fold
 from lcg.wal.reader import LostBatch, ReadStats, iter_records
 from lcg.wal.records import Op, WalRecord
@@ -357,7 +358,7 @@ def _apply_batch(
     generation: str | None,
 ) -> None:
     ops = [Op(r.op, r.data) for r in batch]
-    plan = plan_for_ops(group_id, ops)
+    plan = plan_for_changes(decode_all(ops, group_id))
     with store.transaction() as tx:
         tx.apply_ops(group_id, ops)
         stored = tx.stored_text_hashes(plan.keys())
