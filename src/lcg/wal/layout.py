@@ -6,7 +6,9 @@
 
 Files are ordered by the seq of their first parseable line, not by name. Bounds are found from
 each file's first and last parseable line, so they cost two small reads per file; the cache is
-trusted only while the file set and sizes it recorded still match.
+trusted only while its checksum holds, the file set and sizes it recorded still match and the
+files it names still begin and end at the seqs it records (two small reads); otherwise the
+bounds are derived from the WAL again.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ import json
 import os
 import re
 import uuid
+import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from lcg.errors import InvalidRequestError
 from lcg.fsmodes import open_private
+from lcg.wal.records import line_intact
 
 __all__ = [
     "GENERATION_FILE",
@@ -177,11 +182,15 @@ def _is_seq(value: object) -> bool:
 
 
 def _seq_of(line: bytes) -> int | None:
+    """The seq of a line that passes its checksum (a damaged seq must not order the files)."""
+    line = line.rstrip(b"\r\n")
     try:
         value = json.loads(line)
     except ValueError:
         return None
-    seq = value.get("seq") if isinstance(value, dict) else None
+    if not isinstance(value, dict) or not line_intact(line, value):
+        return None
+    seq = value.get("seq")
     return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else None
 
 
@@ -239,6 +248,10 @@ def _fingerprint(names: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()[:16]
 
 
+def _manifest_crc(manifest: Mapping[str, object]) -> str:
+    return f"{zlib.crc32(json.dumps(manifest, sort_keys=True).encode()):08x}"
+
+
 def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
     """Min and max seq on disk, from the cache when it still matches, else recomputed."""
     files = sorted(directory.glob("*.jsonl")) if directory.is_dir() else []
@@ -247,15 +260,20 @@ def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
     sizes = {p.name: p.stat().st_size for p in files}
     fingerprint = _fingerprint(list(sizes))
     cache_path = directory / BOUNDS_FILE
-    # A cache of any other shape (valid JSON but not this object) is stale, never an error.
+    # A cache of any other shape (valid JSON but not this object) is stale, never an error; so
+    # is one whose checksum fails or whose seqs the files it names do not hold (the next seq is
+    # derived from it: a damaged one must never hand a seq out twice).
     with contextlib.suppress(OSError, ValueError, AttributeError, KeyError, TypeError):
         cache = json.loads(cache_path.read_text(encoding="utf-8"))
         if (
-            cache["file_set_fingerprint"] == fingerprint
+            cache.pop("crc") == _manifest_crc(cache)
+            and cache["file_set_fingerprint"] == fingerprint
             and sizes.get(cache["max_seq_file"]) == cache["max_seq_file_size"]
             and sizes.get(cache["min_seq_file"], -1) >= cache["min_seq_file_size"]
             and _is_seq(cache["min_seq"])
             and _is_seq(cache["max_seq"])
+            and last_seq(directory / cache["max_seq_file"]) == cache["max_seq"]
+            and first_seq(directory / cache["min_seq_file"]) == cache["min_seq"]
         ):
             return Bounds(cache["min_seq"], cache["max_seq"])
     lo: tuple[int, str] | None = None
@@ -280,7 +298,7 @@ def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
         tmp = directory / f".wal-bounds.{uuid.uuid4()}.tmp"
         with contextlib.suppress(OSError):
             with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as fh:
-                fh.write(json.dumps(manifest))
+                fh.write(json.dumps({**manifest, "crc": _manifest_crc(manifest)}))
             os.replace(tmp, cache_path)
         tmp.unlink(missing_ok=True)
     return bounds

@@ -1,7 +1,7 @@
 """Reading a group's stream back: records in seq order, with honest counts of what was skipped.
 
-Reading never modifies files, and yields only whole batches. A line that is not valid JSON, or
-not a `{seq, ts, op, data}` record, is counted (`unparseable`) and passed over; a final line
+Reading never modifies files, and yields only whole batches. A line that is not valid JSON, not
+a `{seq, ts, op, data}` record, or one that fails its checksum (`lcg.wal.records`), is counted (`unparseable`) and passed over; a final line
 with no newline is a torn write that was never acknowledged and is counted as `torn_tail`, as are
 the lines of a batch whose last line never arrived (`incomplete_batch_lines`).
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from lcg.wal.layout import ordered_files
-from lcg.wal.records import OPS, CommitMark, WalRecord, made
+from lcg.wal.records import OPS, CommitMark, WalRecord, line_intact, made
 
 __all__ = ["LostBatch", "ReadStats", "iter_records", "parse_line"]
 
@@ -72,12 +72,14 @@ class ReadStats:
 
 
 def parse_line(line: bytes) -> WalRecord | None:
-    """A record, or None when the line is not one."""
+    """A record, or None when the line is not one (not JSON, not a record, or a record that
+    fails its checksum: `lcg.wal.records.line_intact`)."""
+    line = line.rstrip(b"\r\n")  # the same object when there is nothing to strip
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if type(value) is not dict:  # orjson makes exact dicts, ints and strs
+    if type(value) is not dict or not line_intact(line, value):  # orjson makes exact dicts
         return None
     get = value.get
     seq, op, data, more = get("seq"), get("op"), get("data"), get("more", 0)
