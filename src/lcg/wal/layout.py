@@ -3,6 +3,7 @@
     <wal_root>/<enc(group_id)>/<YYYYMMDD>_<HHMMSS>_<session>_<NNNN>.jsonl
     <wal_root>/<enc(group_id)>/.wal-generation.json   stream identity, minted once, never rewritten
     <wal_root>/<enc(group_id)>/.wal-bounds.json       min/max seq cache, safe to delete
+    <wal_root>/<enc(group_id)>/.wal-problems.json     what is known lost or damaged in the stream
 
 Files are ordered by the seq of their first parseable line, not by name. Bounds are found from
 each file's first and last parseable line, so they cost two small reads per file; the cache is
@@ -30,10 +31,12 @@ from lcg.wal.records import line_intact
 
 __all__ = [
     "GENERATION_FILE",
+    "PROBLEMS_FILE",
     "Bounds",
     "decode_group",
     "encode_group",
     "ensure_generation",
+    "file_gaps",
     "first_seq",
     "fsync_dir",
     "generation_damaged",
@@ -43,11 +46,16 @@ __all__ = [
     "ordered_files",
     "read_bounds",
     "read_generation",
+    "read_problems",
     "restore_generation",
+    "write_problems",
 ]
 
 GENERATION_FILE = ".wal-generation.json"
 BOUNDS_FILE = ".wal-bounds.json"
+# Beside the stream, not in the database: deleting the database must not erase the record of
+# what the WAL lost (a rebuild could not tell it again). Not `.jsonl`: never read as WAL.
+PROBLEMS_FILE = ".wal-problems.json"
 _PLAIN = re.compile(r"[A-Za-z0-9_-]{1,200}")  # always fullmatch: `$` matches before a \n
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _TAIL_BYTES = 65536
@@ -302,3 +310,46 @@ def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
             os.replace(tmp, cache_path)
         tmp.unlink(missing_ok=True)
     return bounds
+
+
+def file_gaps(directory: Path) -> list[tuple[str, int, int]]:
+    """(file, first missing seq, last missing seq) for each file whose first seq does not
+    follow the previous file's last one: a file of the stream missing, or cut short."""
+    gaps: list[tuple[str, int, int]] = []
+    previous: int | None = None
+    for path in ordered_files(directory):
+        head, tail = first_seq(path), last_seq(path)
+        if head is None or tail is None:
+            continue
+        if previous is not None and head > previous + 1:
+            gaps.append((path.name, previous + 1, head - 1))
+        previous = tail if previous is None else max(previous, tail)
+    return gaps
+
+
+def read_problems(directory: Path) -> list[dict[str, object]] | None:
+    """The stream's recorded problems; None when it has no record (an unreadable record is
+    kept aside as `.wal-problems.json.corrupt` and counts as none)."""
+    path = directory / PROBLEMS_FILE
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            os.replace(path, directory / f"{PROBLEMS_FILE}.corrupt")
+        return None
+    if not isinstance(value, list):
+        return None
+    return [x for x in value if isinstance(x, dict)]
+
+
+def write_problems(directory: Path, entries: list[dict[str, object]]) -> None:
+    """Replace the stream's record of problems (0600, fsynced, atomically)."""
+    tmp = directory / f"{PROBLEMS_FILE}.tmp-{uuid.uuid4()}"
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as fh:
+        json.dump(entries, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, directory / PROBLEMS_FILE)
+    fsync_dir(directory)

@@ -316,3 +316,23 @@ def test_a_batch_straddling_to_seq_is_left_out_whole(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_bytes(line(0) + b"".join(_episode_batch(1, 3)) + line(4))
     assert read(tmp_path, to_seq=2)[0] == [0]
     assert read(tmp_path, to_seq=3)[0] == [0, 1, 2, 3]
+
+
+def test_seqs_no_line_holds_are_a_gap(tmp_path: Path) -> None:
+    """A file of the stream deleted: nothing unreadable, yet seqs 2..4 are gone."""
+    (tmp_path / "a.jsonl").write_bytes(line(0) + line(1))
+    (tmp_path / "c.jsonl").write_bytes(line(5) + line(6))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 1, 5, 6]
+    assert stats.gaps == [("c.jsonl", 2, 4)] and stats.lost == []
+
+
+def test_lines_cut_out_of_a_file_are_a_gap(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(line(0) + line(3))
+    assert read(tmp_path)[1].gaps == [("a.jsonl", 1, 2)]
+
+
+def test_unreadable_lines_are_a_loss_not_a_gap(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(line(0) + b"junk\n")
+    (tmp_path / "b.jsonl").write_bytes(line(2))
+    assert read(tmp_path)[1].gaps == []
