@@ -57,8 +57,7 @@ def _floored(known: list[dict[str, Any]], first: int, last: int) -> bool:
     """Whether seqs `first..last` are ones only the database held (an `AHEAD` entry): the
     stream skipped them on purpose, no line ever held them."""
     return any(
-        x.get("kind") == AHEAD and x["first_seq"] <= first and last <= x["last_seq"]
-        for x in known
+        x.get("kind") == AHEAD and x["first_seq"] <= first and last <= x["last_seq"] for x in known
     )
 
 
