@@ -14,6 +14,10 @@
    come from the embedding cache) and (c)
    `knowledge_rebuild_from_wal` with `force_clear` called once per group.
 4. Open time of a populated database that needs no replay (median of `--opens`).
+5. The WAL codec alone, on that WAL (median of `--opens`, wall and CPU time): encoding every
+   line again (`encode_line`, as an append does before its write) and reading every group's
+   stream (`iter_records`, what replay, catch-up, rebuild and export read through) — the cost
+   of the line checksum, written and checked, lives here.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from lcg.admin import status as admin_status
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import Context, dispatch
 from lcg.storage.store import delete_database_files
-from lcg.wal.records import Op, entity_op, episode_op, fact_op
+from lcg.wal.layout import group_dir
+from lcg.wal.reader import iter_records
+from lcg.wal.records import Op, encode_line, entity_op, episode_op, fact_op
 from lcg.wal.writer import Wal
 
 WORDS = [
@@ -245,8 +251,10 @@ def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
         open_times.append(time.perf_counter() - started)
         engine.close()
     wal_bytes = sum(p.stat().st_size for p in settings.wal_dir.rglob("*.jsonl"))
+    codec = bench_codec(settings, opens)
     delete_database_files(settings.db_path)
     return {
+        **codec,
         "wal_ops": ops,
         "wal_bytes": wal_bytes,
         "wal_write_ops_per_s": round(ops / write_s, 1),
@@ -259,6 +267,29 @@ def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:
         "graph": counts,
         "db_open_s_median": round(statistics.median(open_times), 4),
     }
+
+
+def bench_codec(settings: Settings, runs: int) -> dict[str, float]:
+    """Encode and read back every line of the WAL under `settings`, `runs` times."""
+    directories = [group_dir(settings.wal_dir, g) for g in ("g0", "g1", "g2")]
+    records = [r for d in directories for r in iter_records(d)]
+    timings: dict[str, list[tuple[float, float]]] = {"encode": [], "read": []}
+    for _ in range(max(runs, 1)):
+        wall, cpu = time.perf_counter(), time.process_time()
+        for r in records:
+            encode_line(r.seq, r.ts, Op(r.op, r.data), r.more, r.at or 0, r.commit)
+        timings["encode"].append((time.perf_counter() - wall, time.process_time() - cpu))
+        wall, cpu = time.perf_counter(), time.process_time()
+        for d in directories:
+            for _ in iter_records(d):
+                pass
+        timings["read"].append((time.perf_counter() - wall, time.process_time() - cpu))
+    out: dict[str, float] = {"codec_lines": len(records)}
+    for name, runs_of in timings.items():
+        out[f"codec_{name}_s_median"] = round(statistics.median(w for w, _ in runs_of), 4)
+        out[f"codec_{name}_cpu_s_median"] = round(statistics.median(c for _, c in runs_of), 4)
+        out[f"codec_{name}_lines_per_s"] = round(len(records) / out[f"codec_{name}_s_median"], 1)
+    return out
 
 
 def main() -> None:

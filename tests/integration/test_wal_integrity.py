@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from graph_invariants import assert_no_dangling_rows
 from rebuild_jobs import rebuild_and_wait
@@ -26,7 +27,7 @@ from lcg.timeutil import now, to_wal
 from lcg.wal.layout import group_dir, ordered_files
 from lcg.wal.lock import LOCK_FILE, WalLockedError
 from lcg.wal.reader import parse_line
-from lcg.wal.records import Op, encode_batch, entity_op
+from lcg.wal.records import Op, encode_batch, entity_op, seal
 
 pytestmark = pytest.mark.anyio
 
@@ -169,7 +170,10 @@ async def test_a_batch_with_an_unknown_operation_is_not_applied_and_is_reported(
     path, index, third = batch[2]
     assert third.op == "entity.upsert"
     content = path.read_bytes().split(b"\n")
-    content[index] = content[index].replace(b'"op":"entity.upsert"', b'"op":"entity.teleport"')
+    # What a newer lcg would write: a well-formed line, its checksum right, an unknown op.
+    value = orjson.loads(content[index].replace(b'"op":"entity.upsert"', b'"op":"entity.teleport"'))
+    del value["crc"]
+    content[index] = seal(orjson.dumps(value)).rstrip(b"\n")
     assert parse_line(content[index]) is not None  # still a readable line
     path.write_bytes(b"\n".join(content))
     delete_database_files(settings.db_path)

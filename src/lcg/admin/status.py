@@ -71,6 +71,8 @@ async def status(engine: Engine) -> dict[str, Any]:
                 "wal": wal,
                 "wal_groups": wal_groups,
                 "wal_problems": exclusive.wal_problems(engine).wal_problems(conn),
+                # What the saved derived indexes' checksums found (lcg.search.sealed).
+                "derived_indexes": engine.parts.search.integrity(),
                 "indices_built": engine.state.indices_built,
                 "name_index_trusted": engine.names.trusted,
                 "name_index_fallback_scans": 0,
@@ -115,6 +117,15 @@ async def health(engine: Engine) -> dict[str, Any]:
 
     def probe(conn: GraphReader) -> dict[str, Any]:
         conn.rows("RETURN 1")
+        derived = engine.parts.search.integrity()
+        if derived["temporal_rows_rebuilding"]:  # answers may be wrong until it is replaced
+            return {
+                "ok": False,
+                "healthy": False,
+                "state": "degraded",
+                "reason": "derived_index_damaged",
+                "derived_indexes": derived,
+            }
         return {"ok": True, "healthy": True, "state": "healthy"}
 
     return await engine.read(probe)

@@ -270,6 +270,7 @@ class Engine:
                 self._problems.record_torn(torn)
             self._problems.check_mark_files()
             self._problems.check_database_ahead()
+            self._problems.check_gaps()  # after it: seqs only the database held are no gap
             self._mode.catch_up_store()
             self._follow.reset()  # before the indexes load: they hold at least that much
             # Before the replays: a bulk replay installs the partitions it built from its rows.

@@ -33,6 +33,7 @@ from lcg.embedding.vectors import embed_for_bulk, embed_plan, plan_for_changes, 
 from lcg.errors import StorageError
 from lcg.gcpause import no_gc
 from lcg.storage.backend import GraphBackend, GraphReader
+from lcg.storage.crossgroup import POINTER_KEY
 from lcg.wal.changes import decode_all
 from lcg.wal.fold import FoldedGroup, fold
 from lcg.wal.reader import LostBatch, ReadStats, iter_records
@@ -132,6 +133,9 @@ class ReplayReport:
     seconds: float = 0.0
     failures: Counter[tuple[str, str]] = field(default_factory=Counter)
     lost: list[LostBatch] = field(default_factory=list)
+    gaps: list[tuple[str, int, int]] = field(default_factory=list)  # lcg.wal.reader.ReadStats
+    failed_batches: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last, why)
+    dangling: list[str] = field(default_factory=list)  # facts left out: endpoints not restored
 
     @property
     def total_lines(self) -> int:
@@ -288,6 +292,7 @@ def replay_group(
     report.incomplete_batch_lines = stats.incomplete_batch_lines
     report.corrupt_batch_lines = stats.corrupt_batch_lines
     report.lost = stats.lost
+    report.gaps = stats.gaps
     report.wal_files_processed = stats.files_processed
     report.wal_files_total = stats.files_total
     report.seconds = time.perf_counter() - started
@@ -308,6 +313,8 @@ def _bulk(
     report.failed_lines = len(folded.failures)
     for failure in folded.failures:
         report.failures[(failure.op, failure.error)] += 1
+    report.failed_batches = list(folded.failed_batches)
+    report.dangling = _leave_out_dangling(folded)
     plan = plan_for_rows(folded.entities.values(), folded.facts.values(), folded.episodes.values())
     vectors = embed_for_bulk(plan, embedder)
     beside = _Beside(loaded, folded) if loaded is not None else None
@@ -332,6 +339,22 @@ def _bulk(
     report.last_committed_seq = folded.last_seq
     if beside is not None:
         beside.join()
+
+
+def _leave_out_dangling(folded: FoldedGroup) -> list[str]:
+    """Take out of `folded` the facts whose endpoints it does not hold (their entities were in
+    WAL lines lost or missing) and return their uuids: a fact is never served without the
+    entities it links. A cross-group fact's endpoints may live in other groups: it stays."""
+    out = []
+    for uuid, fact in folded.facts.items():
+        if fact.source_uuid in folded.entities and fact.target_uuid in folded.entities:
+            continue
+        if POINTER_KEY in fact.attributes and POINTER_KEY in json.loads(fact.attributes):
+            continue
+        out.append(uuid)
+    for uuid in out:
+        del folded.facts[uuid]
+    return out
 
 
 class _Beside(threading.Thread):
@@ -393,6 +416,7 @@ def _incremental(
             if len(batches) == 1:
                 report.failed_lines += len(pending)
                 report.failures[(_batch_template(pending), str(exc))] += 1
+                report.failed_batches.append((pending[0].seq, pending[-1].seq, str(exc)))
             else:
                 for batch in batches:  # isolate the failing WAL batch(es), never part of one
                     try:
@@ -402,6 +426,7 @@ def _incremental(
                         report.transactions_rolled_back += 1
                         report.failed_lines += len(batch)
                         report.failures[(_batch_template(batch), str(one_exc))] += 1
+                        report.failed_batches.append((batch[0].seq, batch[-1].seq, str(one_exc)))
         pending.clear()
         if report.mutations_replayed - reported[0] >= 1000:
             reported[0] = report.mutations_replayed

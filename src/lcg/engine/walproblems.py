@@ -1,7 +1,14 @@
 """The WAL problems kept for `knowledge_status` (`wal_problems`, an lcg extension), by group:
-batches a replay could not apply, seqs the database applied that its WAL no longer holds (and
-the floor that keeps them from being handed out again), torn tails cut at startup, and WAL mark
-files that did not parse (rebuilt from what still names their content). Every method that
+batches a replay could not apply (unreadable, failing their checksum, or failing to apply),
+seqs no WAL line holds (a file missing), seqs the database applied that its WAL no longer holds
+(and the floor that keeps them from being handed out again), torn tails cut at startup, WAL
+mark files that did not parse (rebuilt from what still names their content) and facts a replay
+left out because it could not restore their endpoints.
+
+The record lives beside the WAL (`lcg.wal.layout.PROBLEMS_FILE`, one per group), not in the
+database: deleting the database must not erase what only the database remembered (seqs applied
+beyond the WAL), nor earlier damage. A record an older lcg kept in the database (Meta
+`wal_loss:<group>`) is read until the first write moves it beside the WAL. Every method that
 writes expects the write lock held.
 """
 
@@ -15,21 +22,43 @@ from typing import Any
 
 from lcg.engine.replay import ReplayReport, applied_position, loss_key
 from lcg.errors import LcgError
+from lcg.fsmodes import private_dir
 from lcg.storage.backend import GraphBackend, GraphReader
 from lcg.telemetry import EventSink
 from lcg.wal import marks
-from lcg.wal.layout import GENERATION_FILE, generation_damaged, restore_generation
+from lcg.wal.layout import (
+    GENERATION_FILE,
+    file_gaps,
+    generation_damaged,
+    read_problems,
+    restore_generation,
+    write_problems,
+)
 from lcg.wal.writer import TornTail, Wal
 
-__all__ = ["AHEAD", "LOST", "MARK", "TORN", "WalProblems"]
+__all__ = ["AHEAD", "DANGLING", "FAILED", "GAP", "LOST", "MARK", "TORN", "WalProblems"]
 
 logger = logging.getLogger(__name__)
 
-# The kinds of `wal_problems` entries in knowledge_status (kept in Meta `wal_loss:<group>`).
+# The kinds of `wal_problems` entries in knowledge_status.
 LOST = "batch_not_applied"  # a batch with an unreadable line, passed over by a replay
 AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no longer holds
 TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut at startup
 MARK = "mark_file_corrupt"  # a WAL mark file (checkpoint record, generation) that did not parse
+GAP = "seq_gap"  # seqs no line of the stream holds: a WAL file missing, lines cut out
+FAILED = "batch_failed"  # a readable batch that could not be applied (a bad timestamp, ...)
+DANGLING = "fact_without_endpoints"  # facts a replay left out: their endpoints were not restored
+# What a replay of the whole stream finds again (and so replaces); the others it cannot.
+_REDERIVED = (LOST, GAP, FAILED, DANGLING)
+_SAMPLE = 20  # fact uuids named in a DANGLING entry
+
+
+def _floored(known: list[dict[str, Any]], first: int, last: int) -> bool:
+    """Whether seqs `first..last` are ones only the database held (an `AHEAD` entry): the
+    stream skipped them on purpose, no line ever held them."""
+    return any(
+        x.get("kind") == AHEAD and x["first_seq"] <= first and last <= x["last_seq"] for x in known
+    )
 
 
 class WalProblems:
@@ -88,16 +117,30 @@ class WalProblems:
                 )
                 entry = {"kind": AHEAD, "file": None, "first_seq": first, "last_seq": applied}
                 if entry not in known:
-                    with self._store().transaction() as tx:
-                        tx.set_meta(loss_key(group_id), json.dumps([*known, entry]))
+                    self._keep(group_id, [*known, entry])
                 floor = applied if floor is None else max(floor, applied)
             if floor is not None:
                 self._wal.stream(group_id).skip_to(floor + 1)
 
     def losses(self, conn: GraphReader, group_id: str) -> list[dict[str, Any]]:
+        """The group's record: beside its WAL, else (an older lcg's) in the database."""
+        kept = read_problems(self._wal.directory(group_id))
+        if kept is not None:
+            return kept
         raw = conn.get_meta(loss_key(group_id))
         value = json.loads(raw) if raw else []
         return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+    def _keep(self, group_id: str, entries: list[dict[str, Any]]) -> None:
+        """Replace the group's record (beside its WAL; an older lcg's copy in the database is
+        cleared, so it is never read again)."""
+        directory = private_dir(self._wal.directory(group_id))
+        write_problems(directory, entries)
+        with self._store().read_for_write() as conn:
+            legacy = conn.get_meta(loss_key(group_id))
+        if legacy is not None:
+            with self._store().transaction() as tx:
+                tx.set_meta(loss_key(group_id), None)
 
     def record_losses(self, report: ReplayReport, *, full: bool) -> None:
         """Keep the batches a replay could not apply (write lock held), for `knowledge_status`.
@@ -116,24 +159,101 @@ class WalProblems:
                 loss.lines_dropped,
             )
             self.events.emit("wal_batch_lost", group_id=report.group_id, **loss.to_wire())
-        if not report.lost and not full:
-            return
+        for first, last, error in report.failed_batches:
+            logger.error(
+                "group %r: WAL batch seq %d..%d could not be applied: %s",
+                report.group_id,
+                first,
+                last,
+                error,
+            )
+        for file, first, last in report.gaps:
+            logger.error(
+                "group %r: no WAL line holds seqs %d..%d (before %s): a WAL file is missing or "
+                "was cut; what they held is lost",
+                report.group_id,
+                first,
+                last,
+                file,
+            )
+        if report.dangling:
+            logger.error(
+                "group %r: %d facts left out: their endpoints were not restored (%s...)",
+                report.group_id,
+                len(report.dangling),
+                ", ".join(report.dangling[:3]),
+            )
         with self._store().read_for_write() as conn:
-            known = self.losses(conn, report.group_id)
-        if full:  # a replay re-derives batches; what the WAL itself lost stays recorded
-            known = [x for x in known if x.get("kind") in (AHEAD, TORN, MARK)]
+            before = self.losses(conn, report.group_id)
         fresh = [{"kind": LOST, **loss.to_wire()} for loss in report.lost]
+        fresh += [
+            {"kind": GAP, "file": file, "first_seq": first, "last_seq": last}
+            for file, first, last in report.gaps
+            if not _floored(before, first, last)
+        ]
+        fresh += [
+            {"kind": FAILED, "file": None, "first_seq": a, "last_seq": b, "error": e[:300]}
+            for a, b, e in report.failed_batches
+        ]
+        if report.dangling:
+            fresh.append(
+                {
+                    "kind": DANGLING,
+                    "file": None,
+                    "first_seq": None,
+                    "last_seq": None,
+                    "count": len(report.dangling),
+                    "facts": sorted(report.dangling)[:_SAMPLE],
+                }
+            )
+        if not fresh and not full:
+            return
+        # A whole replay re-derives these; what the WAL itself lost stays recorded.
+        known = [x for x in before if x.get("kind") not in _REDERIVED] if full else before
         merged = known + [x for x in fresh if x not in known]
-        with self._store().transaction() as tx:
-            tx.set_meta(loss_key(report.group_id), json.dumps(merged) if merged else None)
+        if merged != before:
+            self._keep(report.group_id, merged)
+
+    def check_gaps(self) -> None:
+        """(Write lock held, at startup.) Record each stream's files whose seqs do not follow
+        on from the file before (one deleted, or cut short) — found without reading the WAL
+        through, so before any rebuild would lose what they held. Seqs the database held
+        beyond its WAL (an `AHEAD` entry) are not a gap: no line ever held them."""
+        for group_id in self._wal.groups():
+            try:
+                gaps = file_gaps(self._wal.directory(group_id))
+            except OSError as exc:
+                logger.error("group %r: WAL files could not be checked: %s", group_id, exc)
+                continue
+            if not gaps:
+                continue
+            with self._store().read_for_write() as conn:
+                known = self.losses(conn, group_id)
+            fresh = [
+                {"kind": GAP, "file": file, "first_seq": first, "last_seq": last}
+                for file, first, last in gaps
+                if not _floored(known, first, last)
+            ]
+            fresh = [x for x in fresh if x not in known]
+            for entry in fresh:
+                logger.error(
+                    "group %r: no WAL line holds seqs %s..%s (before %s): a WAL file is "
+                    "missing or was cut; a rebuild cannot restore what they held",
+                    group_id,
+                    entry["first_seq"],
+                    entry["last_seq"],
+                    entry["file"],
+                )
+                self.events.emit("wal_seq_gap", group_id=group_id, **entry)
+            if fresh:
+                self._keep(group_id, [*known, *fresh])
 
     def record_torn(self, torn: TornTail) -> None:
         """(Write lock held.) Keep a torn tail cut at startup for `knowledge_status`."""
         entry = {"kind": TORN, **torn.to_wire()}
         with self._store().read_for_write() as conn:
             known = self.losses(conn, torn.group_id)
-        with self._store().transaction() as tx:
-            tx.set_meta(loss_key(torn.group_id), json.dumps([*known, entry]))
+        self._keep(torn.group_id, [*known, entry])
 
     def check_mark_files(self) -> None:
         """(Write lock held, at startup.) Find the group's WAL mark files that no longer parse,
@@ -161,8 +281,7 @@ class WalProblems:
             with self._store().read_for_write() as conn:
                 known = self.losses(conn, group_id)
             fresh = [e for e in entries if e not in known]
-            with self._store().transaction() as tx:
-                tx.set_meta(loss_key(group_id), json.dumps([*known, *fresh]))
+            self._keep(group_id, [*known, *fresh])
 
     def _restore_generation(self, group_id: str, directory: Path) -> dict[str, Any]:
         with self._store().read_for_write() as conn:

@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 
 from lcg.fsmodes import replace_dir
 from lcg.models import Fact
+from lcg.search import sealed
 from lcg.storage.rows import fact as fact_record
 from lcg.storage.rows import provenance_of
 from lcg.timeutil import from_db
@@ -148,6 +149,7 @@ class _Rows:
         self.unsure_episodes: set[str] = set(state["unsure_episodes"])
         self.dirty_episodes: set[str] = set(state.get("dirty_episodes", ()))  # re-added since
         self.source = source  # the directory the arrays are mapped from (None: a scan)
+        self.files: dict[str, str] | None = state.get("files")  # their digests (lcg.search.sealed)
 
     @classmethod
     def scan(cls, tables: TemporalTables) -> _Rows:
@@ -205,10 +207,10 @@ class _Rows:
     def save(self, where: Path, stamp: dict[str, Any]) -> None:
         """Write the rows under `where` (Arrow IPC files and .npy arrays, mapped when loaded)
         with `stamp` and the dirty rows; only the state when they were mapped from there."""
-        state = json.dumps({"stamp": stamp, **self.state()})
-        if self.source == where:
+        state = {"stamp": stamp, **self.state()}
+        if self.source == where and self.files:  # mapped from there, checked when loaded
             tmp = where / "state.json.tmp"
-            tmp.write_text(state)
+            tmp.write_text(sealed.dumps({**state, "files": self.files}))
             tmp.replace(where / "state.json")
             return
 
@@ -220,7 +222,8 @@ class _Rows:
                     out.write_table(table)
             for name in _ARRAYS:
                 np.save(fresh / f"{name}.npy", getattr(self, name))
-            (fresh / "state.json").write_text(state)
+            files = sealed.digests(fresh, "state.json")
+            (fresh / "state.json").write_text(sealed.dumps({**state, "files": files}))
 
         replace_dir(where, fill)
 
@@ -363,6 +366,8 @@ class FactRows:
         self._scan = False  # whether the running build may scan the store (else only load)
         self.builds = 0  # builds installed so far (tests and benchmarks look)
         self.loads = 0  # of which loaded from the saved copy
+        self.damaged = 0  # saved copies that failed their checksum (knowledge_status)
+        self.known_bad = False  # one did, and no build has replaced it yet (health_check)
 
     # -- lifecycle (driven by lcg.search.index) -------------------------------------------
 
@@ -439,16 +444,40 @@ class FactRows:
         if self._directory is None:
             return None
         try:
-            state = json.loads((self._directory / "state.json").read_text())
-        except (OSError, ValueError):
+            raw = json.loads((self._directory / "state.json").read_text())
+        except OSError:
             return None
-        if not isinstance(state, dict) or state.get("stamp") != self._stamp():
+        except ValueError:
+            self._damaged()
+            return None
+        if not isinstance(raw, dict) or "sha256" not in raw:
+            return None  # none saved, or saved before it carried digests: scanned quietly
+        state = sealed.unseal(raw)
+        if state is None:
+            self._damaged()
+            return None
+        if state.get("stamp") != self._stamp():
+            return None
+        if not sealed.intact(self._directory, state.get("files")):
+            self._damaged()
             return None
         try:
             return _Rows.load(self._directory, state)
         except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
             logger.warning("temporal rows: saved copy unreadable; the store is scanned")
             return None
+
+    def _damaged(self) -> None:
+        """The saved rows failed their checksum: scan the store now (not at the first read
+        that needs them), and say so until a build installs rows."""
+        logger.warning(
+            "temporal rows: saved copy %s failed its checksum; the store is scanned",
+            self._directory,
+        )
+        with self._lock:
+            self.damaged += 1
+            self.known_bad = True
+            self._scan = True
 
     def _build(self) -> None:
         try:
@@ -478,6 +507,7 @@ class FactRows:
                         self._failed_at = None
                         self.builds += 1
                         self.loads += rows.source is not None
+                        self.known_bad = False
                         return
                     self._gen += 1  # a logged commit could not be followed (it dropped too)
         except Exception:  # derived data: reads go to the store instead

@@ -413,6 +413,17 @@ class SearchIndex:
         part.compact()
         return part
 
+    def integrity(self) -> dict[str, Any]:
+        """What the checksums of the saved derived indexes found (lcg.search.sealed): the
+        search snapshot files rebuilt from the database for failing theirs, how many saved
+        temporal-row copies failed theirs, and whether such a copy is still being replaced."""
+        temporal = self.temporal
+        return {
+            "search_snapshots_damaged": list(self._snapshots.damaged) if self._snapshots else [],
+            "temporal_rows_damaged": temporal.damaged if temporal is not None else 0,
+            "temporal_rows_rebuilding": temporal.known_bad if temporal is not None else False,
+        }
+
     def save(self) -> int:
         """Write the loaded partitions to the snapshot directory (lcg.search.snapshot), changed
         ones in full; how many. The caller holds the engine's write lock (no commit runs)."""

@@ -6,11 +6,14 @@ Layout under `<db dir>/search-index/`:
 - `index.json`: the vocabulary (word and stem ids) and the column codes the partitions use;
 - `<family>/<group digest>/`: one partition (`Partition.save`) and its `stamp.json`: the group,
   the WAL position the database had applied when it was written (`applied_seq`, generation),
-  the embedder identity and the format version.
+  the embedder identity, the format version and the SHA-256 of each of the partition's files.
 
+`index.json` and every `stamp.json` carry the SHA-256 of their own content (`lcg.search.sealed`).
 A partition is loaded only when its stamp matches the database's current position for the
-group and the index's embedder; anything else (no stamp, a stale one, a missing or malformed
-file) builds it from the database as before. It is derived data: deleting the directory costs
+group and the index's embedder and every file still has its recorded digest; anything else (no
+stamp, a stale one, a missing or malformed file) builds it from the database as before. Content
+that fails its digest is damage, not staleness: it is logged and counted (`damaged`, shown by
+`knowledge_status`) before the partition is built from the database. It is derived data: deleting the directory costs
 only the rebuild. Written when the engine closes (write lock held, so positions and partitions
 agree), for partitions changed since they were loaded; the vocabulary first (a superset of
 every term the partitions written after it use), each partition into a fresh directory renamed
@@ -29,6 +32,7 @@ from typing import Any
 
 from lcg.fsmodes import private_dir, replace_dir
 from lcg.gcpause import no_gc
+from lcg.search import sealed
 from lcg.search.partition import Partition
 
 __all__ = ["FORMAT", "Snapshots"]
@@ -40,10 +44,26 @@ FORMAT = 2  # 2: vectors as `lcg.search.vectors` stores (int8 in large partition
 Position = Callable[[str], Any]
 
 
-def _fill(part: Partition, stamp: str, fresh: Path) -> None:
-    """Write one partition's saved files and its stamp into `fresh`."""
+def _fill(part: Partition, stamp: dict[str, Any], fresh: Path) -> None:
+    """Write one partition's saved files and its stamp (with their digests) into `fresh`."""
     part.save(fresh)
-    (fresh / "stamp.json").write_text(stamp)
+    files = sealed.digests(fresh, "stamp.json")
+    (fresh / "stamp.json").write_text(sealed.dumps({**stamp, "files": files}))
+
+
+def _read_sealed(path: Path) -> tuple[dict[str, Any] | None, bool]:
+    """(the object `path` holds, whether it is damaged): (None, False) when it is missing or
+    was written before it carried a digest (stale, rebuilt quietly)."""
+    try:
+        raw = json.loads(path.read_text())
+    except OSError:
+        return None, False
+    except ValueError:  # every stamp this version writes parses
+        return None, True
+    if not isinstance(raw, dict) or "sha256" not in raw:
+        return None, False
+    value = sealed.unseal(raw)
+    return value, value is None
 
 
 class Snapshots:
@@ -52,6 +72,16 @@ class Snapshots:
     def __init__(self, directory: Path, position: Position) -> None:
         self.directory = directory
         self._position = position
+        # Snapshot files that failed their digest, rebuilt from the database (relative paths).
+        self.damaged: list[str] = []
+
+    def _damaged(self, where: Path) -> None:
+        name = str(where.relative_to(self.directory))
+        logger.warning(
+            "search index snapshot %s failed its checksum: rebuilt from the database", where
+        )
+        if name not in self.damaged:
+            self.damaged.append(name)
 
     def position(self, group: str) -> Any:
         """The group's applied WAL position as the database records it (None: never)."""
@@ -74,26 +104,30 @@ class Snapshots:
         }
 
     def read_index(self) -> dict[str, Any] | None:
-        """The saved vocabulary and codes, None when absent or unreadable."""
+        """The saved vocabulary and codes, None when absent, unreadable or damaged."""
         path = self.directory / "index.json"
-        try:
-            with no_gc():
-                saved = json.loads(path.read_text())
-            if saved.get("format") != FORMAT:
-                return None
-            return dict(saved)
-        except (OSError, ValueError):
+        with no_gc():
+            saved, damaged = _read_sealed(path)
+        if damaged:
+            self._damaged(path)
+        if saved is None or saved.get("format") != FORMAT:
             return None
+        return saved
 
     def load(self, family: str, group: str, part: Partition, model: str, dim: int) -> bool:
         """Fill the empty `part` from its snapshot if that matches the database; whether it did."""
         where = self._dir(family, group)
-        try:
-            stamp = json.loads((where / "stamp.json").read_text())
-        except (OSError, ValueError):
+        stamp, damaged = _read_sealed(where / "stamp.json")
+        if damaged:
+            self._damaged(where)
+        if stamp is None:
             return False
+        files = stamp.pop("files", None)
         wanted = self._stamp(group, model, dim)
         if wanted is None or stamp != wanted:
+            return False
+        if not sealed.intact(where, files):
+            self._damaged(where)
             return False
         try:
             with no_gc():  # millions of objects, none of them garbage (lcg.gcpause)
@@ -115,7 +149,7 @@ class Snapshots:
         the position); how many partitions were written. The caller holds the write lock."""
         private_dir(self.directory)
         tmp = self.directory / "index.json.tmp"
-        tmp.write_text(json.dumps({"format": FORMAT, **index}))
+        tmp.write_text(sealed.dumps({"format": FORMAT, **index}))
         tmp.replace(self.directory / "index.json")
         written = 0
         for family, group, part in parts:
@@ -124,8 +158,12 @@ class Snapshots:
                 continue
             where = self._dir(family, group)
             if not part.dirty and (where / "partition.json").exists():
-                (where / "stamp.json").write_text(json.dumps(stamp))
-                continue
-            replace_dir(where, functools.partial(_fill, part, json.dumps(stamp)))
+                # Its files are those it was loaded from (checked then): their digests stay.
+                kept, _ = _read_sealed(where / "stamp.json")
+                files = kept.get("files") if kept is not None else None
+                if files:
+                    (where / "stamp.json").write_text(sealed.dumps({**stamp, "files": files}))
+                    continue
+            replace_dir(where, functools.partial(_fill, part, stamp))
             written += 1
         return written

@@ -39,6 +39,7 @@ class FoldedGroup:
     unrecognised: int = 0
     noops: int = 0
     failures: list[FoldFailure] = field(default_factory=list)
+    failed_batches: list[tuple[int, int, str]] = field(default_factory=list)  # first, last, why
     last_seq: int | None = None
     needs_statement_replay: bool = False
 
@@ -98,6 +99,7 @@ def _fold_batch(out: FoldedGroup, batch: list[WalRecord]) -> None:
                     str(exc) if other is rec else f"its batch has a malformed line (seq {rec.seq})"
                 )
                 out.failures.append(FoldFailure(other.seq, other.op, error))
+            out.failed_batches.append((batch[0].seq, batch[-1].seq, str(exc)))
             return
     rows: dict[str, dict[str, Any]] = {
         "entity.upsert": out.entities,

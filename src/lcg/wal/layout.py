@@ -3,10 +3,13 @@
     <wal_root>/<enc(group_id)>/<YYYYMMDD>_<HHMMSS>_<session>_<NNNN>.jsonl
     <wal_root>/<enc(group_id)>/.wal-generation.json   stream identity, minted once, never rewritten
     <wal_root>/<enc(group_id)>/.wal-bounds.json       min/max seq cache, safe to delete
+    <wal_root>/<enc(group_id)>/.wal-problems.json     what is known lost or damaged in the stream
 
 Files are ordered by the seq of their first parseable line, not by name. Bounds are found from
 each file's first and last parseable line, so they cost two small reads per file; the cache is
-trusted only while the file set and sizes it recorded still match.
+trusted only while its checksum holds, the file set and sizes it recorded still match and the
+files it names still begin and end at the seqs it records (two small reads); otherwise the
+bounds are derived from the WAL again.
 """
 
 from __future__ import annotations
@@ -17,18 +20,23 @@ import json
 import os
 import re
 import uuid
+import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from lcg.errors import InvalidRequestError
 from lcg.fsmodes import open_private
+from lcg.wal.records import line_intact
 
 __all__ = [
     "GENERATION_FILE",
+    "PROBLEMS_FILE",
     "Bounds",
     "decode_group",
     "encode_group",
     "ensure_generation",
+    "file_gaps",
     "first_seq",
     "fsync_dir",
     "generation_damaged",
@@ -38,11 +46,16 @@ __all__ = [
     "ordered_files",
     "read_bounds",
     "read_generation",
+    "read_problems",
     "restore_generation",
+    "write_problems",
 ]
 
 GENERATION_FILE = ".wal-generation.json"
 BOUNDS_FILE = ".wal-bounds.json"
+# Beside the stream, not in the database: deleting the database must not erase the record of
+# what the WAL lost (a rebuild could not tell it again). Not `.jsonl`: never read as WAL.
+PROBLEMS_FILE = ".wal-problems.json"
 _PLAIN = re.compile(r"[A-Za-z0-9_-]{1,200}")  # always fullmatch: `$` matches before a \n
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _TAIL_BYTES = 65536
@@ -177,11 +190,15 @@ def _is_seq(value: object) -> bool:
 
 
 def _seq_of(line: bytes) -> int | None:
+    """The seq of a line that passes its checksum (a damaged seq must not order the files)."""
+    line = line.rstrip(b"\r\n")
     try:
         value = json.loads(line)
     except ValueError:
         return None
-    seq = value.get("seq") if isinstance(value, dict) else None
+    if not isinstance(value, dict) or not line_intact(line, value):
+        return None
+    seq = value.get("seq")
     return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else None
 
 
@@ -239,6 +256,10 @@ def _fingerprint(names: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(names)).encode()).hexdigest()[:16]
 
 
+def _manifest_crc(manifest: Mapping[str, object]) -> str:
+    return f"{zlib.crc32(json.dumps(manifest, sort_keys=True).encode()):08x}"
+
+
 def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
     """Min and max seq on disk, from the cache when it still matches, else recomputed."""
     files = sorted(directory.glob("*.jsonl")) if directory.is_dir() else []
@@ -247,15 +268,20 @@ def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
     sizes = {p.name: p.stat().st_size for p in files}
     fingerprint = _fingerprint(list(sizes))
     cache_path = directory / BOUNDS_FILE
-    # A cache of any other shape (valid JSON but not this object) is stale, never an error.
+    # A cache of any other shape (valid JSON but not this object) is stale, never an error; so
+    # is one whose checksum fails or whose seqs the files it names do not hold (the next seq is
+    # derived from it: a damaged one must never hand a seq out twice).
     with contextlib.suppress(OSError, ValueError, AttributeError, KeyError, TypeError):
         cache = json.loads(cache_path.read_text(encoding="utf-8"))
         if (
-            cache["file_set_fingerprint"] == fingerprint
+            cache.pop("crc") == _manifest_crc(cache)
+            and cache["file_set_fingerprint"] == fingerprint
             and sizes.get(cache["max_seq_file"]) == cache["max_seq_file_size"]
             and sizes.get(cache["min_seq_file"], -1) >= cache["min_seq_file_size"]
             and _is_seq(cache["min_seq"])
             and _is_seq(cache["max_seq"])
+            and last_seq(directory / cache["max_seq_file"]) == cache["max_seq"]
+            and first_seq(directory / cache["min_seq_file"]) == cache["min_seq"]
         ):
             return Bounds(cache["min_seq"], cache["max_seq"])
     lo: tuple[int, str] | None = None
@@ -280,7 +306,50 @@ def read_bounds(directory: Path, *, write_cache: bool = True) -> Bounds:
         tmp = directory / f".wal-bounds.{uuid.uuid4()}.tmp"
         with contextlib.suppress(OSError):
             with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as fh:
-                fh.write(json.dumps(manifest))
+                fh.write(json.dumps({**manifest, "crc": _manifest_crc(manifest)}))
             os.replace(tmp, cache_path)
         tmp.unlink(missing_ok=True)
     return bounds
+
+
+def file_gaps(directory: Path) -> list[tuple[str, int, int]]:
+    """(file, first missing seq, last missing seq) for each file whose first seq does not
+    follow the previous file's last one: a file of the stream missing, or cut short."""
+    gaps: list[tuple[str, int, int]] = []
+    previous: int | None = None
+    for path in ordered_files(directory):
+        head, tail = first_seq(path), last_seq(path)
+        if head is None or tail is None:
+            continue
+        if previous is not None and head > previous + 1:
+            gaps.append((path.name, previous + 1, head - 1))
+        previous = tail if previous is None else max(previous, tail)
+    return gaps
+
+
+def read_problems(directory: Path) -> list[dict[str, object]] | None:
+    """The stream's recorded problems; None when it has no record (an unreadable record is
+    kept aside as `.wal-problems.json.corrupt` and counts as none)."""
+    path = directory / PROBLEMS_FILE
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            os.replace(path, directory / f"{PROBLEMS_FILE}.corrupt")
+        return None
+    if not isinstance(value, list):
+        return None
+    return [x for x in value if isinstance(x, dict)]
+
+
+def write_problems(directory: Path, entries: list[dict[str, object]]) -> None:
+    """Replace the stream's record of problems (0600, fsynced, atomically)."""
+    tmp = directory / f"{PROBLEMS_FILE}.tmp-{uuid.uuid4()}"
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as fh:
+        json.dump(entries, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, directory / PROBLEMS_FILE)
+    fsync_dir(directory)

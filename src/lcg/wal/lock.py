@@ -1,9 +1,13 @@
-"""One writing process per WAL root: the lock file `<wal_root>/.lcg-wal.lock`.
+"""One writing process per WAL root: an exclusive `flock` on the WAL root directory itself.
 
-A process that opens the WAL for writing takes an exclusive `flock` on that file and writes its
-pid into it. The kernel drops the lock when the process exits, however it exits (SIGKILL
-included), so a file left behind by a dead process never blocks anyone: the lock, not the pid,
-decides; the pid only names the holder in the error.
+A process that opens the WAL for writing opens the root directory and takes an exclusive,
+non-blocking `flock` on that descriptor, held for as long as it writes. The lock belongs to the
+directory's inode, not to a name: deleting or replacing any file in it (the pid file below
+included) lets no second writer in. It also takes the same lock on `<wal_root>/.lcg-wal.lock`,
+which versions before the directory lock used (so one of those is refused too, and refuses
+this one), and writes its pid into that file. The kernel drops both locks when the process
+exits, however it exits (SIGKILL included), so a file left behind by a dead process never
+blocks anyone: the lock, not the pid, decides; the pid only names the holder in the error.
 
 Within one process, every `Wal` on the same root shares the one lock (reference counted): the
 service hands the WAL from a degraded engine to a recovered one while both are briefly open.
@@ -24,7 +28,7 @@ __all__ = ["LOCK_FILE", "WalLockedError", "acquire", "release"]
 LOCK_FILE = ".lcg-wal.lock"
 
 _guard = threading.Lock()
-_held: dict[Path, tuple[int, int]] = {}  # resolved root -> (fd, references)
+_held: dict[Path, tuple[int, int, int]] = {}  # resolved root -> (dir fd, file fd, references)
 
 
 class WalLockedError(ConflictError):
@@ -38,12 +42,27 @@ class WalLockedError(ConflictError):
         self.root = root
 
 
-def _holder(fd: int) -> str:
+def _holder(path: Path) -> str:
     with contextlib.suppress(OSError, ValueError):
-        text = os.pread(fd, 64, 0).decode().strip()
+        text = path.read_text(encoding="utf-8").strip()
         if text:
             return f"pid {int(text)}"
     return "pid unknown"
+
+
+def _lock(path: Path, flags: int) -> int:
+    """An open descriptor of `path` holding its exclusive `flock`.
+
+    Raises:
+        BlockingIOError: another open file description holds it.
+    """
+    fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def acquire(root: Path) -> Path:
@@ -58,22 +77,24 @@ def acquire(root: Path) -> Path:
     with _guard:
         held = _held.get(key)
         if held is not None:
-            _held[key] = (held[0], held[1] + 1)
+            _held[key] = (held[0], held[1], held[2] + 1)
             return key
-        fd = os.open(key / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            dir_fd = _lock(key, os.O_RDONLY | os.O_DIRECTORY)
         except BlockingIOError:
-            holder = _holder(fd)
-            os.close(fd)
-            raise WalLockedError(root, holder) from None
+            raise WalLockedError(root, _holder(key / LOCK_FILE)) from None
+        try:
+            file_fd = _lock(key / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        except BlockingIOError:
+            os.close(dir_fd)
+            raise WalLockedError(root, _holder(key / LOCK_FILE)) from None
         except BaseException:
-            os.close(fd)
+            os.close(dir_fd)
             raise
         with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        _held[key] = (fd, 1)
+            os.ftruncate(file_fd, 0)
+            os.pwrite(file_fd, f"{os.getpid()}\n".encode(), 0)
+        _held[key] = (dir_fd, file_fd, 1)
         return key
 
 
@@ -83,11 +104,12 @@ def release(key: Path) -> None:
         held = _held.get(key)
         if held is None:
             return
-        fd, refs = held
+        dir_fd, file_fd, refs = held
         if refs > 1:
-            _held[key] = (fd, refs - 1)
+            _held[key] = (dir_fd, file_fd, refs - 1)
             return
         del _held[key]
         with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-        os.close(fd)  # closing the last descriptor releases the flock
+            os.ftruncate(file_fd, 0)
+        os.close(file_fd)  # closing the last descriptor releases a flock
+        os.close(dir_fd)

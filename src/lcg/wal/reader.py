@@ -1,7 +1,7 @@
 """Reading a group's stream back: records in seq order, with honest counts of what was skipped.
 
-Reading never modifies files, and yields only whole batches. A line that is not valid JSON, or
-not a `{seq, ts, op, data}` record, is counted (`unparseable`) and passed over; a final line
+Reading never modifies files, and yields only whole batches. A line that is not valid JSON, not
+a `{seq, ts, op, data}` record, or one that fails its checksum (`lcg.wal.records`), is counted (`unparseable`) and passed over; a final line
 with no newline is a torn write that was never acknowledged and is counted as `torn_tail`, as are
 the lines of a batch whose last line never arrived (`incomplete_batch_lines`).
 
@@ -11,7 +11,8 @@ line ending at the same seq is passed over too. A batch whose first readable lin
 unreadable one is whole only if its seq is the very next one (the unreadable lines held no seq);
 otherwise its head may be among them and it is passed over. Each batch passed over this way is
 recorded in `ReadStats.lost` with its file and seq range (`corrupt_batch_lines` counts its
-readable lines).
+readable lines). Seqs that no line holds at all between two readable batches (a file deleted,
+lines cut out of one) are recorded in `ReadStats.gaps`.
 
 A line whose operation this version does not know (`unrecognised`; a newer lcg's, or damage
 that left valid JSON) cannot be applied, so its batch is passed over the same way: recorded in
@@ -28,7 +29,7 @@ from pathlib import Path
 import orjson
 
 from lcg.wal.layout import ordered_files
-from lcg.wal.records import OPS, CommitMark, WalRecord, made
+from lcg.wal.records import OPS, CommitMark, WalRecord, line_intact, made
 
 __all__ = ["LostBatch", "ReadStats", "iter_records", "parse_line"]
 
@@ -69,15 +70,20 @@ class ReadStats:
     unrecognised: int = 0  # lines with an operation this version does not know
     unparseable_samples: list[str] = field(default_factory=list)
     lost: list[LostBatch] = field(default_factory=list)
+    # (file, first, last): seqs no line of the stream holds, readable or not, between two
+    # readable batches (a file missing, lines cut out): nothing there can be applied.
+    gaps: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def parse_line(line: bytes) -> WalRecord | None:
-    """A record, or None when the line is not one."""
+    """A record, or None when the line is not one (not JSON, not a record, or a record that
+    fails its checksum: `lcg.wal.records.line_intact`)."""
+    line = line.rstrip(b"\r\n")  # the same object when there is nothing to strip
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if type(value) is not dict:  # orjson makes exact dicts, ints and strs
+    if type(value) is not dict or not line_intact(line, value):  # orjson makes exact dicts
         return None
     get = value.get
     seq, op, data, more = get("seq"), get("op"), get("data"), get("more", 0)
@@ -115,6 +121,7 @@ class _Stream:
         self.expected: int | None = None  # `next_seq` when the current bad run began
         self.open_loss: LostBatch | None = None  # unreadable lines whose batch is not known yet
         self.poisoned: dict[int, LostBatch] = {}  # batch end seq -> its loss
+        self.unknown_end = False  # unreadable lines ended the previous file: their seqs unknown
 
     def _drop(self, loss: LostBatch) -> None:
         if not any(seen is loss for seen in self.stats.lost):
@@ -153,6 +160,14 @@ class _Stream:
                 self.batch = []
                 return batch
         end = record.seq + record.more
+        began = record.seq - (record.at or 0)  # where its batch began, as far as it says
+        if (
+            not (self.batch or self.bad_run or self.unknown_end or self.open_loss is not None)
+            and self.next_seq is not None
+            and began > self.next_seq
+        ):
+            self.stats.gaps.append((path.name, self.next_seq, began - 1))
+        self.unknown_end = False
         if self.batch and not (
             record.seq == self.batch[-1].seq + 1
             and record.more == self.batch[-1].more - 1
@@ -203,6 +218,7 @@ class _Stream:
         if self.open_loss is not None:  # unreadable lines ended the file: their batch is lost
             self._drop(self.open_loss)
             self.open_loss = None
+            self.unknown_end = True
         self.bad_run = False
 
 
@@ -259,4 +275,7 @@ def iter_records(
         for loss in stats.lost
         if (loss.last_seq is None or loss.last_seq >= from_seq)
         and (loss.first_seq is None or to_seq is None or loss.first_seq <= to_seq)
+    ]
+    stats.gaps = [
+        gap for gap in stats.gaps if gap[2] >= from_seq and (to_seq is None or gap[1] <= to_seq)
     ]

@@ -7,7 +7,15 @@ line's place in its batch (0 for the first), so a batch whose head is unreadable
 lines written before it existed lack it (the reader then judges from seq continuity). The first
 line of each batch of a commit that spans several groups' streams carries `"commit": {"id": ...,
 "groups": {group: [first_seq, last_seq], ...}}`, the seqs every group's batch of that commit
-takes, so a crash between two groups' appends is recognised at startup (`lcg.wal.writer`). Operations carry every uuid
+takes, so a crash between two groups' appends is recognised at startup (`lcg.wal.writer`).
+
+Every line ends with `"crc": "<8 lowercase hex digits>"`, always its last member: the CRC-32
+(`zlib.crc32`) of the line's bytes without that member, i.e. of the line as it reads with
+`,"crc":"…"` cut out (up to and including the closing `}`). A reader checks it on every read
+(`line_intact`) and treats a line that fails as unreadable: never applied, counted and reported.
+CRC-32 catches every single-bit flip and every burst of up to 32 bits. Lines written before the
+checksum existed carry no `crc` and stay readable, with only the keys that format had; a line
+with a `crc`, or with a key no format wrote, must verify. Operations carry every uuid
 and timestamp, so replay is deterministic; they never carry vectors (embeddings are derived data)
 nor the group id (the stream a line sits in is its group). Absent keys mean null/empty, which
 keeps a fact near 400 bytes.
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -47,7 +56,9 @@ __all__ = [
     "entity_op",
     "episode_op",
     "fact_op",
+    "line_intact",
     "made",
+    "seal",
 ]
 
 _T = TypeVar("_T")
@@ -119,17 +130,46 @@ class WalRecord:
     commit: CommitMark | None = None  # on a multi-group commit's batch heads
 
 
+# The keys of a line written before checksums: a line with any other key must carry a `crc`.
+_LEGACY_KEYS = frozenset({"seq", "ts", "op", "data", "more", "at", "commit"})
+_CRC_MEMBER = b',"crc":"'
+_CRC_TAIL = len(_CRC_MEMBER) + 8 + 2  # the member, its 8 hex digits, `"}`
+
+
+def line_intact(line: bytes, value: dict[str, Any]) -> bool:
+    """Whether `line` (no newline), parsed as `value`, passes its checksum, or is a line of the
+    format before checksums (no `crc`, none but that format's keys)."""
+    if "crc" not in value:
+        return value.keys() <= _LEGACY_KEYS
+    digits = line[-10:-2]
+    if (
+        len(line) <= _CRC_TAIL
+        or line[-_CRC_TAIL : -_CRC_TAIL + len(_CRC_MEMBER)] != _CRC_MEMBER
+        or line[-2:] != b'"}'
+        or value["crc"] != digits.decode("latin-1")
+    ):
+        return False
+    body = memoryview(line)[:-_CRC_TAIL]
+    return b"%08x" % zlib.crc32(b"}", zlib.crc32(body)) == digits
+
+
 def encode_line(
     seq: int, ts: str, op: Op, more: int = 0, at: int = 0, commit: CommitMark | None = None
 ) -> bytes:
-    """A WAL line, newline-terminated, compact UTF-8 JSON."""
+    """A WAL line, newline-terminated, compact UTF-8 JSON ending with its checksum."""
     payload: dict[str, Any] = {"seq": seq, "ts": ts, "op": op.name, "data": op.data}
     if more:
         payload["more"] = more
     payload["at"] = at
     if commit is not None:
         payload["commit"] = commit.to_json()
-    return orjson.dumps(payload) + b"\n"
+    return seal(orjson.dumps(payload))
+
+
+def seal(body: bytes) -> bytes:
+    """The WAL line of `body` (a record as compact JSON, without `crc`): its checksum added as
+    its last member, newline-terminated."""
+    return b'%s,"crc":"%08x"}\n' % (body[:-1], zlib.crc32(body))
 
 
 def encode_batch(

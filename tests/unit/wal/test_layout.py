@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from lcg.errors import InvalidRequestError
+from lcg.wal import layout
 from lcg.wal.layout import (
     BOUNDS_FILE,
     GENERATION_FILE,
@@ -280,12 +281,38 @@ def _doctor_cache(directory: Path, **changes: object) -> None:
     cache_path.write_text(json.dumps(cache))
 
 
-def test_a_matching_bounds_cache_is_trusted(tmp_path: Path) -> None:
+def test_a_matching_bounds_cache_is_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, first in (("a.jsonl", 0), ("b.jsonl", 3), ("c.jsonl", 6)):
+        write_stream(tmp_path, name, range(first, first + 3))
+    read_bounds(tmp_path)
+    reads: list[str] = []
+    for name in ("first_seq", "last_seq"):
+        real = getattr(layout, name)
+        monkeypatch.setattr(layout, name, lambda p, real=real: reads.append(p.name) or real(p))
+    assert read_bounds(tmp_path) == Bounds(0, 8)
+    # The cache was read instead of a rescan: only the two files it names were checked.
+    assert sorted(reads) == ["a.jsonl", "c.jsonl"]
+
+
+@pytest.mark.parametrize("resealed", [False, True])
+def test_a_bounds_cache_the_wal_contradicts_is_derived_again(
+    tmp_path: Path, resealed: bool
+) -> None:
+    """A damaged seq in the cache (its checksum made to match, or not) is never trusted: the
+    next seq is derived from it."""
     write_stream(tmp_path, "a.jsonl", range(3))
     read_bounds(tmp_path)
-    # Values only the cache could have produced prove that it was read instead of a rescan.
-    _doctor_cache(tmp_path, min_seq=100, max_seq=200)
-    assert read_bounds(tmp_path) == Bounds(100, 200)
+    cache_path = tmp_path / BOUNDS_FILE
+    cache = json.loads(cache_path.read_text())
+    cache["max_seq"] = 1
+    if resealed:
+        del cache["crc"]
+        cache["crc"] = layout._manifest_crc(cache)
+    cache_path.write_text(json.dumps(cache))
+    assert read_bounds(tmp_path) == Bounds(0, 2)
+    assert json.loads(cache_path.read_text())["max_seq"] == 2
 
 
 def test_the_bounds_cache_is_rescanned_when_the_last_file_grows(tmp_path: Path) -> None:

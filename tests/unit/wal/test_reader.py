@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import orjson
 import pytest
 
 from lcg.wal.reader import ReadStats, iter_records, parse_line
-from lcg.wal.records import Op, WalRecord, encode_batch, encode_line
+from lcg.wal.records import Op, WalRecord, encode_batch, encode_line, seal
 
 TS = "2024-01-01T00:00:00.000000+00:00"
 
 
 def line(seq: int) -> bytes:
     return encode_line(seq, TS, Op("episode.delete", {"uuid": f"u{seq}"}))
+
+
+def edited(raw: bytes, old: bytes, new: bytes) -> bytes:
+    """`raw` with `old` replaced by `new` and its checksum made to match: what a newer lcg (or
+    damage a checksum cannot catch) might have written."""
+    value = orjson.loads(raw.replace(old, new))
+    del value["crc"]
+    return seal(orjson.dumps(value))
 
 
 def read(
@@ -209,7 +219,7 @@ def test_a_batch_with_an_unknown_operation_is_not_yielded_at_all(
     """A line this version cannot apply costs its whole batch, reported like a corrupt one
     (before, it was skipped and the other seven lines applied)."""
     lines = _episode_batch(1, 8)
-    lines[unknown] = lines[unknown].replace(b'"episode.delete"', b'"episode.teleport"')
+    lines[unknown] = edited(lines[unknown], b'"episode.delete"', b'"episode.teleport"')
     (tmp_path / "a.jsonl").write_bytes(line(0) + b"".join(lines) + line(9))
     seqs, stats = read(tmp_path)
     assert seqs == [0, 9]
@@ -220,7 +230,7 @@ def test_a_batch_with_an_unknown_operation_is_not_yielded_at_all(
 
 
 def test_a_single_line_with_an_unknown_operation_is_reported_lost(tmp_path: Path) -> None:
-    odd = line(1).replace(b'"episode.delete"', b'"episode.teleport"')
+    odd = edited(line(1), b'"episode.delete"', b'"episode.teleport"')
     (tmp_path / "a.jsonl").write_bytes(line(0) + odd + line(2))
     seqs, stats = read(tmp_path)
     assert seqs == [0, 2]
@@ -241,7 +251,7 @@ def test_a_batch_whose_more_was_damaged_into_another_number_is_not_yielded(
     tmp_path: Path,
 ) -> None:
     lines = _episode_batch(0, 8)
-    lines[1] = lines[1].replace(b'"more":6', b'"more":5')
+    lines[1] = edited(lines[1], b'"more":6', b'"more":5')
     (tmp_path / "a.jsonl").write_bytes(b"".join(lines) + line(8))
     seqs, _ = read(tmp_path)
     assert seqs == [8]
@@ -255,8 +265,8 @@ def test_unreadable_lines_holding_no_seq_cost_nothing(tmp_path: Path) -> None:
 
 
 def _legacy(raw: bytes) -> bytes:
-    """A line as written before lines carried `at` (their place in the batch)."""
-    return raw.replace(b',"at":0}', b"}").replace(b',"at":', b',"_":')
+    """A line as written before lines carried `at` (their place in the batch) or a checksum."""
+    return re.sub(rb',"at":\d+|,"crc":"[0-9a-f]{8}"', b"", raw)
 
 
 def test_a_batch_of_its_own_among_unreadable_lines_is_reported(tmp_path: Path) -> None:
@@ -306,3 +316,23 @@ def test_a_batch_straddling_to_seq_is_left_out_whole(tmp_path: Path) -> None:
     (tmp_path / "a.jsonl").write_bytes(line(0) + b"".join(_episode_batch(1, 3)) + line(4))
     assert read(tmp_path, to_seq=2)[0] == [0]
     assert read(tmp_path, to_seq=3)[0] == [0, 1, 2, 3]
+
+
+def test_seqs_no_line_holds_are_a_gap(tmp_path: Path) -> None:
+    """A file of the stream deleted: nothing unreadable, yet seqs 2..4 are gone."""
+    (tmp_path / "a.jsonl").write_bytes(line(0) + line(1))
+    (tmp_path / "c.jsonl").write_bytes(line(5) + line(6))
+    seqs, stats = read(tmp_path)
+    assert seqs == [0, 1, 5, 6]
+    assert stats.gaps == [("c.jsonl", 2, 4)] and stats.lost == []
+
+
+def test_lines_cut_out_of_a_file_are_a_gap(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(line(0) + line(3))
+    assert read(tmp_path)[1].gaps == [("a.jsonl", 1, 2)]
+
+
+def test_unreadable_lines_are_a_loss_not_a_gap(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(line(0) + b"junk\n")
+    (tmp_path / "b.jsonl").write_bytes(line(2))
+    assert read(tmp_path)[1].gaps == []

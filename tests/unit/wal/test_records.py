@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -166,10 +167,46 @@ def test_an_episode_op_leaves_out_the_default_source() -> None:
     assert episode_op(EPISODES["json-content"]).data["source"] == "json"
 
 
-def test_encoded_lines_are_compact_utf8_json_ending_in_a_newline() -> None:
+def test_encoded_lines_are_compact_utf8_json_ending_in_their_checksum_and_a_newline() -> None:
     raw = encode_line(3, "ts", Op("episode.delete", {"uuid": "é"}))
-    assert raw == '{"seq":3,"ts":"ts","op":"episode.delete","data":{"uuid":"é"},"at":0}\n'.encode()
-    assert list(json.loads(raw)) == ["seq", "ts", "op", "data", "at"]
+    body = '{"seq":3,"ts":"ts","op":"episode.delete","data":{"uuid":"é"},"at":0}'.encode()
+    assert zlib.crc32(body) == 0x4B8163E9  # the CRC-32 of the line without its `crc` member
+    assert raw == body[:-1] + b',"crc":"4b8163e9"}\n'
+    assert list(json.loads(raw)) == ["seq", "ts", "op", "data", "at", "crc"]
+
+
+def test_every_single_bit_flip_of_a_line_is_caught() -> None:
+    raw = encode_line(7, "ts", Op("fact.upsert", {"uuid": "f", "name": "x"}), 2, 1)
+    caught = 0
+    for position in range(len(raw) - 1):  # the newline's flips split or join lines: elsewhere
+        for bit in range(8):
+            damaged = bytearray(raw)
+            damaged[position] ^= 1 << bit
+            pieces = [p for p in bytes(damaged).split(b"\n") if p.strip()]
+            caught += all(parse_line(p) is None for p in pieces)
+    assert caught == 8 * (len(raw) - 1)
+
+
+def test_a_line_written_before_checksums_is_read() -> None:
+    old = b'{"seq":3,"ts":"ts","op":"episode.delete","data":{"uuid":"u"},"more":1,"at":0}'
+    record = parse_line(old)
+    assert record is not None and (record.seq, record.more, record.data) == (3, 1, {"uuid": "u"})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a key no format wrote: the `crc` member's name damaged
+        b'{"seq":3,"ts":"ts","op":"episode.delete","data":{},"at":0,"crb":"4b8163e9"}',
+        # the right shape, the wrong sum
+        b'{"seq":3,"ts":"ts","op":"episode.delete","data":{},"at":0,"crc":"00000000"}',
+        # the sum not last
+        b'{"seq":3,"ts":"ts","op":"episode.delete","crc":"4b8163e9","data":{},"at":0}',
+        b'{"seq":3,"ts":"ts","op":"episode.delete","data":{},"at":0,"crc":7}',
+    ],
+)
+def test_a_line_whose_checksum_does_not_hold_is_not_a_record(line: bytes) -> None:
+    assert parse_line(line) is None
 
 
 def test_each_line_of_a_batch_says_its_place_and_how_many_follow() -> None:

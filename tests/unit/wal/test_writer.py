@@ -78,7 +78,7 @@ def test_lines_are_compact_json_with_seq_ts_op_data_in_order(tmp_path: Path) -> 
     raw = path.read_bytes()
     assert raw.endswith(b"\n") and raw.count(b"\n") == 1
     record = json.loads(raw)
-    assert list(record) == ["seq", "ts", "op", "data", "at"]  # `at`: its place in the batch
+    assert list(record) == ["seq", "ts", "op", "data", "at", "crc"]  # `at`: its place in the batch
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", record["ts"])
     assert record["data"] == {"uuid": "é"}
     assert b": " not in raw and b", " not in raw

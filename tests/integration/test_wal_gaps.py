@@ -1,0 +1,139 @@
+"""What the WAL lost is reported, kept beside the WAL, and never served by halves: a missing
+file (a seq gap), a batch that cannot be applied, seqs only a deleted database held; a rebuild
+leaves out the facts whose endpoints it could not restore."""
+
+from __future__ import annotations
+
+import pytest
+from graph_invariants import assert_no_dangling_rows
+from rebuild_jobs import rebuild_and_wait
+from wal_faults import GROUP, commit_episode, lines, problems, relate, seqs, uid
+
+from lcg import Settings, open_engine
+from lcg.service.registry import dispatch
+from lcg.storage.store import delete_database_files
+from lcg.wal.layout import PROBLEMS_FILE, group_dir, ordered_files
+from lcg.wal.records import Op
+from lcg.wal.writer import Wal
+
+pytestmark = pytest.mark.anyio
+
+SETTINGS_OVERRIDES = {"wal_max_events_per_file": 8}  # one episode batch per file
+
+
+async def test_a_missing_wal_file_is_reported_and_a_rebuild_serves_no_fact_without_endpoints(
+    settings: Settings,
+) -> None:
+    engine = open_engine(settings)
+    try:
+        await commit_episode(engine, 0, [1, 2, 3])
+        await commit_episode(engine, 1, [4, 5, 6])
+        await commit_episode(engine, 2, [7, 8, 9])
+        await relate(engine, 4, 7, 3)  # a fact from an entity of the file deleted below
+    finally:
+        engine.close()
+    files = ordered_files(group_dir(settings.wal_dir, GROUP))
+    assert len(files) == 4
+    files[1].unlink()  # seqs 8..15
+    gap = {"group_id": GROUP, "kind": "seq_gap", "file": files[2].name}
+    gap |= {"first_seq": 8, "last_seq": 15}
+
+    engine = open_engine(settings)  # the database is whole: nothing to replay, yet reported
+    try:
+        assert await problems(engine) == [gap]
+    finally:
+        engine.close()
+
+    delete_database_files(settings.db_path)
+    engine = open_engine(settings)
+    try:
+        assert_no_dangling_rows(engine, "startup over a missing WAL file")
+        dangling = {
+            "group_id": GROUP,
+            "kind": "fact_without_endpoints",
+            "file": None,
+            "first_seq": None,
+            "last_seq": None,
+            "count": 1,
+            "facts": [uid(30_003)],
+        }
+        assert await problems(engine) == [gap, dangling]
+        await rebuild_and_wait(engine, {"group_id": GROUP, "force_clear": True})
+        assert_no_dangling_rows(engine, "rebuild over a missing WAL file")
+        assert await problems(engine) == [gap, dangling]
+    finally:
+        engine.close()
+
+
+async def test_seqs_only_a_deleted_database_held_stay_reported_and_are_never_reused(
+    settings: Settings,
+) -> None:
+    """The WAL loses its last batch (seq 2), the database is ahead and says so; then the
+    database is deleted: the record of seq 2 is beside the WAL, so it is still reported and
+    seq 2 is still never handed out again."""
+    engine = open_engine(settings)
+    try:
+        for name in ("Ada", "Grace", "Linus"):
+            await dispatch(engine, "knowledge_assert_entity", {"name": name, "group_id": GROUP})
+    finally:
+        engine.close()
+    path, _, raw = lines(settings)[-1]
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - len(raw) - 1])  # seq 2, a whole line, gone
+    engine = open_engine(settings)
+    try:
+        found = await problems(engine)
+    finally:
+        engine.close()
+    ahead = {"group_id": GROUP, "kind": "database_ahead_of_wal", "file": None}
+    ahead |= {"first_seq": 2, "last_seq": 2}
+    assert found == [ahead]
+
+    delete_database_files(settings.db_path)
+    engine = open_engine(settings)
+    try:
+        assert await problems(engine) == [ahead]
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Barbara", "group_id": GROUP})
+        assert seqs(settings) == [0, 1, 3]
+        assert await problems(engine) == [ahead]  # seq 2 skipped on purpose: no gap
+    finally:
+        engine.close()
+    assert (group_dir(settings.wal_dir, GROUP) / PROBLEMS_FILE).stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["tail", "whole-stream"])
+async def test_a_batch_that_cannot_be_applied_is_reported_in_status(
+    settings: Settings, whole: bool
+) -> None:
+    """A well-formed line (its checksum holds) with a timestamp that is not one: its batch is
+    not applied, and status says so, whether a tail replay or a whole one met it."""
+    engine = open_engine(settings)
+    try:
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Ada", "group_id": GROUP})
+    finally:
+        engine.close()
+    wal = Wal(settings.wal_dir)
+    try:
+        bad = {"uuid": uid(1), "name": "Grace", "created_at": "last tuesday"}
+        wal.append(
+            GROUP,
+            [Op("entity.upsert", bad), Op("entity.upsert", {"uuid": uid(2), "name": "Linus"})],
+        )
+    finally:
+        wal.close()
+    if whole:
+        delete_database_files(settings.db_path)
+    engine = open_engine(settings)
+    try:
+        (found,) = await problems(engine)
+        assert {k: found[k] for k in ("group_id", "kind", "first_seq", "last_seq")} == {
+            "group_id": GROUP,
+            "kind": "batch_failed",
+            "first_seq": 1,
+            "last_seq": 2,
+        }
+        assert "last tuesday" in found["error"]
+        nodes = await dispatch(engine, "knowledge_get_nodes_by_group", {"group_ids": [GROUP]})
+        assert [n["name"] for n in nodes["nodes"]] == ["Ada"]
+    finally:
+        engine.close()
