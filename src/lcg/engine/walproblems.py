@@ -1,7 +1,8 @@
 """The WAL problems kept for `knowledge_status` (`wal_problems`, an lcg extension), by group:
 batches a replay could not apply, seqs the database applied that its WAL no longer holds (and
 the floor that keeps them from being handed out again), torn tails cut at startup, and WAL mark
-files that did not parse (rebuilt from what still names their content). Every method that
+files that did not parse (rebuilt from what still names their content), and applied batches whose
+rows the store turned out to lack at open (replayed: lcg.engine.applied). Every method that
 writes expects the write lock held.
 """
 
@@ -21,7 +22,7 @@ from lcg.wal import marks
 from lcg.wal.layout import GENERATION_FILE, generation_damaged, restore_generation
 from lcg.wal.writer import TornTail, Wal
 
-__all__ = ["AHEAD", "LOST", "MARK", "TORN", "WalProblems"]
+__all__ = ["AHEAD", "LOST", "MARK", "SHORT", "TORN", "WalProblems"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ LOST = "batch_not_applied"  # a batch with an unreadable line, passed over by a 
 AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no longer holds
 TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut at startup
 MARK = "mark_file_corrupt"  # a WAL mark file (checkpoint record, generation) that did not parse
+SHORT = "store_missing_applied_rows"  # applied batches whose rows the store lacked (replayed)
 
 
 class WalProblems:
@@ -121,7 +123,7 @@ class WalProblems:
         with self._store().read_for_write() as conn:
             known = self.losses(conn, report.group_id)
         if full:  # a replay re-derives batches; what the WAL itself lost stays recorded
-            known = [x for x in known if x.get("kind") in (AHEAD, TORN, MARK)]
+            known = [x for x in known if x.get("kind") in (AHEAD, TORN, MARK, SHORT)]
         fresh = [{"kind": LOST, **loss.to_wire()} for loss in report.lost]
         merged = known + [x for x in fresh if x not in known]
         with self._store().transaction() as tx:
@@ -134,6 +136,14 @@ class WalProblems:
             known = self.losses(conn, torn.group_id)
         with self._store().transaction() as tx:
             tx.set_meta(loss_key(torn.group_id), json.dumps([*known, entry]))
+
+    def record_shortfall(self, group_id: str, entry: dict[str, Any]) -> None:
+        """(Write lock held, at open.) Keep a repair of applied batches whose rows the store
+        lacked (`lcg.engine.applied`: `first_seq`, `last_seq`, `missing`, `repaired`)."""
+        with self._store().read_for_write() as conn:
+            known = self.losses(conn, group_id)
+        with self._store().transaction() as tx:
+            tx.set_meta(loss_key(group_id), json.dumps([*known, {"kind": SHORT, **entry}]))
 
     def check_mark_files(self) -> None:
         """(Write lock held, at startup.) Find the group's WAL mark files that no longer parse,
