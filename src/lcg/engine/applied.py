@@ -2,8 +2,9 @@
 
 A group's applied position says the store holds every WAL batch up to that seq, but a crash can
 leave a store whose position moved while rows of the batch did not (Kuzu's journal replay kept
-a transaction's position and none of the facts it had loaded by `COPY`). At open, before the
-catch-up, `check` folds the group's last `WINDOW` batches at or below its position (those of
+a transaction's position and none of the facts it had loaded by `COPY`). At an open that found
+Kuzu's journal holding commits (the last process did not close the database: a crash), before
+the catch-up, `check` folds the group's last `WINDOW` batches at or below its position (those of
 the WAL file that holds it: a batch never spans two files) into the rows they leave behind:
 entities, facts and episodes by uuid, and each episode's mentions of stored entities (a later
 `episode.delete` or `group.purge` takes rows back out; a `cypher.exec` leaves nothing

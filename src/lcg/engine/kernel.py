@@ -274,7 +274,9 @@ class Engine:
             self._follow.reset()  # before the indexes load: they hold at least that much
             # Before the replays: a bulk replay installs the partitions it built from its rows.
             self._search.reset()
-            reports = applied.check(self._catchup, self._db, self._wal)
+            journal = self._mode.journal()
+            crashed = journal is not None and journal.journal_at_open > 0
+            reports = applied.check(self._catchup, self._db, self._wal) if crashed else []
             found = [(g, self._catchup.catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
             for group, plan in plans:
