@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from lcg import Settings, open_engine
+from lcg.engine import exclusive
 from lcg.service.registry import dispatch
 from lcg.testing.episode_kills import GROUP, SIZES, Verdict, judge, kill
 
@@ -74,3 +75,33 @@ def test_a_kill_at_a_write_point_keeps_the_episode_whole(
     assert len(acked) == 1
     verdict = _restart(home, UNCHECKPOINTED, acked)
     assert verdict.clean, verdict
+
+
+def test_random_kills_of_a_server_mode_writer_leave_no_episode_partial(
+    tmp_path: Path, falkordb_url: str
+) -> None:
+    """On FalkorDB each commit is one MULTI/EXEC of the stream append and every statement,
+    written to the server at once: a writer killed before its EXEC arrived applied nothing,
+    after it applied all."""
+    from lcg.storage.falkordb.backend import FalkorBackend
+
+    admin = FalkorBackend(falkordb_url)
+    try:
+        admin.client.flushall()
+    finally:
+        admin.close()
+    settings = {"embedder": "hash", "storage": "falkordb", "falkordb_url": falkordb_url}
+    rng = random.Random(SEED)
+    home = tmp_path / "ws"
+    acked: list[dict[str, Any]] = []
+    for n in range(4):
+        err = tmp_path / f"child{n}.err"
+        acked += kill(home, rng.randrange(2**32), settings, [1, 64, 300, 1000], stderr=err)
+        engine = open_engine(Settings.for_home(home, **settings))
+        try:
+            records, _ = exclusive.mode(engine).wal_records(GROUP)
+            verdict = judge(engine, acked, records)
+        finally:
+            engine.close()
+        assert verdict.clean, (n, verdict)
+    assert {a["size"] for a in acked} >= {64, 300}, "too few size classes acknowledged"

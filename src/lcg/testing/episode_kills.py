@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -214,12 +214,12 @@ class Verdict:
         return not (self.acknowledged_lost or self.partial_episodes or self.seq_reused)
 
 
-def _batches(directory: Path) -> tuple[list[list[WalRecord]], list[str]]:
+def _batches(records: Iterable[WalRecord]) -> tuple[list[list[WalRecord]], list[str]]:
     """The WAL's whole batches in order, and the seqs that break strict increase."""
     batches: list[list[WalRecord]] = []
     broken: list[str] = []
     previous = -1
-    for rec in iter_records(directory):
+    for rec in records:
         if rec.seq <= previous:
             broken.append(f"seq {rec.seq} after {previous}")
         previous = rec.seq
@@ -229,11 +229,16 @@ def _batches(directory: Path) -> tuple[list[list[WalRecord]], list[str]]:
     return batches, broken
 
 
-def judge(engine: Engine, acked: list[dict[str, Any]]) -> Verdict:
-    """Judge a workspace just opened (its startup catch-up done) against its WAL and every
-    acknowledgement so far."""
+def judge(
+    engine: Engine, acked: list[dict[str, Any]], records: Iterable[WalRecord] | None = None
+) -> Verdict:
+    """Judge a workspace just opened (its startup catch-up done) against its WAL (the
+    workspace's files; or `records`, a server store's stream) and every acknowledgement so
+    far."""
     verdict = Verdict()
-    batches, broken = _batches(engine.parts.wal.directory(GROUP))
+    if records is None:
+        records = iter_records(engine.parts.wal.directory(GROUP))
+    batches, broken = _batches(records)
     verdict.seq_reused += broken
     with engine.reader() as conn:
         episodes = {r[0] for r in conn.rows("MATCH (ep:Episode) RETURN ep.uuid")}
