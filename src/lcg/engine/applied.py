@@ -87,7 +87,8 @@ def _last_batches(directory: Path, through: int) -> tuple[list[list[WalRecord]],
     """The last `WINDOW` whole batches ending at or before seq `through`, from the file that
     holds it, and whether older batches precede them. ([], False) when a line there does not
     parse: the catch-up and its replay report such lines."""
-    files = [p for p in ordered_files(directory) if (first_seq(p) or 0) <= through]
+    firsts = [(first_seq(p), p) for p in ordered_files(directory)]
+    files = [p for first, p in firsts if first is not None and first <= through]
     if not files:
         return [], False
     batches: list[list[WalRecord]] = []
