@@ -33,6 +33,7 @@ from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.embedding.select import build_embedder
 from lcg.embedding.vectors import embed_plan, plan_for_changes
+from lcg.engine import applied
 from lcg.engine.catchup import CatchUp, Replay
 from lcg.engine.checkpointer import Checkpointer
 from lcg.engine.commits import Batch, EpisodeCommit, check_commit_references, episode_ops
@@ -275,9 +276,11 @@ class Engine:
             self._follow.reset()  # before the indexes load: they hold at least that much
             # Before the replays: a bulk replay installs the partitions it built from its rows.
             self._search.reset()
+            journal = self._mode.journal()
+            crashed = journal is not None and journal.journal_at_open > 0
+            reports = applied.check(self._catchup, self._db, self._wal) if crashed else []
             found = [(g, self._catchup.catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
-            reports: list[ReplayReport] = []
             for group, plan in plans:
                 report = self._catchup.catch_up(group, plan)
                 if report is not None:

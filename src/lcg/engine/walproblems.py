@@ -3,7 +3,8 @@ batches a replay could not apply (unreadable, failing their checksum, or failing
 seqs no WAL line holds (a file missing), seqs the database applied that its WAL no longer holds
 (and the floor that keeps them from being handed out again), torn tails cut at startup, WAL
 mark files that did not parse (rebuilt from what still names their content) and facts a replay
-left out because it could not restore their endpoints.
+left out because it could not restore their endpoints, and applied batches whose rows the
+store turned out to lack at open (replayed: lcg.engine.applied).
 
 The record lives beside the WAL (`lcg.wal.layout.PROBLEMS_FILE`, one per group), not in the
 database: deleting the database must not erase what only the database remembered (seqs applied
@@ -36,7 +37,7 @@ from lcg.wal.layout import (
 )
 from lcg.wal.writer import TornTail, Wal
 
-__all__ = ["AHEAD", "DANGLING", "FAILED", "GAP", "LOST", "MARK", "TORN", "WalProblems"]
+__all__ = ["AHEAD", "DANGLING", "FAILED", "GAP", "LOST", "MARK", "SHORT", "TORN", "WalProblems"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut a
 MARK = "mark_file_corrupt"  # a WAL mark file (checkpoint record, generation) that did not parse
 GAP = "seq_gap"  # seqs no line of the stream holds: a WAL file missing, lines cut out
 FAILED = "batch_failed"  # a readable batch that could not be applied (a bad timestamp, ...)
+SHORT = "store_missing_applied_rows"  # applied batches whose rows the store lacked (replayed)
 DANGLING = "fact_without_endpoints"  # facts a replay left out: their endpoints were not restored
 # What a replay of the whole stream finds again (and so replaces); the others it cannot.
 _REDERIVED = (LOST, GAP, FAILED, DANGLING)
@@ -254,6 +256,13 @@ class WalProblems:
         with self._store().read_for_write() as conn:
             known = self.losses(conn, torn.group_id)
         self._keep(torn.group_id, [*known, entry])
+
+    def record_shortfall(self, group_id: str, entry: dict[str, Any]) -> None:
+        """(Write lock held, at open.) Keep a repair of applied batches whose rows the store
+        lacked (`lcg.engine.applied`: `first_seq`, `last_seq`, `missing`, `repaired`)."""
+        with self._store().read_for_write() as conn:
+            known = self.losses(conn, group_id)
+        self._keep(group_id, [*known, {"kind": SHORT, **entry}])
 
     def check_mark_files(self) -> None:
         """(Write lock held, at startup.) Find the group's WAL mark files that no longer parse,

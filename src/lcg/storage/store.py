@@ -342,6 +342,9 @@ class Store:
         self.path = path
         private_dir(path.parent)
         self._buffer_pool_mb = pool_mb(path, buffer_pool_mb)
+        # Bytes of Kuzu's journal before the open replayed it: none after a clean close (which
+        # checkpoints), some after a crash (lcg.engine.applied checks the rows then).
+        self.journal_at_open = self.journal_bytes()
         self._db = self._open_database()
         self.checkpoints_since_open = 0
         self.recycles = 0  # database handles reopened to give back checkpoint memory
