@@ -55,10 +55,9 @@ CHILD = r"""
 import json, os, signal, sys
 from pathlib import Path
 from lcg import Settings, open_engine
-from lcg.engine import exclusive
 engine = open_engine(Settings.for_home(Path(sys.argv[1]), **json.loads(sys.argv[2])))
 if sys.argv[3]:
-    with exclusive.kuzu_store(engine).transaction() as tx:
+    with engine._mode.journal().transaction() as tx:
         tx.run(sys.argv[3], json.loads(sys.argv[4]))
 os.kill(os.getpid(), signal.SIGKILL)
 """
