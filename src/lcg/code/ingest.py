@@ -171,7 +171,11 @@ def _scan(
 ) -> tuple[IngestReport, list[FileChange]]:
     """Read, hash and parse what changed since the hashes `known` (path -> hash; blocking:
     run in a worker thread)."""
-    if not root.is_dir():
+    try:
+        is_dir = root.is_dir()
+    except OSError as exc:  # a name too long, a link loop: not a directory lcg can read
+        raise InvalidRequestError(f"cannot read {root}: {exc.strerror}", field="path") from None
+    if not is_dir:
         raise InvalidRequestError(f"not a directory: {root}", field="path")
     report = IngestReport()
     paths, report.skipped = list_sources(root)
