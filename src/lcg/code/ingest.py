@@ -143,7 +143,9 @@ def list_sources(root: Path) -> tuple[list[str], list[dict[str, str]]]:
     listed = _git_files(root)
     if listed is None:
         globs = [f"**/*{ext}" for ext in EXTENSIONS]
-        listed = [s.source_file for s in scan_sources([root], globs).sources]
+        scan = scan_sources([root], globs)
+        # The links out of the root are refused below, where the reason is recorded.
+        listed = sorted(s.source_file for s in [*scan.sources, *scan.outside])
     real_root = root.resolve()
     paths: list[str] = []
     skipped: list[dict[str, str]] = []
