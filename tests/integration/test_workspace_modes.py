@@ -1,8 +1,8 @@
 """Everything lcg creates inside `.lcg` is private: directories 0700 and files 0600, like `.lcg`
 itself, whatever the process umask (files were 0644 and directories 0755 under umask 022).
 
-Kuzu creates its own files inside the database directory; that directory is 0700, so they are
-unreachable for other users whatever their modes, and only the directory is checked.
+The database directory is walked too: the search and name snapshots saved beside the database
+were 0644 (numpy and Arrow write under the umask), and so was the database file itself.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ def _exercise(settings: Settings) -> None:
         await dispatch(engine, "knowledge_dump_wal", {})
         await dispatch(engine, "knowledge_export_graph", {"path": "graph.jsonl"})
         await dispatch(engine, "knowledge_prepare_checkpoint", {})
+        await dispatch(engine, "knowledge_build_indices", {})
+        await dispatch(engine, "knowledge_find_relationships", {"query": "Apollo"})
 
     try:
         anyio.run(writes)
@@ -56,8 +58,6 @@ def test_a_fresh_workspace_is_private(tmp_path: Path, umask: int) -> None:
     loose = []
     for path in [home, *home.rglob("*")]:
         mode = stat.S_IMODE(path.lstat().st_mode)
-        if db_dir in path.parents:
-            continue  # Kuzu's own files, inside the 0700 database directory
         if path.is_dir():
             seen["dirs"] += 1
             if mode != 0o700:
@@ -74,4 +74,5 @@ def test_a_fresh_workspace_is_private(tmp_path: Path, umask: int) -> None:
     assert (home / "embeddings").is_dir() and (home / "wal-compacted").is_dir()
     assert any(p.suffix == ".jsonl" for p in (home / "wal" / "liminis").iterdir())
     assert stat.S_IMODE(db_dir.stat().st_mode) == 0o700
+    assert (db_dir / "search-index").is_dir() and settings.db_path.is_file()
     assert seen["dirs"] >= 8 and seen["files"] >= 8, seen

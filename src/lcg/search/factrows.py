@@ -47,7 +47,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lcg.fsmodes import replace_dir
+from lcg.fsmodes import replace_dir, write_private
 from lcg.models import Fact
 from lcg.storage.rows import fact as fact_record
 from lcg.storage.rows import provenance_of
@@ -200,7 +200,7 @@ class _Rows:
         state = json.dumps({"stamp": stamp, **self.state()})
         if self.source == where:
             tmp = where / "state.json.tmp"
-            tmp.write_text(state)
+            write_private(tmp, state)
             tmp.replace(where / "state.json")
             return
 

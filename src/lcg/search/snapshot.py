@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lcg.fsmodes import private_dir, replace_dir
+from lcg.fsmodes import private_dir, replace_dir, write_private
 from lcg.gcpause import no_gc
 from lcg.search.partition import Partition
 
@@ -115,7 +115,7 @@ class Snapshots:
         the position); how many partitions were written. The caller holds the write lock."""
         private_dir(self.directory)
         tmp = self.directory / "index.json.tmp"
-        tmp.write_text(json.dumps({"format": FORMAT, **index}))
+        write_private(tmp, json.dumps({"format": FORMAT, **index}))
         tmp.replace(self.directory / "index.json")
         written = 0
         for family, group, part in parts:
@@ -124,7 +124,7 @@ class Snapshots:
                 continue
             where = self._dir(family, group)
             if not part.dirty and (where / "partition.json").exists():
-                (where / "stamp.json").write_text(json.dumps(stamp))
+                write_private(where / "stamp.json", json.dumps(stamp))
                 continue
             replace_dir(where, functools.partial(_fill, part, json.dumps(stamp)))
             written += 1

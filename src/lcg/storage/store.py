@@ -37,7 +37,7 @@ from typing import Any
 import kuzu
 
 from lcg.errors import StorageError
-from lcg.fsmodes import private_dir
+from lcg.fsmodes import private_dir, private_file
 from lcg.storage.leaked_refs import give_back, leak_per_value
 from lcg.storage.schema import MIGRATIONS
 
@@ -343,6 +343,7 @@ class Store:
         private_dir(path.parent)
         self._buffer_pool_mb = pool_mb(path, buffer_pool_mb)
         self._db = self._open_database()
+        private_file(path)  # Kuzu creates its file under the process umask
         self.checkpoints_since_open = 0
         self.recycles = 0  # database handles reopened to give back checkpoint memory
         self._epoch = _SchemaEpoch()
