@@ -386,6 +386,11 @@ def build_app(
         else:
             task = BackgroundTask(backend.request_shutdown) if name == CLOSE_METHOD else None
             response = _json(result)
+            if len(response.body) > protocol.MAX_ANSWER_BYTES:
+                status = 400
+                error = protocol.error_object(protocol.answer_too_large(len(response.body)))
+                code = error["code"]
+                response = _json({"error": error}, status)
             response.background = task
         group = params.get("group_id") if isinstance(params, dict) else None
         sink.emit(

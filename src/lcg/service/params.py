@@ -32,6 +32,7 @@ from lcg.wal.layout import encode_group
 
 __all__ = [
     "MAX_PATH_CHARS",
+    "MAX_RESULTS",
     "Params",
     "parse_params",
     "refuse_bad_text",
@@ -249,6 +250,11 @@ def _groups_required(value: Any) -> list[str]:
     return list(dict.fromkeys(value))
 
 
+# The most results any read may ask for (num_results, last_n): the reference has no bound, and
+# 10^9 was served; an answer is also bounded in bytes by each transport (protocol.MAX_ANSWER_BYTES).
+MAX_RESULTS = 100_000
+
+
 def count_field(name: str, positive: bool = False) -> Any:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -257,6 +263,8 @@ def count_field(name: str, positive: bool = False) -> Any:
             raise ValueError(f"{name} must be > 0")
         if value < 0:
             raise ValueError(f"{name} must be non-negative, got {value}")
+        if value > MAX_RESULTS:
+            raise ValueError(f"{name} is {value}; at most {MAX_RESULTS} per call")
         return value
 
     return BeforeValidator(check)
