@@ -170,7 +170,7 @@ def measure(service: HttpService, engine: Engine, args: argparse.Namespace) -> d
                 drawn: dict[str, Any] = {}
                 for _ in range(args.runs):
                     page = context.new_page()
-                    renders.append(first_frame(page, service.url + "/"))
+                    renders.append(first_frame(page, service.browser_url))  # the printed address
                     drawn = page.evaluate(
                         """() => {
                           const v = lcgApp.view(), c = v.canvas.dataset;

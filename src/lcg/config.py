@@ -126,6 +126,16 @@ def _storage(text: str) -> str:
     return value
 
 
+HTTP_AUTH_MODES = ("token", "none")
+
+
+def _http_auth(text: str) -> str:
+    value = text.strip().lower()
+    if value not in HTTP_AUTH_MODES:
+        raise ValueError(f"must be one of: {', '.join(HTTP_AUTH_MODES)}")
+    return value
+
+
 REEMBED_MODES = ("off", "auto")
 
 
@@ -540,7 +550,17 @@ SETTINGS: tuple[Setting, ...] = (
         "LCG_API_TOKEN",
         None,
         str.strip,
-        "Bearer token every `/api/` request must carry; required for a non-loopback host.",
+        "Bearer token every `/api/` request must carry; required for a non-loopback host. "
+        "Unset: the token generated in `<home>/http-token` (see `LCG_HTTP_AUTH`).",
+    ),
+    Setting(
+        "http_auth",
+        "LCG_HTTP_AUTH",
+        "token",
+        _http_auth,
+        "`token`: every `/api/` request needs the bearer token, on loopback too (another local "
+        "user can reach 127.0.0.1); `none` (or `lcg serve --http-no-token`): no token on a "
+        "loopback address, for a machine with one user. `LCG_API_TOKEN` overrides both.",
     ),
     Setting(
         "http_scope",
@@ -658,6 +678,7 @@ class Settings:
     http_host: str = "127.0.0.1"
     http_port: int = 8471
     api_token: str | None = None
+    http_auth: str = "token"
     http_scope: str = "read,write"
     http_cors_origins: str = ""
     http_allowed_hosts: str = ""

@@ -8,6 +8,7 @@ text the wire returns (docs/api.md §records: a JSON-encoded object *as a string
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ __all__ = [
     "Episode",
     "Fact",
     "canonical_attributes",
+    "control_character",
     "entity_to_wire",
     "episode_to_wire",
     "fact_to_wire",
@@ -82,6 +84,16 @@ class Fact:
     invalid_at: datetime | None = None
     created_at: datetime | None = None
     expired_at: datetime | None = None
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def control_character(text: str) -> str | None:
+    """The first C0 control character or DEL in `text`, if any: never part of a group id or a
+    name (a newline there is a client's bug, and would be stored as `%0A` in the WAL's paths)."""
+    found = _CONTROL.search(text)
+    return found.group() if found else None
 
 
 def normalize_name(name: str) -> str:

@@ -264,3 +264,26 @@ def test_a_run_killed_half_way_resumes_to_the_same_graph(tmp_path: Path, folder:
     assert max(killed[0].values()) == 1
     assert killed[1] == clean[1]
     assert killed[2] == clean[2]
+
+
+def test_a_symbolic_link_out_of_the_folder_is_refused_and_listed(
+    tmp_path: Path, folder: Path, server: ScriptedLlmServer
+) -> None:
+    # A link in a shared folder must not bring another file's text into the graph (the rule
+    # `lcg code ingest` follows); a link to a file inside the folder is still read.
+    secret = tmp_path / "secret" / "credentials.md"
+    secret.parent.mkdir()
+    secret.write_text("The vault password is hunter2-orbital.")
+    (folder / "notes" / "creds.md").symlink_to(secret)
+    (folder / "alias.md").symlink_to(folder / "release-3.md")
+    home = tmp_path / ".lcg"
+    result = ingest(
+        home, str(folder), "--group", GROUP, "--json", env={"LCG_EXTRACTION_URL": server.url}
+    )
+    stats = summary(result)
+    assert stats["files_done"] == len(FILES) + 1 and stats["files_failed"] == 0
+    assert "skipped 1 symbolic link leading outside the folder" in result.stderr
+    assert "  notes/creds.md" in result.stderr
+    contents = [e["content"] for e in episodes(home)]
+    assert not any("hunter2" in c for c in contents)
+    assert any(source_of(e) == "alias.md" for e in episodes(home))

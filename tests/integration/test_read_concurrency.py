@@ -172,15 +172,17 @@ def test_every_read_method_at_once_from_more_clients_than_pooled_readers(
         assert c.call("health_check")["healthy"] is True
 
 
-def test_concurrent_status_over_http_answers(served: tuple[Path, int]) -> None:
+def test_concurrent_status_over_http_answers(served: tuple[Path, int], tmp_path: Path) -> None:
     sock, port = served
     _seed(sock)
+    # The service generated its workspace's token at start; a client reads it from there.
+    auth = {"Authorization": "Bearer " + (tmp_path / ".lcg" / "http-token").read_text().strip()}
 
     def work(i: int, failures: list[str]) -> None:
         for _ in range(25):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=CALL_TIMEOUT)
             try:
-                conn.request("POST", "/api/knowledge_status", body=b"{}")
+                conn.request("POST", "/api/knowledge_status", body=b"{}", headers=auth)
                 response = conn.getresponse()
                 body = json.loads(response.read())
                 if response.status != 200 or body.get("queryable") is not True:

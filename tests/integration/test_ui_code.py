@@ -20,7 +20,14 @@ pytest.importorskip("tree_sitter_language_pack")
 
 from code_support import git
 from playwright.sync_api import Page, expect, sync_playwright
-from ui_support import CHROMIUM, in_thread, keep_screenshot, launch_chromium, running_http
+from ui_support import (
+    CHROMIUM,
+    in_thread,
+    keep_screenshot,
+    launch_chromium,
+    page_url,
+    running_http,
+)
 
 from lcg import Engine, Settings
 from lcg.code.history import ingest_history
@@ -91,7 +98,7 @@ def code_ui(
         tab = context.new_page()
         errors: list[str] = []
         tab.on("pageerror", lambda exc: errors.append(str(exc)))
-        tab.goto(service.url + "/")
+        tab.goto(page_url(service))
         expect(tab.locator("#graph")).not_to_have_attribute("data-nodes", "0")
         try:
             yield tab, shas, uuids

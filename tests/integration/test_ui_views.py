@@ -7,6 +7,7 @@ a screenshot of its view (`ui_support.SCREENSHOTS`, printed at the end of the ru
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -24,12 +25,14 @@ from ui_support import (
     in_thread,
     keep_screenshot,
     launch_chromium,
+    page_url,
     request,
     running_http,
 )
 
 from lcg import Engine, Entity, Episode, EpisodeCommit, Fact, Settings
 from lcg.engine import Invalidation
+from lcg.service.http import HttpService
 
 TIMEOUT_MS = 15_000
 LATER = datetime(2024, 3, 1, tzinfo=UTC)
@@ -97,17 +100,27 @@ def _shot(page: Page, tmp_path: Path, name: str) -> None:
 
 
 @pytest.fixture
-def served(settings: Settings, engine: Engine) -> Iterator[str]:
+def served(settings: Settings, engine: Engine) -> Iterator[HttpService]:
     in_thread(anyio.run, build_history, engine)
     in_thread(anyio.run, _later, engine)
     with running_http(settings, engine) as service:
-        yield service.url
+        yield service
+
+
+@pytest.fixture
+def served_without_token(settings: Settings, engine: Engine) -> Iterator[HttpService]:
+    """`lcg serve --http --http-no-token`: the graph of the first view comes with the page only
+    where no token is needed (a script tag sends no Authorization)."""
+    in_thread(anyio.run, build_history, engine)
+    in_thread(anyio.run, _later, engine)
+    with running_http(dataclasses.replace(settings, http_auth="none"), engine) as service:
+        yield service
 
 
 def test_the_time_slider_hides_entities_that_did_not_exist_yet(
-    browser: Any, served: str, tmp_path: Path
+    browser: Any, served: HttpService, tmp_path: Path
 ) -> None:
-    context, page = _open(browser, served + "/")
+    context, page = _open(browser, page_url(served))
     canvas = page.locator("#graph")
     expect(canvas).to_have_attribute("data-nodes", "6")
     page.evaluate("() => lcgApp.setTime(Date.parse('2022-01-01T00:00:00Z'))")
@@ -121,8 +134,8 @@ def test_the_time_slider_hides_entities_that_did_not_exist_yet(
     _close(context)
 
 
-def test_the_timeline_axis_runs_to_today(browser: Any, served: str, tmp_path: Path) -> None:
-    context, page = _open(browser, served + "/#timeline/e-alice")
+def test_the_timeline_axis_runs_to_today(browser: Any, served: HttpService, tmp_path: Path) -> None:
+    context, page = _open(browser, page_url(served, "timeline/e-alice"))
     ticks = page.locator(".tl-axis span")
     expect(ticks).to_have_count(5)
     today = datetime.now(UTC).date().isoformat()
@@ -137,9 +150,9 @@ def test_the_timeline_axis_runs_to_today(browser: Any, served: str, tmp_path: Pa
 
 
 def test_every_column_of_the_changes_table_has_a_header(
-    browser: Any, served: str, tmp_path: Path
+    browser: Any, served: HttpService, tmp_path: Path
 ) -> None:
-    context, page = _open(browser, served + "/#changes")
+    context, page = _open(browser, page_url(served, "changes"))
     page.fill("#changes-since", "2021-01-01")
     page.click("#changes-form button[type=submit]")
     expect(page.locator("#changes tr.change").first).to_be_visible()
@@ -150,8 +163,10 @@ def test_every_column_of_the_changes_table_has_a_header(
     _close(context)
 
 
-def test_episode_lines_say_their_file_once(browser: Any, served: str, tmp_path: Path) -> None:
-    context, page = _open(browser, served + "/")
+def test_episode_lines_say_their_file_once(
+    browser: Any, served: HttpService, tmp_path: Path
+) -> None:
+    context, page = _open(browser, page_url(served))
     expect(page.locator("#graph")).to_have_attribute("data-nodes", "6")
     page.evaluate("() => lcgApp.focusNode('e-initech')")
     episodes = page.locator("#details li.episode")
@@ -165,10 +180,10 @@ def test_episode_lines_say_their_file_once(browser: Any, served: str, tmp_path: 
 
 
 def test_the_first_frame_is_drawn_without_an_animation_frame(
-    browser: Any, served: str, tmp_path: Path
+    browser: Any, served: HttpService, tmp_path: Path
 ) -> None:
     # No requestAnimationFrame callback ever runs: what is on the canvas is the first frame.
-    context, page = _open(browser, served + "/", no_animation_frames=True)
+    context, page = _open(browser, page_url(served), no_animation_frames=True)
     canvas = page.locator("#graph")
     expect(canvas).to_have_attribute("data-nodes", "6")
     inside = page.evaluate(
@@ -184,12 +199,14 @@ def test_the_first_frame_is_drawn_without_an_animation_frame(
     _close(context)
 
 
-def test_a_plain_headless_screenshot_is_kept(served: str, tmp_path: Path) -> None:
+def test_a_plain_headless_screenshot_is_kept(
+    served_without_token: HttpService, tmp_path: Path
+) -> None:
     """What `chromium --headless --screenshot` captures, kept for a look (no page driving)."""
     shot = tmp_path / "ui-plain-headless-screenshot.png"
     subprocess.run(
         [str(CHROMIUM), *CHROMIUM_ARGS, "--window-size=1400,860", f"--screenshot={shot}",
-         served + "/"],
+         page_url(served_without_token)],
         check=True, capture_output=True, timeout=60,
     )  # fmt: skip
     assert shot.stat().st_size > 10_000
@@ -238,7 +255,7 @@ def test_a_large_graph_keeps_literals_and_hubs_quiet_and_superseded_facts_on_dem
 ) -> None:
     in_thread(anyio.run, _busy, engine)
     with running_http(settings, engine) as service:
-        context, page = _open(browser, service.url + "/")
+        context, page = _open(browser, page_url(service))
         canvas = page.locator("#graph")
         expect(canvas).to_have_attribute("data-nodes", "104")
         # 200 facts: superseded ones are not drawn until asked for.
@@ -272,9 +289,9 @@ def test_a_large_graph_keeps_literals_and_hubs_quiet_and_superseded_facts_on_dem
 
 
 def test_a_small_graph_shows_superseded_facts_by_default(
-    browser: Any, served: str, tmp_path: Path
+    browser: Any, served: HttpService, tmp_path: Path
 ) -> None:
-    context, page = _open(browser, served + "/")
+    context, page = _open(browser, page_url(served))
     canvas = page.locator("#graph")
     expect(canvas).to_have_attribute("data-nodes", "6")
     expect(page.locator("#show-superseded")).to_be_checked()
@@ -285,7 +302,7 @@ def test_a_small_graph_shows_superseded_facts_by_default(
 
 
 def test_the_graph_comes_with_the_page_so_its_load_event_waits_for_it(
-    browser: Any, served: str, tmp_path: Path
+    browser: Any, served_without_token: HttpService, tmp_path: Path
 ) -> None:
     # The graph reads over fetch never answer: what is drawn came with the page itself.
     context = browser.new_context(viewport={"width": 1400, "height": 860})
@@ -293,7 +310,7 @@ def test_the_graph_comes_with_the_page_so_its_load_event_waits_for_it(
     page = context.new_page()
     for method in ("knowledge_get_nodes_by_group", "knowledge_get_edges_by_group"):
         page.route(f"**/api/{method}", lambda route: route.abort())
-    page.goto(served + "/", wait_until="load")
+    page.goto(page_url(served_without_token), wait_until="load")
     canvas = page.locator("#graph")
     expect(canvas).to_have_attribute("data-nodes", "6")
     first, loaded = page.evaluate(
@@ -309,7 +326,7 @@ def test_the_first_graph_script_answers_null_to_other_sites_and_behind_a_token(
     settings: Settings, engine: Engine
 ) -> None:
     in_thread(anyio.run, build_history, engine)
-    with running_http(settings, engine) as service:
+    with running_http(dataclasses.replace(settings, http_auth="none"), engine) as service:
         for headers in ({}, {"Sec-Fetch-Site": "cross-site"}):
             status, _, body = request(service, "GET", "/ui/first-graph.js", headers=headers)
             assert (status, body) == (200, "window.LCG_FIRST_GRAPH = null;\n")
@@ -319,11 +336,12 @@ def test_the_first_graph_script_answers_null_to_other_sites_and_behind_a_token(
         assert status == 200 and headers["content-type"].startswith("text/javascript")
         assert body.startswith("window.LCG_FIRST_GRAPH = {") and '"Alice"' in body
     guarded = Settings.for_home(settings.home, api_token="s3cret-token")
-    with running_http(guarded, engine) as service:
-        status, _, body = request(
-            service, "GET", "/ui/first-graph.js", headers={"Sec-Fetch-Site": "same-origin"}
-        )
-        assert (status, body) == (200, "window.LCG_FIRST_GRAPH = null;\n")
+    for behind_a_token in (guarded, settings):  # the user's token, the workspace's token
+        with running_http(behind_a_token, engine) as service:
+            status, _, body = request(
+                service, "GET", "/ui/first-graph.js", headers={"Sec-Fetch-Site": "same-origin"}
+            )
+            assert (status, body) == (200, "window.LCG_FIRST_GRAPH = null;\n")
 
 
 async def _code_symbols(engine: Engine) -> None:
@@ -356,7 +374,7 @@ def test_a_renamed_symbol_and_an_overloaded_one_say_so(
 ) -> None:
     in_thread(anyio.run, _code_symbols, engine)
     with running_http(settings, engine) as service:
-        context, page = _open(browser, service.url + "/")
+        context, page = _open(browser, page_url(service))
         expect(page.locator("#graph")).to_have_attribute("data-nodes", "2")
         page.evaluate("() => lcgApp.focusNode('s-old')")
         info = page.locator("#detail-code")

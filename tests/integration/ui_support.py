@@ -201,6 +201,14 @@ def running_http(
         runner.stop()
 
 
+def page_url(service: HttpService, view: str = "") -> str:
+    """The UI's address as `lcg serve --http` prints it (the workspace's token in the fragment,
+    when the service has one), opening `view` (e.g. `timeline/e-alice`)."""
+    if service.token_file is not None:
+        return service.browser_url + (f"&{view}" if view else "")
+    return service.url + "/" + (f"#{view}" if view else "")
+
+
 def launch_chromium(playwright: Any) -> Any:
     """Headless Debian Chromium; never Playwright's own browser build (it cannot download)."""
     return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -223,9 +231,18 @@ def request(
     body: Any = None,
     headers: dict[str, str] | None = None,
     host: str | None = None,
+    *,
+    auth: bool = True,
 ) -> tuple[int, dict[str, str], Any]:
     """One request with full control of the headers (Host included); returns status, headers,
-    and the JSON body (or the text when it is not JSON)."""
+    and the JSON body (or the text when it is not JSON).
+
+    A service guarded by its workspace's token (the default) gets it in `Authorization`, like
+    the UI and every client the user gives it, unless `auth` is false or the caller sets that
+    header; a token given as `LCG_API_TOKEN` is sent only when the caller sends it."""
+    headers = dict(headers or {})
+    if auth and service.token_file is not None and service.token is not None:
+        headers.setdefault("Authorization", f"Bearer {service.token}")
     conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=30)
     try:
         conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
@@ -235,7 +252,7 @@ def request(
             if body is None
             else (body if isinstance(body, bytes) else json.dumps(body).encode())
         )
-        for name, value in (headers or {}).items():
+        for name, value in headers.items():
             conn.putheader(name, value)
         conn.putheader("Content-Length", str(len(data)))
         conn.endheaders(data)

@@ -208,6 +208,7 @@ BAD_VALUES = {
     "http_port": ["-1", "65536", "http"],
     "api_token": [],
     "http_scope": ["read,everything", "admin;read", ","],
+    "http_auth": ["off", "", "token,none", "bearer"],
     "http_cors_origins": ["app.example", "ftp://app.example", "https://app.example/path"],
     "http_allowed_hosts": [],
     # server mode: the password is any text

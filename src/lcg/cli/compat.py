@@ -24,6 +24,7 @@ import lcg
 from lcg.cli.mcp_stdio import serve_mcp
 from lcg.config import load_settings
 from lcg.errors import ConfigError, LcgError
+from lcg.fsmodes import private_umask
 
 __all__ = ["Options", "main", "parse_args"]
 
@@ -217,6 +218,7 @@ def _run_socket_service(extra_args: Sequence[str] = ()) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the `liminis-context-graph` script."""
+    private_umask()  # the database's own files too: nothing lcg creates is for other users
     args = list(sys.argv[1:] if argv is None else argv)
     if "-h" in args or "--help" in args:
         print(USAGE, end="")

@@ -178,6 +178,18 @@ def _print_skipped(skipped: list[SourceFile], globs: tuple[str, ...]) -> None:
         click.echo(f"  ... and {len(skipped) - _SKIPPED_SHOWN} more", err=True)
 
 
+def _print_outside(outside: list[SourceFile]) -> None:
+    """Which symbolic links were refused because they lead out of their folder (on stderr)."""
+    if not outside:
+        return
+    count = f"{len(outside)} symbolic link{'s' if len(outside) != 1 else ''}"
+    click.echo(f"skipped {count} leading outside the folder (not followed):", err=True)
+    for source in outside[:_SKIPPED_SHOWN]:
+        click.echo(f"  {source.source_file}", err=True)
+    if len(outside) > _SKIPPED_SHOWN:
+        click.echo(f"  ... and {len(outside) - _SKIPPED_SHOWN} more", err=True)
+
+
 def _print_summary(stats: IngestStats, seconds: float, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({**stats.to_dict(), "seconds": round(seconds, 3)}, indent=2))
@@ -317,6 +329,7 @@ def ingest(
         project=project,
     )
     _print_skipped(scan.skipped, taken)
+    _print_outside(scan.outside)
     nothing = not plan.files and not plan.removed
     if dry_run:
         extractor = _extractor_for_run(settings, home, socket_path)

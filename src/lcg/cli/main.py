@@ -43,6 +43,7 @@ from lcg.config import load_settings
 from lcg.engine import Engine, open_engine
 from lcg.engine.recovery import is_lock_conflict
 from lcg.errors import LcgError, StorageError
+from lcg.fsmodes import private_umask
 from lcg.service.registry import dispatch
 from lcg.wal.lock import WalLockedError
 
@@ -344,6 +345,7 @@ _accept_group_options(cli)
 
 
 def main() -> None:
+    private_umask()  # the database's own files too: nothing lcg creates is for other users
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -17,6 +17,9 @@ from lcg.cli.endpoint_options import (
 )
 from lcg.config import load_settings
 from lcg.service.rpc.server import serve as serve_socket
+
+if TYPE_CHECKING:
+    from lcg.service.http import HttpService
 
 __all__ = ["serve"]
 
@@ -38,6 +41,13 @@ __all__ = ["serve"]
     help="Methods served over HTTP: comma list of read, write, cypher, admin, all "
     "(default: $LCG_HTTP_SCOPE or read,write).",
 )
+@click.option(
+    "--http-no-token",
+    "no_token",
+    is_flag=True,
+    help="Serve the HTTP API on loopback without a token (any local user can then read and "
+    "write the graph): only on a machine with one user. Default: $LCG_HTTP_AUTH or token.",
+)
 @extractor_options
 @embedder_options
 @click.pass_context
@@ -48,10 +58,17 @@ def serve(
     host: str | None,
     port: int | None,
     http_scope: str | None,
+    no_token: bool,
 ) -> None:
     """Serve JSON-RPC on a Unix socket (and HTTP with --http) until SIGTERM/SIGINT or
-    knowledge_close."""
+    knowledge_close.
+
+    With --http, the address to open is printed on stderr, with the workspace's token
+    (<home>/http-token) in its fragment; API clients send 'Authorization: Bearer <token>'.
+    """
     overrides: dict[str, Any] = {"http_host": host, "http_port": port, "http_scope": http_scope}
+    if no_token:
+        overrides["http_auth"] = "none"
     if ctx.obj.get("home"):
         overrides["home"] = ctx.obj["home"]
     overrides.update(extractor_overrides(ctx))
@@ -66,6 +83,25 @@ def serve(
     if http:
         from lcg.service.http import serve_with_http  # imports FastAPI only for --http
 
-        anyio.run(lambda: serve_with_http(settings))
+        anyio.run(lambda: serve_with_http(settings, ready=_announce))
     else:
         anyio.run(lambda: serve_socket(settings))
+
+
+def _announce(http: HttpService) -> None:
+    """Where the UI is, and how API clients authenticate (once, on stderr)."""
+    click.echo(f"lcg: browser UI and HTTP API at {http.browser_url}", err=True)
+    if http.token_file is not None:
+        click.echo(
+            f"lcg: API clients send 'Authorization: Bearer <token>', the token in "
+            f"{http.token_file}",
+            err=True,
+        )
+    elif http.token is not None:
+        click.echo("lcg: API clients and the page send the token of LCG_API_TOKEN", err=True)
+    else:
+        click.echo(
+            "lcg: no token (--http-no-token / LCG_HTTP_AUTH=none): every local user can "
+            "read and write this graph",
+            err=True,
+        )

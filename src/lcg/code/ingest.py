@@ -143,7 +143,9 @@ def list_sources(root: Path) -> tuple[list[str], list[dict[str, str]]]:
     listed = _git_files(root)
     if listed is None:
         globs = [f"**/*{ext}" for ext in EXTENSIONS]
-        listed = [s.source_file for s in scan_sources([root], globs).sources]
+        scan = scan_sources([root], globs)
+        # The links out of the root are refused below, where the reason is recorded.
+        listed = sorted(s.source_file for s in [*scan.sources, *scan.outside])
     real_root = root.resolve()
     paths: list[str] = []
     skipped: list[dict[str, str]] = []
@@ -171,7 +173,11 @@ def _scan(
 ) -> tuple[IngestReport, list[FileChange]]:
     """Read, hash and parse what changed since the hashes `known` (path -> hash; blocking:
     run in a worker thread)."""
-    if not root.is_dir():
+    try:
+        is_dir = root.is_dir()
+    except OSError as exc:  # a name too long, a link loop: not a directory lcg can read
+        raise InvalidRequestError(f"cannot read {root}: {exc.strerror}", field="path") from None
+    if not is_dir:
         raise InvalidRequestError(f"not a directory: {root}", field="path")
     report = IngestReport()
     paths, report.skipped = list_sources(root)

@@ -27,6 +27,7 @@ import yaml
 from lcg.curation.merge import MergeRequest, exact_name_matches, merge_locked
 from lcg.engine.follow import retrying
 from lcg.errors import ConfigError, ConflictError, NotFoundError
+from lcg.fsmodes import write_private
 from lcg.timeutil import now, to_wal
 from lcg.wal.records import Op
 
@@ -328,5 +329,5 @@ def stamp_applied(path: Path, text: str, indexes: list[int], stamp: str) -> None
     for start, end, replacement in sorted(edits, reverse=True):
         text = text[:start] + replacement + text[end:]
     tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    write_private(tmp, text)
     tmp.replace(path)

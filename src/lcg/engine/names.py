@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 import zipfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -29,7 +30,7 @@ import numpy.typing as npt
 
 from lcg.engine.replay import position_key
 from lcg.errors import InvalidRequestError
-from lcg.fsmodes import private_dir
+from lcg.fsmodes import open_private, private_dir, write_private
 from lcg.gcpause import no_gc
 from lcg.models import Entity, normalize_name
 from lcg.storage.backend import GraphReader
@@ -200,12 +201,12 @@ class NameIndex:
                 arrays[f"{field}_blob"], arrays[f"{field}_ends"] = _pack(texts)
             meta.unlink(missing_ok=True)  # no stamp pairs the old data with new positions
             tmp = directory / "names.npz.tmp"
-            with tmp.open("wb") as fh:
+            with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as fh:
                 np.savez(fh, **arrays)  # type: ignore[arg-type]  # numpy's stub: str keys
             tmp.replace(data)
         digest = hashlib.blake2b(data.read_bytes(), digest_size=16).hexdigest()
         tmp_meta = directory / "stamp.json.tmp"
-        tmp_meta.write_text(json.dumps({"format": FORMAT, "digest": digest, **stamp}))
+        write_private(tmp_meta, json.dumps({"format": FORMAT, "digest": digest, **stamp}))
         tmp_meta.replace(meta)
         self.changed = False
 

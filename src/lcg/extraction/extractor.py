@@ -13,10 +13,13 @@ the model and the estimated USD (None once any call's model has no known price).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import anyio.to_thread
 
 from lcg.errors import ExtractionError
 from lcg.extraction.heuristic import (
@@ -227,7 +230,11 @@ class LlmExtractor:
 
 class HeuristicExtractor:
     """No model: rules over sentences (lcg.extraction.heuristic); its `supersedes` flags come
-    from change cues and index the existing facts it is shown, like a model's."""
+    from change cues and index the existing facts it is shown, like a model's.
+
+    The rules run in a worker thread: on a chunk of megabytes they take seconds to minutes of
+    CPU, and on the event loop they stalled every other connection of the service (even
+    `health_check`) for as long."""
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "heuristic", "version": HEURISTIC_VERSION}
@@ -235,7 +242,9 @@ class HeuristicExtractor:
     async def entities(
         self, ctx: EpisodeContext, report: SalvageReport, cost: Cost
     ) -> list[CleanEntity]:
-        found = heuristic_entities(ctx.content, **_heuristic_options(ctx))
+        found = await anyio.to_thread.run_sync(
+            functools.partial(heuristic_entities, ctx.content, **_heuristic_options(ctx))
+        )
         return salvage_entities(found, report)
 
     async def facts(
@@ -247,7 +256,11 @@ class HeuristicExtractor:
         cost: Cost,
     ) -> list[CleanFact]:
         names = [e.name for e in entities]
-        found = heuristic_facts(ctx.content, names, existing, **_heuristic_options(ctx))
+        found = await anyio.to_thread.run_sync(
+            functools.partial(
+                heuristic_facts, ctx.content, names, existing, **_heuristic_options(ctx)
+            )
+        )
         report.sentences_unread += int(found.pop("unread", 0))
         return salvage_facts(found, report)
 
@@ -258,7 +271,9 @@ class HeuristicExtractor:
         report: SalvageReport,
         cost: Cost,
     ) -> tuple[list[CleanEntity], list[CleanFact]]:
-        found = heuristic_graph(ctx.content, existing, **_heuristic_options(ctx))
+        found = await anyio.to_thread.run_sync(
+            functools.partial(heuristic_graph, ctx.content, existing, **_heuristic_options(ctx))
+        )
         report.sentences_unread += int(found.pop("unread", 0))
         return salvage_graph(found, report)
 

@@ -6,7 +6,10 @@ directory, git's rules) or by `--exclude` patterns; hidden directories (`.git`, 
 never entered. `source_file` is the path relative to the root given, with forward slashes, so
 the same folder ingested from another machine names its sources identically. Files under a
 directory that match no glob (a PDF, an image) are not taken but are listed (`Scan.skipped`), so
-the command can say what it left out and why.
+the command can say what it left out and why. A file under a directory that is a symbolic link
+resolving outside that directory is never taken (`Scan.outside`): a link in a shared folder must
+not bring a file from elsewhere (a key, a password store) into the graph. Linked directories are
+not entered at all.
 """
 
 from __future__ import annotations
@@ -32,10 +35,20 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class Scan:
-    """What a walk found: the files to ingest, and the files it passed over (no glob matched)."""
+    """What a walk found: the files to ingest, the files it passed over (no glob matched), and
+    the symbolic links it refused because they lead out of their root."""
 
     sources: list[SourceFile]
     skipped: list[SourceFile]
+    outside: list[SourceFile]
+
+
+def _leaves(path: Path, real_root: Path) -> bool:
+    """Whether `path` resolves (symbolic links followed) outside `real_root`."""
+    try:
+        return not path.resolve().is_relative_to(real_root)
+    except (OSError, RuntimeError):  # a link loop or an unreadable link: not followed either
+        return True
 
 
 def _spec_at(directory: Path) -> pathspec.GitIgnoreSpec | None:
@@ -98,9 +111,10 @@ def find_sources(
 def scan_sources(
     roots: Sequence[Path], globs: Sequence[str] = DEFAULT_GLOBS, excludes: Sequence[str] = ()
 ) -> Scan:
-    """`find_sources`, plus the files under the roots that no glob takes.
+    """`find_sources`, plus the files under the roots that no glob takes and the symbolic links
+    out of a root directory.
 
-    A root that is a file is always taken (it was named).
+    A root that is a file is always taken (it was named, link or not).
 
     Raises:
         FileNotFoundError: a root does not exist.
@@ -110,21 +124,26 @@ def scan_sources(
     exclude_spec = pathspec.GitIgnoreSpec.from_lines(excludes)
     found: list[SourceFile] = []
     skipped: list[SourceFile] = []
+    outside: list[SourceFile] = []
     seen: set[str] = set()
     for root in roots:
         if not root.exists():
             raise FileNotFoundError(f"no such file or directory: {root}")
+        real_root: Path | None = None
         if root.is_file():
             candidates: Iterator[tuple[Path, bool]] = iter([(root, True)])
             base = root.parent
         else:
             candidates = _walk(root, glob_spec, exclude_spec)
             base = root
+            real_root = root.resolve()
         for path, taken in candidates:
             source_file = path.relative_to(base).as_posix()
-            if not taken:
+            if real_root is not None and path.is_symlink() and _leaves(path, real_root):
+                outside.append(SourceFile(path, source_file))
+            elif not taken:
                 skipped.append(SourceFile(path, source_file))
             elif source_file not in seen:
                 seen.add(source_file)
                 found.append(SourceFile(path, source_file))
-    return Scan(found, skipped)
+    return Scan(found, skipped, outside)

@@ -47,7 +47,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lcg.fsmodes import replace_dir
+from lcg.fsmodes import replace_dir, write_private
 from lcg.models import Fact
 from lcg.search import sealed
 from lcg.storage.rows import fact as fact_record
@@ -210,7 +210,7 @@ class _Rows:
         state = {"stamp": stamp, **self.state()}
         if self.source == where and self.files:  # mapped from there, checked when loaded
             tmp = where / "state.json.tmp"
-            tmp.write_text(sealed.dumps({**state, "files": self.files}))
+            write_private(tmp, sealed.dumps({**state, "files": self.files}))
             tmp.replace(where / "state.json")
             return
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lcg.fsmodes import private_dir, replace_dir
+from lcg.fsmodes import private_dir, replace_dir, write_private
 from lcg.gcpause import no_gc
 from lcg.search import sealed
 from lcg.search.partition import Partition
@@ -149,7 +149,7 @@ class Snapshots:
         the position); how many partitions were written. The caller holds the write lock."""
         private_dir(self.directory)
         tmp = self.directory / "index.json.tmp"
-        tmp.write_text(sealed.dumps({"format": FORMAT, **index}))
+        write_private(tmp, sealed.dumps({"format": FORMAT, **index}))
         tmp.replace(self.directory / "index.json")
         written = 0
         for family, group, part in parts:
@@ -162,7 +162,7 @@ class Snapshots:
                 kept, _ = _read_sealed(where / "stamp.json")
                 files = kept.get("files") if kept is not None else None
                 if files:
-                    (where / "stamp.json").write_text(sealed.dumps({**stamp, "files": files}))
+                    write_private(where / "stamp.json", sealed.dumps({**stamp, "files": files}))
                     continue
             replace_dir(where, functools.partial(_fill, part, stamp))
             written += 1

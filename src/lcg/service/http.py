@@ -9,7 +9,11 @@ The one module that imports FastAPI. It owns:
 - one error shape for everything that fails, `{"error": {"code", "message", "data"?}}`, built by
   the JSON-RPC transport's own mapping (`protocol.error_object`), with an HTTP status;
 - the security model: loopback by default; any other bind address is refused at startup unless
-  `LCG_API_TOKEN` is set, and with a token every `/api/` request needs `Authorization: Bearer`;
+  `LCG_API_TOKEN` is set; every `/api/` request needs `Authorization: Bearer <token>`, on
+  loopback too (any local user can connect to 127.0.0.1): `LCG_API_TOKEN`, else the workspace's
+  own token (`<home>/http-token`, generated on first start, 0600; `workspace_token`), unless the
+  user opts out on loopback (`LCG_HTTP_AUTH=none`, `lcg serve --http-no-token`). The UI's
+  address carries the token in its fragment (`browser_url`), which the page keeps for the tab;
   a `Host` allow-list (loopback names, the bound address, `LCG_HTTP_ALLOWED_HOSTS`) against DNS
   rebinding; a cross-origin `Origin` is refused unless listed in `LCG_HTTP_CORS_ORIGINS` (no
   CORS headers otherwise); a Content-Security-Policy that lets pages load nothing from elsewhere;
@@ -18,7 +22,7 @@ The one module that imports FastAPI. It owns:
   waits for the graph (a plain `chromium --headless --screenshot` captures it). A script can
   be included by any page, so it answers `null` unless the browser says the request is
   same-origin (`Sec-Fetch-Site`), and always `null` when a token is required (a script sends
-  no `Authorization`); the UI then reads the graph with `fetch` as before.
+  no `Authorization`); the UI then reads the graph with `fetch`.
 
 `HttpService` runs uvicorn on a socket it binds itself (so a refused or busy address is a
 `ConfigError`, not uvicorn's `sys.exit`), in the caller's event loop, without installing signal
@@ -32,7 +36,9 @@ import contextlib
 import hmac
 import ipaddress
 import logging
+import os
 import re
+import secrets
 import socket
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable
@@ -62,6 +68,7 @@ from lcg.errors import (
     NotFoundError,
     UnavailableError,
 )
+from lcg.fsmodes import open_private, private_dir
 from lcg.service.mcp import parse_scopes
 from lcg.service.registry import REGISTRY, check_params, dispatch
 from lcg.service.rpc import protocol
@@ -80,6 +87,7 @@ __all__ = [
     "is_loopback",
     "parse_host_header",
     "serve_with_http",
+    "workspace_token",
 ]
 
 logger = logging.getLogger(__name__)
@@ -87,6 +95,7 @@ logger = logging.getLogger(__name__)
 UI_DIR = Path(__file__).resolve().parent / "ui"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 MAX_BODY_BYTES = protocol.MAX_LINE_BYTES
+TOKEN_FILE = "http-token"
 CLOSE_METHOD = "knowledge_close"
 
 # The UI is plain files from this origin: nothing may be loaded from anywhere else.
@@ -225,6 +234,35 @@ def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -
     return _json(error_body(protocol.INTERNAL_ERROR, message), status, headers)
 
 
+def workspace_token(home: Path) -> str:
+    """The HTTP API's token of the workspace at `home`: read from `<home>/http-token`, or
+    generated there (0600, 256 random bits) on first use.
+
+    Raises:
+        ConfigError: the file exists but holds no token, or cannot be written.
+    """
+    path = home / TOKEN_FILE
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        pass
+    else:
+        if not text:
+            raise ConfigError(f"{path} is empty: delete it to have a new token generated")
+        return text
+    token = secrets.token_urlsafe(32)
+    try:
+        private_dir(home)
+        fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:  # another process wrote it first: use theirs
+        return workspace_token(home)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the HTTP token to {path}: {exc}") from exc
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(token + "\n")
+    return token
+
+
 # -- the guard middleware ------------------------------------------------------------------------
 
 
@@ -348,6 +386,11 @@ def build_app(
         else:
             task = BackgroundTask(backend.request_shutdown) if name == CLOSE_METHOD else None
             response = _json(result)
+            if len(response.body) > protocol.MAX_ANSWER_BYTES:
+                status = 400
+                error = protocol.error_object(protocol.answer_too_large(len(response.body)))
+                code = error["code"]
+                response = _json({"error": error}, status)
             response.background = task
         group = params.get("group_id") if isinstance(params, dict) else None
         sink.emit(
@@ -485,21 +528,31 @@ class HttpService:
         """Check the configuration; nothing is bound yet.
 
         Raises:
-            ConfigError: an unknown scope, or a non-loopback host without `LCG_API_TOKEN`.
+            ConfigError: an unknown scope, a non-loopback host without `LCG_API_TOKEN`, or the
+                workspace's token cannot be read or written.
         """
         self.host = host if host is not None else settings.http_host
         self.port = port if port is not None else settings.http_port
         self.scopes = parse_scopes(scopes if scopes is not None else settings.http_scope)
-        self.token = settings.api_token or None
-        if not is_loopback(self.host) and self.token is None:
+        if not is_loopback(self.host) and not settings.api_token:
             raise ConfigError(
                 f"refusing to serve HTTP on {self.host}, which is not a loopback address, "
                 "without a token: set LCG_API_TOKEN (clients then send "
                 "'Authorization: Bearer <token>')"
             )
         extra = _split_list(settings.http_allowed_hosts)
-        if "*" in extra and self.token is None:
+        if "*" in extra and not settings.api_token:
             raise ConfigError("LCG_HTTP_ALLOWED_HOSTS='*' needs LCG_API_TOKEN")
+        # Where the token comes from: the user's LCG_API_TOKEN, the workspace's file, or none.
+        self.token_file: Path | None = None
+        self.token: str | None
+        if settings.api_token:
+            self.token = settings.api_token
+        elif settings.http_auth == "none":
+            self.token = None
+        else:
+            self.token_file = settings.home / TOKEN_FILE
+            self.token = workspace_token(settings.home)
         self.hosts = allowed_hosts(self.host, extra)
         self.app = build_app(
             backend,
@@ -521,6 +574,15 @@ class HttpService:
         host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{self.port}"
+
+    @property
+    def browser_url(self) -> str:
+        """The UI's address to open: with the workspace's token in the fragment, which the
+        browser sends to no server; the page keeps it for its tab and drops it from the address
+        bar. A token the user chose (`LCG_API_TOKEN`) is never printed: the page asks for it."""
+        if self.token is None or self.token_file is None:
+            return self.url + "/"
+        return f"{self.url}/#token={self.token}"
 
     def bind(self) -> None:
         """Bind and listen now, so a busy port fails before anything else starts.

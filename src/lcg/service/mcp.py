@@ -49,6 +49,7 @@ from lcg.engine import Engine, open_engine
 from lcg.errors import ConfigError, LcgError
 from lcg.service.attach import AttachedClient, AttachedServiceError
 from lcg.service.registry import REGISTRY, Context, Method, dispatch
+from lcg.service.rpc import protocol
 from lcg.telemetry import JsonlSink
 
 __all__ = [
@@ -396,6 +397,9 @@ def build_server(
                 {"code": -32000, "message": f"IPC error: internal error in {tool.name}"},
                 is_error=True,
             )
+        size = len(_json_text(result).encode())
+        if size > protocol.MAX_ANSWER_BYTES:
+            return _result(error_payload(protocol.answer_too_large(size)), is_error=True)
         return _result(result, is_error=False)
 
     scope_list = ",".join(s for s in SCOPES if s in set(scopes))
@@ -506,8 +510,12 @@ async def serve_streams(
             reading.cancel()
 
 
+_TOO_LONG_LINE = f"message refused: longer than {protocol.MAX_LINE_BYTES} bytes\n"
+
+
 class _StdinLines:
-    """stdin as an async iterator of lines, read by a daemon thread.
+    """stdin as an async iterator of lines, read by a daemon thread; a line over the socket's
+    limit (`protocol.MAX_LINE_BYTES`) is dropped as it arrives, never buffered whole.
 
     The SDK's own stdin reader blocks in a worker thread that cannot be cancelled, so a shutdown
     by signal or `knowledge_close` would wait for the client's next line. A daemon thread reading
@@ -525,16 +533,30 @@ class _StdinLines:
         ).start()
 
     def _run(self, fd: int, token: Any) -> None:
-        pending = b""
+        pending = bytearray()
+        discarding = False  # inside a line longer than the limit: dropped up to its newline
         try:
             while chunk := os.read(fd, 65536):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    anyio.from_thread.run(
-                        self._send.send, line.decode("utf-8", "replace") + "\n", token=token
-                    )
-            if pending:
+                start = 0
+                while (at := chunk.find(b"\n", start)) >= 0:
+                    if not discarding:
+                        pending += chunk[start:at]
+                    if discarding or len(pending) > protocol.MAX_LINE_BYTES:
+                        self._refuse(token)
+                    else:
+                        line = pending.decode("utf-8", "replace") + "\n"
+                        anyio.from_thread.run(self._send.send, line, token=token)
+                    pending.clear()
+                    discarding = False
+                    start = at + 1
+                if not discarding:
+                    pending += chunk[start:]
+                    if len(pending) > protocol.MAX_LINE_BYTES:
+                        discarding = True
+                        pending.clear()
+            if discarding or len(pending) > protocol.MAX_LINE_BYTES:
+                self._refuse(token)
+            elif pending:
                 anyio.from_thread.run(
                     self._send.send, pending.decode("utf-8", "replace"), token=token
                 )
@@ -548,6 +570,15 @@ class _StdinLines:
             logger.debug("stdin reader stopped")
         finally:
             os.close(fd)
+
+    def _refuse(self, token: Any) -> None:
+        """A message over the line limit was dropped unread (never buffered whole): say so on
+        stderr and hand the SDK a line that is not JSON, which it reports like any malformed
+        message; the session goes on with the next line."""
+        logger.warning(
+            "MCP: a message longer than %d bytes was refused unread", protocol.MAX_LINE_BYTES
+        )
+        anyio.from_thread.run(self._send.send, _TOO_LONG_LINE, token=token)
 
     def stop(self) -> None:
         """End the iteration (the thread, if still reading, exits at its next line)."""

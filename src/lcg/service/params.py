@@ -25,12 +25,20 @@ from pydantic import (
 )
 
 from lcg.errors import InvalidRequestError
-from lcg.models import DEFAULT_GROUP_ID
+from lcg.models import DEFAULT_GROUP_ID, control_character
 from lcg.timefilter import TimeFilter
 from lcg.timeutil import parse_wire_timestamp
 from lcg.wal.layout import encode_group
 
-__all__ = ["Params", "parse_params", "refuse_unknown", "timestamp"]
+__all__ = [
+    "MAX_PATH_CHARS",
+    "MAX_RESULTS",
+    "Params",
+    "parse_params",
+    "refuse_bad_text",
+    "refuse_unknown",
+    "timestamp",
+]
 
 
 class Params(BaseModel):
@@ -65,16 +73,98 @@ def refuse_unknown(method: str, model: type[Params], raw: Any) -> None:
         )
 
 
+# Members whose strings name a group or an entity (or an episode, a mark, a symbol): printable
+# text only. A control character there is a client bug (`"fuzz\n"`), never meant.
+_GROUP_KEYS = frozenset({"group_id", "group_ids", "source_group_id"})
+_NAME_KEYS = frozenset(
+    {
+        "name",
+        "source_name",
+        "target_name",
+        "canonical_name",
+        "alias_names",
+        "endpoint_name",
+        "source",
+        "target",
+    }
+)
+# Members that carry the caller's own data (Cypher parameters, attributes): only NUL is refused.
+_FREE_FORM_KEYS = frozenset({"params", "attributes"})
+# Members that name a file or a directory: no longer than the longest path the OS accepts.
+_PATH_KEYS = frozenset({"path", "target_dir", "paths"})
+MAX_PATH_CHARS = 4096
+
+
+def _refuse_bad_text(value: Any, where: str, top: str, printable: bool, path: bool) -> None:
+    """Refuse a NUL byte in any string of the params, a control character in a group id or a
+    name, and an over-long path, naming where it is."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidRequestError(f"{where} contains a NUL byte", field=top)
+        if printable:
+            bad = control_character(value)
+            if bad is not None:
+                what = "group ids" if top in _GROUP_KEYS else "names"
+                raise InvalidRequestError(
+                    f"{where} {value!r} contains the control character U+{ord(bad):04X}: "
+                    f"{what} are printable text",
+                    field=top,
+                )
+        if path and len(value) > MAX_PATH_CHARS:
+            raise InvalidRequestError(
+                f"{where} is {len(value)} characters long; a path has at most {MAX_PATH_CHARS}",
+                field=top,
+            )
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_bad_text(item, f"{where}[{i}]", top, printable, path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                raise InvalidRequestError(f"{where} has a member name with a NUL byte", field=top)
+            free = key in _FREE_FORM_KEYS
+            _refuse_bad_text(
+                item,
+                f"{where}.{key}",
+                top,
+                not free and (printable or key in _GROUP_KEYS or key in _NAME_KEYS),
+                not free and key in _PATH_KEYS,
+            )
+
+
+def refuse_bad_text(data: dict[str, Any]) -> None:
+    """The checks every method's params pass before their model sees them: no NUL byte in any
+    string, no control character (U+0000-U+001F, U+007F) in a group id or a name, no path
+    longer than `MAX_PATH_CHARS`.
+
+    Raises:
+        InvalidRequestError: naming the member (nothing was changed).
+    """
+    for key, value in data.items():
+        if "\x00" in key:
+            raise InvalidRequestError("a parameter name contains a NUL byte")
+        free = key in _FREE_FORM_KEYS
+        _refuse_bad_text(
+            value,
+            key,
+            key,
+            not free and (key in _GROUP_KEYS or key in _NAME_KEYS),
+            key in _PATH_KEYS,
+        )
+
+
 def parse_params(model: type[Params], raw: Any) -> Params:
     """Validate raw JSON params into `model`.
 
-    A non-object `params` reads as an empty object (docs/api.md §envelope).
+    A non-object `params` reads as an empty object (docs/api.md §envelope). Text is checked
+    first (`refuse_bad_text`).
 
     Raises:
         InvalidRequestError: naming the first offending field.
     """
     data = raw if isinstance(raw, dict) else {}
     data = {k: v for k, v in data.items() if v is not None}
+    refuse_bad_text(data)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -160,6 +250,11 @@ def _groups_required(value: Any) -> list[str]:
     return list(dict.fromkeys(value))
 
 
+# The most results any read may ask for (num_results, last_n): the reference has no bound, and
+# 10^9 was served; an answer is also bounded in bytes by each transport (protocol.MAX_ANSWER_BYTES).
+MAX_RESULTS = 100_000
+
+
 def count_field(name: str, positive: bool = False) -> Any:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -168,6 +263,8 @@ def count_field(name: str, positive: bool = False) -> Any:
             raise ValueError(f"{name} must be > 0")
         if value < 0:
             raise ValueError(f"{name} must be non-negative, got {value}")
+        if value > MAX_RESULTS:
+            raise ValueError(f"{name} is {value}; at most {MAX_RESULTS} per call")
         return value
 
     return BeforeValidator(check)

@@ -41,9 +41,14 @@ def _inside(path: Path, root: Path) -> bool:
     return path.is_relative_to(root)
 
 
-def _resolve(settings: Settings, raw: str) -> Path:
+def _resolve(settings: Settings, raw: str, method: str, field: str) -> Path:
     given = Path(raw)
-    return (given if given.is_absolute() else settings.exports / given).resolve()
+    try:
+        return (given if given.is_absolute() else settings.exports / given).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a link loop, a name too long, a NUL
+        raise InvalidRequestError(
+            f"{method}: {field} cannot be resolved: {exc.__class__.__name__}", field=field
+        ) from None
 
 
 def _refuse(method: str, raw: str, settings: Settings, field: str) -> InvalidRequestError:
@@ -61,7 +66,7 @@ def readable_path(settings: Settings, raw: str, *, method: str, field: str = "pa
     Raises:
         InvalidRequestError: it resolves outside the export directory and the workspace.
     """
-    resolved = _resolve(settings, raw)
+    resolved = _resolve(settings, raw, method, field)
     roots = (settings.exports.resolve(), settings.home.resolve())
     if not any(_inside(resolved, root) for root in roots):
         raise _refuse(method, raw, settings, field)

@@ -37,7 +37,7 @@ from typing import Any
 import kuzu
 
 from lcg.errors import StorageError
-from lcg.fsmodes import private_dir
+from lcg.fsmodes import private_dir, private_file
 from lcg.storage.leaked_refs import give_back, leak_per_value
 from lcg.storage.schema import MIGRATIONS
 
@@ -346,6 +346,7 @@ class Store:
         # checkpoints), some after a crash (lcg.engine.applied checks the rows then).
         self.journal_at_open = self.journal_bytes()
         self._db = self._open_database()
+        private_file(path)  # Kuzu creates its file under the process umask
         self.checkpoints_since_open = 0
         self.recycles = 0  # database handles reopened to give back checkpoint memory
         self._epoch = _SchemaEpoch()

@@ -17,6 +17,7 @@ from lcg.service.params import (
     CollapsingGroups,
     Params,
     ReadGroup,
+    count_field,
     required_text,
     timestamp,
     timestamp_schema,
@@ -24,6 +25,7 @@ from lcg.service.params import (
 from lcg.temporal import context, timeline
 
 MIN_TOKEN_BUDGET = 256
+MAX_TOKEN_BUDGET = 1_000_000  # about 4 MB of text
 
 
 MAX_HOPS = 3
@@ -66,7 +68,7 @@ class ChangesParams(Params):
     entity_uuid: Annotated[str, required_text("entity_uuid")] | None = Field(
         default=None, description="Only facts with this entity as source or target."
     )
-    num_results: Annotated[int, _bounded_int("num_results", 1)] = 1000
+    num_results: Annotated[int, count_field("num_results", positive=True)] = 1000
 
     def model_post_init(self, context: Any) -> None:
         if self.until is not None and self.until <= self.since:
@@ -100,10 +102,11 @@ class ContextParams(Params):
     group_ids: CollapsingGroups = None
     token_budget: Annotated[
         int,
-        _bounded_int("token_budget", MIN_TOKEN_BUDGET),
+        _bounded_int("token_budget", MIN_TOKEN_BUDGET, MAX_TOKEN_BUDGET),
         _int_schema(
             "Size limit of the returned text, in tokens estimated as UTF-8 bytes / 4.",
             MIN_TOKEN_BUDGET,
+            MAX_TOKEN_BUDGET,
         ),
     ] = 2000
     hops: Annotated[

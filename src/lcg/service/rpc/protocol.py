@@ -19,15 +19,17 @@ from typing import Any
 
 import orjson
 
-from lcg.errors import LcgError
+from lcg.errors import InvalidRequestError, LcgError
 
 __all__ = [
     "GENERIC_ERROR_MESSAGE",
     "INTERNAL_ERROR",
+    "MAX_ANSWER_BYTES",
     "MAX_LINE_BYTES",
     "PARSE_ERROR",
     "ProtocolError",
     "Request",
+    "answer_too_large",
     "encode_error",
     "encode_parse_error",
     "encode_progress",
@@ -41,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 # A request line longer than this is refused with a parse error (and skipped up to its newline).
 MAX_LINE_BYTES = 16 * 1024 * 1024
+# An answer longer than this is replaced by an invalid-params error saying to ask for less: the
+# same bound as a request line, so a client that reads lines of MAX_LINE_BYTES reads every answer.
+MAX_ANSWER_BYTES = MAX_LINE_BYTES
 PARSE_ERROR = -32700
 INTERNAL_ERROR = -32000
 GENERIC_ERROR_MESSAGE = "IPC error: internal error (see the service log)"
@@ -147,6 +152,14 @@ def _line(message: dict[str, Any]) -> bytes:
 def encode_result(request_id: Any, result: dict[str, Any]) -> bytes:
     """The success response line for `request_id`."""
     return _line({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def answer_too_large(size: int) -> InvalidRequestError:
+    """The error that replaces an answer of `size` bytes, over `MAX_ANSWER_BYTES`."""
+    return InvalidRequestError(
+        f"the answer is {size} bytes, more than the {MAX_ANSWER_BYTES} an answer may have: ask "
+        "for fewer results (num_results, last_n) or fewer groups"
+    )
 
 
 def encode_error(request_id: Any, error: dict[str, Any]) -> bytes:

@@ -559,8 +559,13 @@ class RpcServer:
             ok = await self._send(stream, protocol.encode_error(request.id, error))
             self._log_call(request.method, request.id, started, error["code"], request.params)
             return ok
-        ok = await self._send(stream, protocol.encode_result(request.id, result))
-        self._log_call(request.method, request.id, started, None, request.params)
+        data = protocol.encode_result(request.id, result)
+        code: int | None = None
+        if len(data) > protocol.MAX_ANSWER_BYTES:
+            error = protocol.error_object(protocol.answer_too_large(len(data)))
+            data, code = protocol.encode_error(request.id, error), error["code"]
+        ok = await self._send(stream, data)
+        self._log_call(request.method, request.id, started, code, request.params)
         if request.method == "knowledge_close":
             self.request_shutdown()
             return False

@@ -1,7 +1,10 @@
 /* lcg UI: calls to the HTTP API of the same origin (POST /api/<method>, GET /api/health).
  *
- * A server started with LCG_API_TOKEN answers 401 without `Authorization: Bearer`; the UI then
- * asks for the token once (kept in sessionStorage for this tab only) and retries.
+ * The API answers 401 without `Authorization: Bearer <token>` (unless started with
+ * --http-no-token). `lcg serve --http` prints the UI's address with the token in the fragment
+ * (`/#token=...`, or `/#token=...&<view>`), which the browser never sends to a server nor in a Referer: it is read here,
+ * kept in sessionStorage (this tab, this origin only) and removed from the address bar and the
+ * history entry at once. Without it the UI asks for the token once and retries.
  * Failures are thrown as ApiError {status, code, message, data}: the API's one error shape.
  */
 (function (global) {
@@ -18,6 +21,15 @@
     this.data = err.data;
   }
   ApiError.prototype = Object.create(Error.prototype);
+
+  // `#token=<token>` or `#token=<token>&<view>` (e.g. `&timeline/<uuid>`): the view stays.
+  (function takeTokenFromAddress() {
+    var match = /^#token=([^&]+)(?:&(.*))?$/.exec(global.location.hash);
+    if (!match) return;
+    global.sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+    var view = match[2] ? '#' + match[2] : '';
+    global.history.replaceState(null, '', global.location.pathname + global.location.search + view);
+  })();
 
   var askToken = null; // set by the app: () => Promise<string|null>
   var pendingToken = null; // one question for all the calls refused at once
