@@ -584,11 +584,13 @@ def kill_during_writes(root: Path, rng: random.Random, kills: int) -> Scenario:
                 e["name"] in set(graph.entities.values()) for e in victim.params["entities"]
             ):
                 in_flight_applied += 1
-            lost |= set(lost_writes(graph, acked))
-            partial.update(partial_episodes(graph, ws.wal / GROUP))
+            missing = lost_writes(graph, acked)
+            halves = partial_episodes(graph, ws.wal / GROUP)
+            # Repaired: this restart lost nothing acknowledged and left no new partial episode.
+            sc.repaired += not missing and not (halves.keys() - partial.keys())
+            lost |= set(missing)
+            partial.update(halves)
             reused = max(reused, seqs_reused(ws.wal / GROUP))
-            if not lost_writes(graph, acked) and not partial_episodes(graph, ws.wal / GROUP):
-                sc.repaired += 1
         sc.detected = sc.injected  # a SIGKILL is always seen: the restart recovers from it
         sc.details["partial_at_end"] = (
             len(partial_episodes(graph, ws.wal / GROUP)) if graph is not None else None
@@ -1358,6 +1360,7 @@ def huge_mcp_line(root: Path, megabytes: int, window: float) -> Scenario:
         }
     )
     sc.detected = int(answered and alive)
+    sc.gaps["not_answered_within_window"] = int(not answered)
     return sc
 
 
