@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import json
 import os
 import random
@@ -62,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from common import envelope, latency_ms, rss_kb, timed
+from lcg.config import Settings
 from lcg.service.rpc.client import RpcClient, RpcError, ServiceGoneError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,13 +282,16 @@ def _free_port() -> int:
 
 
 def delete_database(ws: Workspace) -> None:
-    """Remove the database (whatever the embedded engine names its files) and the derived
-    snapshots beside it; the WAL stays."""
-    keep = {"wal", "embeddings", "exports", "ontology", "ontology.yaml"}
-    for path in ws.home.iterdir():
-        if path.name in keep or path.name.startswith(".") or path.suffix == ".sock":
-            continue
-        if path.is_dir() and not path.is_symlink():
+    """Remove the database and the derived snapshots beside it (its directory, `<home>/db/`
+    in the default layout, whatever the embedded engine names its files); the WAL and
+    everything else in the home stay."""
+    db_path = Settings.for_home(ws.home).db_path
+    folder = db_path.parent
+    if folder.parent == ws.home.resolve() and folder != ws.wal.resolve():
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for path in folder.glob(db_path.name + "*"):
+        if path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink()
@@ -354,21 +359,45 @@ class Graph:
         return n + len(self.mentions - other.mentions)
 
 
+def parse_wal_line(raw: bytes) -> dict[str, Any] | None:
+    """A WAL line's record: the JSON object it is, or the object it starts with (a line may
+    carry more after it, such as a checksum); None when it is neither."""
+    for text in (raw, raw[: raw.rfind(b"}") + 1]):
+        with contextlib.suppress(ValueError):
+            value = json.loads(text)
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+def wal_lines_of(path: Path) -> list[dict[str, Any]]:
+    """The records of one WAL file that parse (see `parse_wal_line`), in file order."""
+    out = []
+    for raw in path.read_bytes().split(b"\n"):
+        record = parse_wal_line(raw) if raw.strip() else None
+        if record is not None:
+            out.append(record)
+    return out
+
+
 def wal_lines(group_wal: Path) -> list[dict[str, Any]]:
-    """Every line of a group's stream that parses as a JSON object, in seq order of its files
-    (unparseable lines are left out)."""
+    """Every line of a group's stream that parses, files in the order of their first seq.
+
+    Raises:
+        RuntimeError: the stream has lines and none parses (the harness no longer reads the
+            WAL's format, which would make every count below 0 for the wrong reason).
+    """
     files = []
+    raw_lines = 0
     for path in group_wal.glob("*.jsonl"):
-        records = []
-        for raw in path.read_bytes().split(b"\n"):
-            if raw.strip():
-                with contextlib.suppress(ValueError):
-                    value = json.loads(raw)
-                    if isinstance(value, dict):
-                        records.append(value)
+        records = wal_lines_of(path)
+        raw_lines += sum(1 for raw in path.read_bytes().split(b"\n") if raw.strip())
         first = next((r["seq"] for r in records if isinstance(r.get("seq"), int)), 0)
         files.append((first, path.name, records))
-    return [r for _, _, records in sorted(files) for r in records]
+    out = [r for _, _, records in sorted(files) for r in records]
+    if raw_lines > 3 and not any("seq" in r and "op" in r for r in out):
+        raise RuntimeError(f"no line of {group_wal} reads as a WAL record")
+    return out
 
 
 def wal_batches(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -684,16 +713,6 @@ def _files(ws: Workspace) -> list[Path]:
         first = next(iter(wal_lines_of(path)), {}).get("seq", 0)
         out.append((first, path.name, path))
     return [p for _, _, p in sorted(out)]
-
-
-def wal_lines_of(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for raw in path.read_bytes().split(b"\n"):
-        with contextlib.suppress(ValueError):
-            value = json.loads(raw)
-            if isinstance(value, dict):
-                out.append(value)
-    return out
 
 
 @dataclass
@@ -1092,9 +1111,45 @@ print(json.dumps(out))
 """
 
 
+def _http_status(port: int, method: str, token: str | None = None) -> int | str:
+    """The HTTP status of `POST /api/<method>` with `{}` (and a bearer token), or why none."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        conn.request("POST", f"/api/{method}", body=b"{}", headers=headers)
+        return conn.getresponse().status
+    except OSError as exc:
+        return f"refused:{type(exc).__name__}"
+
+
+def _intrude(setpriv: str, python: str, serve: Serve, port: int) -> dict[str, Any]:
+    """What uid 65534 got from the socket and the HTTP port."""
+    done = subprocess.run(
+        [
+            setpriv,
+            *("--reuid", "65534", "--regid", "65534", "--clear-groups"),
+            *(python, "-c", INTRUDER, str(serve.socket), str(port)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
+    try:
+        seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as exc:
+        raise RuntimeError(
+            f"the other user's client printed nothing: {done.stderr[-400:]}"
+        ) from exc
+    return seen
+
+
 def second_local_user(root: Path) -> Scenario:
     """uid 65534 against the socket (in a directory others may enter, so only lcg's own modes
-    decide) and the loopback HTTP port, with no token; in lcg's default configuration."""
+    decide) and the loopback HTTP port, with no token: in lcg's default configuration, then
+    with `LCG_API_TOKEN` set (where the owner's client sends that token and must get in)."""
     sc = Scenario("second_local_user")
     setpriv = shutil.which("setpriv")
     python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
@@ -1105,47 +1160,40 @@ def second_local_user(root: Path) -> Scenario:
     shared.mkdir()
     for d in (root, shared):
         d.chmod(0o755)
-    ws = Workspace(shared, "ws")
-    ws.dir.chmod(0o755)
-    port = _free_port()
-    with serving(ws, http_port=port) as serve:
-        health = serve.wait_ready()
-        sc.details["owner_health"] = health.get("state")
-        with serve.client() as client:
-            before = status(client).get("entity_count")
-        done = subprocess.run(
-            [
-                setpriv,
-                *("--reuid", "65534", "--regid", "65534", "--clear-groups"),
-                python,
-                "-c",
-                INTRUDER,
-                str(serve.socket),
-                str(port),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd="/",
+    let_in = 0
+    for config, token in (("default", None), ("token_set", uuid.uuid4().hex)):
+        ws = Workspace(shared, config)
+        ws.dir.chmod(0o755)
+        port = _free_port()
+        env = {"LCG_API_TOKEN": token} if token else {}
+        with serving(ws, http_port=port, env=env) as serve:
+            health = serve.wait_ready()
+            # The owner reaches the port (any HTTP answer: after `lcg serve --http` makes its
+            # own token, a tokenless owner gets 401), and with the token it set, gets in.
+            owner = _http_status(port, "knowledge_status", token)
+            if not isinstance(owner, int) or (token and owner != 200):
+                raise RuntimeError(f"the owner could not use the HTTP port ({config}): {owner}")
+            with serve.client() as client:
+                before = status(client).get("entity_count")
+            seen = _intrude(setpriv, python, serve, port)
+            with serve.client() as client:
+                after = status(client).get("entity_count")
+        admitted = int(seen.get("socket") == "answered") + sum(
+            1
+            for k in ("http_knowledge_status", "http_knowledge_assert_entity")
+            if isinstance(seen.get(k), int) and 200 <= seen[k] < 300
         )
-        with serve.client() as client:
-            after = status(client).get("entity_count")
-    try:
-        seen = json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        sc.error = f"intruder printed nothing: {done.stderr[-400:]}"
-        return sc
-    let_in = int(seen.get("socket") == "answered")
-    let_in += sum(
-        1
-        for k in ("http_knowledge_status", "http_knowledge_assert_entity")
-        if isinstance(seen.get(k), int) and 200 <= seen[k] < 300
-    )
-    sc.injected = 3
-    sc.detected = sc.injected - let_in
-    sc.repaired = sc.detected
+        let_in += admitted
+        sc.injected += 3
+        sc.details[config] = {
+            "owner_health": health.get("state"),
+            "owner_http_status": owner,
+            "seen": seen,
+            "let_in": admitted,
+            "entities_before_after": [before, after],
+        }
+    sc.detected = sc.repaired = sc.injected - let_in
     sc.zero["second_user_let_in"] = let_in
-    sc.details.update({"seen": seen, "entities_before": before, "entities_after": after})
     return sc
 
 
