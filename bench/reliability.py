@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import itertools
 import json
 import os
 import random
@@ -474,8 +475,8 @@ def episode_params(rng: random.Random, facts: int) -> dict[str, Any]:
         "group_id": GROUP,
         "reference_time": "2024-05-01",
         "name": f"ep-{uuid.UUID(int=rng.getrandbits(128))}",
-        "body": " ".join(names),
-        "entities": [{"name": n} for n in names],
+        "body": ". ".join(f"{a} is linked to {b}" for a, b in itertools.pairwise(names)),
+        "entities": [{"name": n, "summary": "an entity of the reliability suite"} for n in names],
         "facts": [
             {
                 "source": names[i],
@@ -567,7 +568,9 @@ def kill_during_writes(root: Path, rng: random.Random, kills: int) -> Scenario:
             health = serve.wait_ready()
             if health.get("state") != "healthy":
                 restarts_failed += 1
-                sc.details.setdefault("unhealthy_restarts", []).append(health)
+                sc.details.setdefault("unhealthy_restarts", []).append(
+                    {**health, "log": serve.log_tail(600)}
+                )
                 serve.kill()
                 serve = Serve(ws).start()
                 continue
@@ -627,6 +630,8 @@ def kill_during_writes(root: Path, rng: random.Random, kills: int) -> Scenario:
     finally:
         serve.stop()
     sc.lost = len(lost)
+    # A restart after a kill that crashed or never got healthy (the next start is tried).
+    sc.gaps["restarts_not_healthy"] = restarts_failed
     sc.zero = {
         "acknowledged_lost": len(lost),
         "partial_episodes": len(partial),
@@ -1429,8 +1434,8 @@ def huge_num_results(base: Base, root: Path) -> Scenario:
                 params: dict[str, Any] = {"group_ids": [GROUP], "num_results": 10**9}
                 if method == "knowledge_get_episodes":
                     params = {"group_id": GROUP, "last_n": 10**9}
-                else:  # words every entity, fact and episode of the base holds
-                    params["query"] = " ".join(["linked", *base.names])
+                else:  # a word every entity (summary), fact and episode of the base holds
+                    params["query"] = "reliability" if "entities" in method else "linked"
                 sc.injected += 1
                 start = time.perf_counter()
                 try:
