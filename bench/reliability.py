@@ -67,7 +67,6 @@ from common import envelope, latency_ms, rss_kb, timed
 from lcg.config import Settings
 from lcg.service.rpc.client import RpcClient, RpcError, ServiceGoneError
 
-ROOT = Path(__file__).resolve().parent.parent
 SIZES = (1, 10, 64, 300)  # new facts per episode: the write size classes
 GROUP = "rel"
 READY_S = 120.0
@@ -1554,6 +1553,7 @@ def main() -> int:
     }
     errors = [sc.name for sc in scenarios if sc.error]
     results = {
+        "must_be_zero_counts": list(MUST_BE_ZERO),
         "scenarios": [sc.to_dict() for sc in scenarios],
         "must_be_zero_violations": violations,
         "scenario_errors": errors,
