@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck unit bench clean browser onnx-test
+.PHONY: demo test test-fast lint typecheck unit bench clean browser onnx-test reliability
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,12 @@ BENCHES := wal_store service embeddings search temporal llm_providers ingest ing
 	ontology_typing folder_ingest recovery ui
 bench: $(STAMP) browser
 	@for b in $(BENCHES); do echo "== bench/$$b.py" >&2; $(BIN)/python bench/$$b.py || exit 1; done
+
+# The reliability suite, CI size (docs/reliability.md): faults injected into real lcg processes,
+# one JSON object on stdout and the table on stderr; fails when a count that must be 0 is not.
+# About 3 minutes on a 2-core machine; `bench/reliability.py` without --quick is the full run.
+reliability: $(STAMP)
+	$(BIN)/python bench/reliability.py --quick --table
 
 clean:
 	rm -rf $(VENV) $(ONNX_VENV) .pytest_cache .mypy_cache .ruff_cache
