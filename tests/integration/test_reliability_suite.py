@@ -23,17 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(1500),
-    pytest.mark.xfail(
-        strict=True,
-        reason="the defects the suite finds are fixed on other branches: undetected WAL "
-        "damage serving dangling facts (wal_bit_flips, wal_deleted_middle_file, "
-        "wal_dropped_line), seqs reused after a stolen lock or a flipped bounds file "
-        "(wal_lock_theft, wal_bounds_flip), a second user let in over HTTP without a token "
-        "(second_local_user), a file symlinked from outside the folder ingested "
-        "(symlink_out_of_folder), and when a kill lands in a large episode's commit, an "
-        "episode left without its facts (kill_during_writes); remove this mark once they "
-        "are merged",
-    ),
 ]
 
 
