@@ -105,6 +105,24 @@ async def test_an_entity_line_cites_the_quoted_passages_that_mention_it(engine: 
     assert f"[{label}] 2024-03-15 · turn ep-perth" in got["context"]
 
 
+async def test_a_past_read_cites_no_later_episode_on_an_entity_line(engine: Engine) -> None:
+    quokka = Entity(uuid="e-quokka", group_id=G, name="quokka")
+    for uuid, text, at in (
+        ("ep-march", "The quokka lived in Perth.", MARCH),
+        ("ep-april", "The quokka moved to Albany.", APRIL),
+    ):
+        ep = Episode(uuid=uuid, group_id=G, name=uuid, content=text, created_at=at, valid_at=at)
+        await engine.commit_episode(EpisodeCommit(G, ep, [quokka], mentions=[quokka.uuid]))
+    now = await _call(engine, "knowledge_get_context", query="quokka")
+    line = next(x for x in now["context"].splitlines() if "(entity e-quokka" in x)
+    assert line.endswith("(entity e-quokka; passages P1, P2)")
+    past = await _call(engine, "knowledge_get_context", query="quokka", as_of="2024-04-01")
+    assert past["included_episode_ids"] == ["ep-march"]
+    line = next(x for x in past["context"].splitlines() if "(entity e-quokka" in x)
+    assert line.endswith("(entity e-quokka; passages P1)")
+    assert "Albany" not in past["context"] and "ep-april" not in past["context"]
+
+
 async def test_passage_search_finds_words_with_a_score(engine: Engine) -> None:
     text = _long_text()
     await _episode(engine, "ep-long", text, MARCH, "user turn")

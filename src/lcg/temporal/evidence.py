@@ -69,7 +69,7 @@ def _cut(episode: Episode, size: int) -> list[tuple[int, int]]:
 
 class Passage:
     """The window `[start, end)` of an episode's content that best matches the query, chosen
-    on first use (a packing reads only the passages it tries: ~15 of `MAX_PASSAGES`)."""
+    on first use (a packing reads only the passages it tries: ~30 of `MAX_PASSAGES`)."""
 
     __slots__ = ("_stems", "_window", "episode")
 
