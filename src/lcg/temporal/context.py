@@ -174,7 +174,8 @@ def pack(
     before packing. `at` is the instant validity is judged at (for the NOT YET VALID mark).
     `facts` may be candidates, whose rows `fact_of` reads when a line is written (one it cannot
     read counts as omitted); `entities` may likewise read its rows on first use. `cites`:
-    entity uuid -> labels of the quoted passages whose episodes mention it (its line cites them).
+    entity uuid -> labels of the quoted passages whose episodes mention it (its line cites them;
+    get_context passes them for the lead entities).
     """
     cited = cites or {}
     limit = token_budget * 4
@@ -546,7 +547,6 @@ async def get_context(
                 return known
 
             found = _expand(index, views, existing, seed_nodes, seed_facts, hops, visible, at)
-            seeds = [u for u, hop in found.distance.items() if hop == 0]
             rows = _Rows(
                 conn,
                 found,
@@ -567,7 +567,7 @@ async def get_context(
                 lead=lead,
                 omitted_facts=found.cut_facts,
                 fact_of=rows.fact,
-                cites=_citations(asof.mentions(index, conn, seeds), first[1]),
+                cites=_citations(asof.mentions(index, conn, lead), first[1]) if first[1] else None,
             )
 
     packed = await anyio.to_thread.run_sync(read)

@@ -37,7 +37,7 @@ __all__ = [
 
 # Episodes ranked by passage search for one context (more than a 2,000-token block holds, so a
 # misfit leaves room for the next).
-MAX_PASSAGES = 60
+MAX_PASSAGES = 40
 MISFITS = 8
 # The longest piece of an episode one passage line quotes (lcg.search.passages.windows): the
 # sentence or two of it that hold the most of the query's weight, so a block reaches further
