@@ -159,9 +159,12 @@ def _check_cited(result: dict[str, Any]) -> None:
     text = result["context"]
     nodes = set(result["included_node_ids"])
     for uuid in nodes:
-        assert f"(entity {uuid})" in text
+        assert f"(entity {uuid})" in text or f"(entity {uuid}; passages P" in text
     labels = {
-        m.group(2): m.group(1) for m in re.finditer(r"^\[(E\d+)\] .* \(entity (\S+)\)$", text, re.M)
+        m.group(2): m.group(1)
+        for m in re.finditer(
+            r"^\[(E\d+)\] .* \(entity ([^\s;)]+)(?:; passages [P\d, ]+)?\)$", text, re.M
+        )
     }
     for uuid in result["included_fact_ids"]:
         line = next(x for x in text.splitlines() if f"(fact {uuid};" in x or f"(fact {uuid})" in x)
@@ -223,7 +226,10 @@ async def test_as_of_shifts_what_counts_as_current(hosted: Engine) -> None:
     text = result["context"]
     line_a = next(x for x in text.splitlines() if "(fact f-a;" in x)
     line_b = next(x for x in text.splitlines() if "(fact f-b;" in x)
-    assert "[valid 2024-01-01 00:00:00 → 2024-06-01 00:00:00]" in line_a
+    # Valid then, and it ended since: the read says so with its window.
+    assert (
+        "[valid then; ENDED since, was valid 2024-01-01 00:00:00 → 2024-06-01 00:00:00]" in line_a
+    )
     assert "NOT YET VALID" in line_b
     assert result["included_fact_ids"][0] == "f-a"
     assert result["as_of"] == "2024-03-01 00:00:00"

@@ -12,7 +12,7 @@ import pytest
 
 from lcg import Engine
 from lcg.engine import EpisodeCommit
-from lcg.models import Episode
+from lcg.models import Entity, Episode
 from lcg.search.passages import WINDOW_CHARS
 from lcg.service.registry import dispatch
 from lcg.temporal import context
@@ -82,6 +82,45 @@ async def test_a_past_read_quotes_no_later_episode(engine: Engine) -> None:
     )
     assert past["included_episode_ids"] == ["ep-march"]
     assert "Albany" not in past["context"]
+
+
+async def test_an_entity_line_cites_the_quoted_passages_that_mention_it(engine: Engine) -> None:
+    quokka = Entity(uuid="e-quokka", group_id=G, name="quokka", summary="a marsupial")
+    perth = Episode(
+        uuid="ep-perth",
+        group_id=G,
+        name="turn ep-perth",
+        content="The quokka lived in Perth.",
+        created_at=MARCH,
+        valid_at=MARCH,
+    )
+    await engine.commit_episode(EpisodeCommit(G, perth, [quokka], mentions=[quokka.uuid]))
+    # Quoted too, but it records no mention of the entity: not cited on its line.
+    await _episode(engine, "ep-photo", "A quokka photo went around the office.", APRIL, "chat")
+    got = await _call(engine, "knowledge_get_context", query="quokka")
+    assert set(got["included_episode_ids"]) == {"ep-perth", "ep-photo"}
+    label = f"P{got['included_episode_ids'].index('ep-perth') + 1}"
+    line = next(x for x in got["context"].splitlines() if "(entity e-quokka" in x)
+    assert line.endswith(f"(entity e-quokka; passages {label})")
+    assert f"[{label}] 2024-03-15 · turn ep-perth" in got["context"]
+
+
+async def test_a_past_read_cites_no_later_episode_on_an_entity_line(engine: Engine) -> None:
+    quokka = Entity(uuid="e-quokka", group_id=G, name="quokka")
+    for uuid, text, at in (
+        ("ep-march", "The quokka lived in Perth.", MARCH),
+        ("ep-april", "The quokka moved to Albany.", APRIL),
+    ):
+        ep = Episode(uuid=uuid, group_id=G, name=uuid, content=text, created_at=at, valid_at=at)
+        await engine.commit_episode(EpisodeCommit(G, ep, [quokka], mentions=[quokka.uuid]))
+    now = await _call(engine, "knowledge_get_context", query="quokka")
+    line = next(x for x in now["context"].splitlines() if "(entity e-quokka" in x)
+    assert line.endswith("(entity e-quokka; passages P1, P2)")
+    past = await _call(engine, "knowledge_get_context", query="quokka", as_of="2024-04-01")
+    assert past["included_episode_ids"] == ["ep-march"]
+    line = next(x for x in past["context"].splitlines() if "(entity e-quokka" in x)
+    assert line.endswith("(entity e-quokka; passages P1)")
+    assert "Albany" not in past["context"] and "ep-april" not in past["context"]
 
 
 async def test_passage_search_finds_words_with_a_score(engine: Engine) -> None:

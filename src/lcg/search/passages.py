@@ -16,6 +16,7 @@ passage found by its words never scores 0.0 (docs/search.md, "Passages").
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import threading
@@ -129,18 +130,45 @@ def best_window(
     if len(cut) == 1 or not stems:
         return Window(cut[0][0], cut[0][1], 0.0)
     lower = text.lower()
-    aligned = len(lower) == len(text)  # lower-casing kept every offset (almost always)
+    if len(lower) == len(text):  # lower-casing kept every offset (almost always)
+        scores = _scores(lower, cut, stems)
+        best = max(range(len(cut)), key=lambda i: (scores[i], -i))
+        return Window(cut[best][0], cut[best][1], scores[best])
     best, best_score = 0, -1.0
     for i, (lo, hi) in enumerate(cut):
-        piece, start, end = (lower, lo, hi) if aligned else (text[lo:hi].lower(), 0, hi - lo)
+        piece = text[lo:hi].lower()
         score = 0.0
         for stem, weight in stems.items():
-            n = piece.count(stem, start, end)
+            n = piece.count(stem)
             if n:
                 score += weight * (1.0 + math.log(n))
         if score > best_score:
             best, best_score = i, score
     return Window(cut[best][0], cut[best][1], best_score)
+
+
+def _scores(lower: str, cut: Sequence[tuple[int, int]], stems: Mapping[str, float]) -> list[float]:
+    """Each window's score (`best_window`) from one scan of `lower` per stem: an occurrence
+    falls in the window that starts before it, and counts there when it ends inside it, as
+    `str.count` per window counts (windows are split at spaces, so only a word longer than a
+    window is cut)."""
+    starts = [lo for lo, _ in cut]
+    scores = [0.0] * len(cut)
+    for stem, weight in stems.items():
+        if not stem:
+            continue
+        per: dict[int, int] = {}
+        pos = lower.find(stem, starts[0])
+        while pos != -1:
+            i = bisect.bisect_right(starts, pos) - 1
+            if pos + len(stem) <= cut[i][1]:
+                per[i] = per.get(i, 0) + 1
+                pos = lower.find(stem, pos + len(stem))
+            else:  # across a cut inside a word longer than a window: go on from the next one
+                pos = lower.find(stem, starts[i + 1]) if i + 1 < len(starts) else -1
+        for i, n in per.items():
+            scores[i] += weight * (1.0 + math.log(n))
+    return scores
 
 
 def query_stems(index: SearchIndex, query: str, groups: Sequence[str] | None) -> dict[str, float]:

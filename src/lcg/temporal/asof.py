@@ -35,12 +35,13 @@ if TYPE_CHECKING:
     from lcg.search.index import SearchIndex
     from lcg.storage.backend import GraphReader
 
-__all__ = ["entities_as_of", "known_by", "seeds_as_of"]
+__all__ = ["entities_as_of", "known_by", "mentions", "seeds_as_of"]
 
 
-def _mentions(
+def mentions(
     index: SearchIndex, conn: GraphReader, uuids: list[str]
 ) -> Mapping[str, list[tuple[str, str]]]:
+    """Entity uuid -> the episodes that mention it, as (episode uuid, group)."""
     held = index.temporal
     if held is not None and not held.pending():  # built (or disabled): never start the scans
         return held.endpoint_provenance(conn, uuids)
@@ -62,12 +63,12 @@ def _later(
 ) -> dict[str, list[bool]]:
     """Per entity, for each episode mentioning it, whether that episode is dated after `as_of`
     (or undated)."""
-    mentions = _mentions(index, conn, list(entities))
-    wanted = {ep: entities[u].group_id for u in entities for ep, _ in mentions.get(u, [])}
+    found = mentions(index, conn, list(entities))
+    wanted = {ep: entities[u].group_id for u in entities for ep, _ in found.get(u, [])}
     dates = _dates(index, conn, wanted) if wanted else {}
     out: dict[str, list[bool]] = {}
     for uuid in entities:
-        when = [dates.get(ep) for ep, _ in mentions.get(uuid, [])]
+        when = [dates.get(ep) for ep, _ in found.get(uuid, [])]
         out[uuid] = [w is None or w > as_of for w in when]
     return out
 

@@ -118,11 +118,14 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _entity_line(label: str, e: Entity) -> str:
+def _entity_line(label: str, e: Entity, cites: Sequence[str] = ()) -> str:
+    """`[E1] name (labels) — summary (entity <uuid>; passages P2, P5)`: the passages cited are
+    the quoted episodes that mention the entity."""
     kinds = [x for x in e.labels if x != "Entity"]
     kind = f" ({', '.join(kinds)})" if kinds else ""
     summary = f" — {_clip(e.summary, _SUMMARY_CHARS)}" if e.summary.strip() else ""
-    return f"[{label}] {_clip(e.name, 200)}{kind}{summary} (entity {e.uuid})\n"
+    where = f"; passages {', '.join(cites)}" if cites else ""
+    return f"[{label}] {_clip(e.name, 200)}{kind}{summary} (entity {e.uuid}{where})\n"
 
 
 def _window(f: Fact) -> str:
@@ -132,7 +135,9 @@ def _window(f: Fact) -> str:
 
 
 def _fact_line(label: str, f: Fact, ends: tuple[str, str], current: bool, at: datetime) -> str:
-    if current:
+    if current and f.invalid_at is not None and at < f.invalid_at <= now():
+        state = f"valid then; ENDED since, was valid {_window(f)}"  # a past read (`as_of`)
+    elif current:
         state = f"valid {_window(f)}" if f.valid_at or f.invalid_at else "valid"
     elif f.valid_at is not None and f.valid_at > at:
         state = f"NOT YET VALID, valid {_window(f)}"
@@ -157,6 +162,7 @@ def pack(
     lead: Sequence[str] = (),
     omitted_facts: int = 0,
     fact_of: Callable[[Candidate], Fact | None] | None = None,
+    cites: Mapping[str, Sequence[str]] | None = None,
 ) -> Packed:
     """Pack ranked entities and facts into a block of at most `token_budget` estimated tokens.
 
@@ -167,8 +173,11 @@ def pack(
     from the store only to be left out). `omitted_facts` counts facts cut
     before packing. `at` is the instant validity is judged at (for the NOT YET VALID mark).
     `facts` may be candidates, whose rows `fact_of` reads when a line is written (one it cannot
-    read counts as omitted); `entities` may likewise read its rows on first use.
+    read counts as omitted); `entities` may likewise read its rows on first use. `cites`:
+    entity uuid -> labels of the quoted passages whose episodes mention it (its line cites them;
+    get_context passes them for the lead entities).
     """
+    cited = cites or {}
     limit = token_budget * 4
     heads = _heads(query)
     used = sum(len(h.encode()) for h in heads)
@@ -182,7 +191,8 @@ def pack(
         fresh = [u for u in dict.fromkeys(uuids) if u not in labels]
         try:
             lines = [
-                _entity_line(f"E{len(labels) + i + 1}", entities[u]) for i, u in enumerate(fresh)
+                _entity_line(f"E{len(labels) + i + 1}", entities[u], cited.get(u, ()))
+                for i, u in enumerate(fresh)
             ]
         except KeyError:  # a row gone since the expansion found it
             return False
@@ -557,6 +567,7 @@ async def get_context(
                 lead=lead,
                 omitted_facts=found.cut_facts,
                 fact_of=rows.fact,
+                cites=_citations(asof.mentions(index, conn, lead), first[1]) if first[1] else None,
             )
 
     packed = await anyio.to_thread.run_sync(read)
@@ -577,6 +588,20 @@ async def get_context(
         "omitted_passages": len(passages) - len(episode_ids),
         "as_of": to_read_format(as_of),
     }
+
+
+def _citations(
+    mentions: Mapping[str, Sequence[tuple[str, str]]], quoted: Sequence[str]
+) -> dict[str, list[str]]:
+    """Entity uuid -> labels (P1, P2, …) of the `quoted` episodes (in label order) that mention
+    it."""
+    label = {u: f"P{i + 1}" for i, u in enumerate(quoted)}
+    out: dict[str, list[str]] = {}
+    for entity, episodes in mentions.items():
+        found = sorted({label[ep] for ep, _ in episodes if ep in label}, key=lambda x: int(x[1:]))
+        if found:
+            out[entity] = found
+    return out
 
 
 def _heads(query: str) -> tuple[str, str, str]:

@@ -12,13 +12,15 @@ skipped and later, shorter ones may still fit (`MISFITS` as in lcg.temporal.cont
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from lcg.graph import hybrid
 from lcg.models import Episode, Fact
-from lcg.search.passages import best_window, query_stems
+from lcg.search.passages import best_window, query_stems, windows
 from lcg.search.strategy import HYBRID_RRF
 
 if TYPE_CHECKING:
@@ -35,15 +37,39 @@ __all__ = [
 
 # Episodes ranked by passage search for one context (more than a 2,000-token block holds, so a
 # misfit leaves room for the next).
-MAX_PASSAGES = 30
+MAX_PASSAGES = 40
 MISFITS = 8
-# The longest piece of an episode one passage line quotes (lcg.search.passages.windows).
-QUOTE_CHARS = 400
+# The longest piece of an episode one passage line quotes (lcg.search.passages.windows): the
+# sentence or two of it that hold the most of the query's weight, so a block reaches further
+# down the ranking. Measured with bench/evidence.py (docs/search.md, "Context").
+QUOTE_CHARS = 150
+# Episodes whose cut into quote windows is kept (the same episodes answer many questions of a
+# conversation; cutting a long one is most of a quote's cost).
+CUTS_KEPT = 4096
+_CUTS: OrderedDict[tuple[str, int], tuple[str, list[tuple[int, int]]]] = OrderedDict()
+_CUTS_LOCK = threading.Lock()
+
+
+def _cut(episode: Episode, size: int) -> list[tuple[int, int]]:
+    """`windows(episode.content, size)`, kept for the last `CUTS_KEPT` episodes (by uuid, and
+    only while the content is the same)."""
+    key = (episode.uuid, size)
+    with _CUTS_LOCK:
+        held = _CUTS.get(key)
+        if held is not None and held[0] == episode.content:
+            _CUTS.move_to_end(key)
+            return held[1]
+    pieces = windows(episode.content, size)
+    with _CUTS_LOCK:
+        _CUTS[key] = (episode.content, pieces)
+        while len(_CUTS) > CUTS_KEPT:
+            _CUTS.popitem(last=False)
+    return pieces
 
 
 class Passage:
     """The window `[start, end)` of an episode's content that best matches the query, chosen
-    on first use (a packing reads only the passages it tries: ~15 of `MAX_PASSAGES`)."""
+    on first use (a packing reads only the passages it tries: ~30 of `MAX_PASSAGES`)."""
 
     __slots__ = ("_stems", "_window", "episode")
 
@@ -54,7 +80,8 @@ class Passage:
 
     def _bounds(self) -> tuple[int, int]:
         if self._window is None:
-            w = best_window(self.episode.content, self._stems, QUOTE_CHARS)
+            content = self.episode.content
+            w = best_window(content, self._stems, QUOTE_CHARS, _cut(self.episode, QUOTE_CHARS))
             self._window = (w.start, w.end)
         return self._window
 
