@@ -235,6 +235,9 @@ class Follower:
             embed_plan(plan_for_ops(group, ops), self._embedder, cache_only=owned)
             for _, ops in batches
         ]
+        if not owned:  # the windows of long episodes, into the cache `apply` reads them from
+            for _, ops in batches:
+                self._search.embed_windows(ops)
         applied = 0
         with self._lock:
             for (batch, ops), rows in zip(batches, vectors, strict=True):

@@ -32,6 +32,7 @@ __all__ = [
     "MINILM_FLOOR",
     "MODEL_FLOORS",
     "PASSAGE_COVERAGE",
+    "PASSAGE_FLOOR_RAISE",
     "vector_floor",
 ]
 
@@ -43,6 +44,9 @@ LEXICAL_COVERAGE = 1 / 3
 # entity and fact floor (a third of the query's weight) cost a fifth of passage recall on the
 # BEAM chats of bench/evidence.py (docs/search.md, "Passages"); passages need one query word.
 PASSAGE_COVERAGE = 0.0
+# Passages: what passage search (without a client's `min_score`) adds to the embedder's floor
+# for its vector list (docs/search.md, "Passages", has the settings measured).
+PASSAGE_FLOOR_RAISE = 0.0
 # Lexical-only embedders (`hash`): unrelated texts still share trigrams, so only a near-spelling
 # match counts (a misspelt name), and word overlap is left to BM25.
 LEXICAL_FLOOR = 0.6
