@@ -52,9 +52,11 @@ MaskFn = Callable[[str, View], Mask]
 # window alone; 1: their sum).
 WINDOW_REST = 0.0
 # Passage search: the vector list's weight in the fusion (BM25's is 1), and its length as a
-# multiple of the results asked for (BM25's is the strategy's `candidates`).
+# multiple of the results asked for (BM25's is the strategy's `candidates`, 3). One: a long
+# episode has many windows, so many chances at a high cosine, and a deeper vector list fills the
+# fusion with long episodes (measured with bench/evidence.py --grid, docs/search.md "Passages").
 PASSAGE_VECTOR_WEIGHT = 1.0
-PASSAGE_VECTOR_DEPTH = 3
+PASSAGE_VECTOR_DEPTH = 1
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,10 @@ LEXICAL_COVERAGE = 1 / 3
 # BEAM chats of bench/evidence.py (docs/search.md, "Passages"); passages need one query word.
 PASSAGE_COVERAGE = 0.0
 # Passages: what passage search (without a client's `min_score`) adds to the embedder's floor
-# for its vector list (docs/search.md, "Passages", has the settings measured).
-PASSAGE_FLOOR_RAISE = 0.0
+# for its vector list: 0.1 (MiniLM 0.55, `hash` 0.7), so that a window is a vector match only
+# when it is close; below, on release notes many releases cleared the floor and pulled the
+# fused ranking under BM25's (docs/search.md, "Passages", has the settings measured).
+PASSAGE_FLOOR_RAISE = 0.1
 # Lexical-only embedders (`hash`): unrelated texts still share trigrams, so only a near-spelling
 # match counts (a misspelt name), and word overlap is left to BM25.
 LEXICAL_FLOOR = 0.6
