@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from lcg.errors import NotFoundError
 from lcg.models import Entity, Episode, Fact
-from lcg.search.floor import LEXICAL_COVERAGE, PASSAGE_COVERAGE, PASSAGE_FLOOR_RAISE
+from lcg.search.floor import LEXICAL_COVERAGE, PASSAGE_COVERAGE, passage_floor
 from lcg.search.index import SearchIndex
 from lcg.search.partition import WINDOW, View
 from lcg.search.rows import RowCache
@@ -519,8 +519,7 @@ def episode_hits(
 ) -> list[tuple[Episode, Hit]]:
     """Ranked episodes with their hits (fused score, cosine similarity of the best window,
     the offsets of the best window); `floor` as in `_rank` (knowledge_search_passages passes
-    its `min_score`; without one, the embedder's floor plus lcg.search.floor's
-    `PASSAGE_FLOOR_RAISE`)."""
+    its `min_score`; without one, lcg.search.floor's `passage_floor`)."""
     index = engine.parts.search
     ranked, views, cosine = _rank(
         index,
@@ -530,7 +529,9 @@ def episode_hits(
         query,
         limit,
         strategy,
-        floor=index.vector_floor + PASSAGE_FLOOR_RAISE if floor is None else floor,
+        floor=passage_floor(index.vector_floor, engine.settings.search_vector_floor)
+        if floor is None
+        else floor,
         coverage=PASSAGE_COVERAGE,
         vector_weight=PASSAGE_VECTOR_WEIGHT,
         vector_depth=PASSAGE_VECTOR_DEPTH,

@@ -33,6 +33,7 @@ __all__ = [
     "MODEL_FLOORS",
     "PASSAGE_COVERAGE",
     "PASSAGE_FLOOR_RAISE",
+    "passage_floor",
     "vector_floor",
 ]
 
@@ -45,7 +46,7 @@ LEXICAL_COVERAGE = 1 / 3
 # BEAM chats of bench/evidence.py (docs/search.md, "Passages"); passages need one query word.
 PASSAGE_COVERAGE = 0.0
 # Passages: what passage search (without a client's `min_score`) adds to the embedder's floor
-# for its vector list: 0.1 (MiniLM 0.55, `hash` 0.7), so that a window is a vector match only
+# for its vector list, unless the floor is set (`LCG_SEARCH_VECTOR_FLOOR`): 0.1 (MiniLM 0.55, `hash` 0.7), so that a window is a vector match only
 # when it is close; below, on release notes many releases cleared the floor and pulled the
 # fused ranking under BM25's (docs/search.md, "Passages", has the settings measured).
 PASSAGE_FLOOR_RAISE = 0.1
@@ -74,3 +75,9 @@ def vector_floor(identity: EmbedderIdentity, override: float | None = None) -> f
     if identity.lexical_only:
         return LEXICAL_FLOOR
     return MODEL_FLOORS.get(identity.model, DEFAULT_FLOOR)
+
+
+def passage_floor(floor: float, override: float | None) -> float:
+    """The vector floor of passage search without a client's `min_score`: a set floor
+    (`override`, the setting `floor` came from) as it is, else `floor` + `PASSAGE_FLOOR_RAISE`."""
+    return floor if override is not None else floor + PASSAGE_FLOOR_RAISE

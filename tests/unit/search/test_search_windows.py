@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lcg.graph.hybrid import _per_uuid
+from lcg.search.floor import PASSAGE_FLOOR_RAISE, passage_floor
 from lcg.search.partition import WINDOW, Partition
 from lcg.search.scoring import rrf
 from lcg.search.text import Vocabulary
@@ -114,3 +115,8 @@ def test_weighted_fusion_scales_each_list() -> None:
     assert fused["x"] == 1 / 60
     assert fused["y"] == 1 / 61 + 0.5 / 60
     assert fused["z"] == 0.5 / 61
+
+
+def test_passage_search_raises_the_default_floor_and_keeps_a_set_one() -> None:
+    assert passage_floor(0.45, None) == 0.45 + PASSAGE_FLOOR_RAISE
+    assert passage_floor(0.05, 0.05) == 0.05
