@@ -252,6 +252,9 @@ class Follower:
             embed_plan(plan_for_changes(typed or ()), self._embedder, cache_only=owned)
             for typed in changes
         ]
+        if not owned:  # the windows of long episodes, into the cache `apply` reads them from
+            for typed in changes:
+                self._search.embed_windows(typed or ())
         applied = 0
         with self._lock:
             for (batch, _), rows, typed in zip(batches, vectors, changes, strict=True):

@@ -344,10 +344,14 @@ class Engine:
     # -- the commit primitive --------------------------------------------------------------
 
     def _prepare(self, group_id: str, ops: list[Op], *, cache_only: bool = False) -> Batch:
-        """Plan and compute a batch's vectors (no lock held, unless `cache_only`: then only
-        cached vectors are used and the model is never called)."""
-        plan = plan_for_changes(decode_all(ops, group_id))  # a malformed op: refused here
+        """Plan and compute a batch's vectors, and those of its long episodes' windows (no lock
+        held, unless `cache_only`: then only cached vectors are used and the model is never
+        called)."""
+        changes = decode_all(ops, group_id)  # a malformed op: refused here
+        plan = plan_for_changes(changes)
         vectors = embed_plan(plan, self.parts.embedder, cache_only=cache_only)
+        if not cache_only:  # the windows of long episodes, into the cache `apply` reads them from
+            self._search.embed_windows(changes)
         return Batch(group_id, ops, vectors, plan.stale)
 
     def _commit(

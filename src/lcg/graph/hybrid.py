@@ -6,6 +6,12 @@ filters applied before ranking, so a filter never empties a top-k that had match
 with reciprocal-rank fusion, optionally reorders the fused pool (MMR, or graph distance from a
 centre entity), and fetches the winning rows from the database. Scores are higher-is-better.
 
+Episodes are searched by window (lcg.search.windows: a long episode is several documents of one
+uuid): each list ranks episodes by their best window (BM25 adds `WINDOW_REST` times its other
+windows' scores), and a hit carries its best window's offsets. Passage search weighs its lists
+(`PASSAGE_VECTOR_WEIGHT`, `PASSAGE_VECTOR_DEPTH`; the table of settings measured is in
+docs/search.md, "Passages").
+
 `group_ids=None` searches every group; `[]` searches none.
 """
 
@@ -22,9 +28,9 @@ import numpy.typing as npt
 
 from lcg.errors import NotFoundError
 from lcg.models import Entity, Episode, Fact
-from lcg.search.floor import LEXICAL_COVERAGE, PASSAGE_COVERAGE
+from lcg.search.floor import LEXICAL_COVERAGE, PASSAGE_COVERAGE, passage_floor
 from lcg.search.index import SearchIndex
-from lcg.search.partition import View
+from lcg.search.partition import WINDOW, View
 from lcg.search.rows import RowCache
 from lcg.search.scoring import bm25_idf, bm25_scores, mmr, rrf, top_k
 from lcg.search.strategy import HYBRID_RRF, Strategy
@@ -38,7 +44,19 @@ if TYPE_CHECKING:
 __all__ = ["Hit", "search_entities", "search_episodes", "search_facts"]
 
 Mask = npt.NDArray[np.bool_]
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
 MaskFn = Callable[[str, View], Mask]
+
+# An episode's BM25 score: its best window's plus this share of its other windows' (0: the best
+# window alone; 1: their sum).
+WINDOW_REST = 0.0
+# Passage search: the vector list's weight in the fusion (BM25's is 1), and its length as a
+# multiple of the results asked for (BM25's is the strategy's `candidates`, 3). One: a long
+# episode has many windows, so many chances at a high cosine, and a deeper vector list fills the
+# fusion with long episodes (measured with bench/evidence.py --grid, docs/search.md "Passages").
+PASSAGE_VECTOR_WEIGHT = 1.0
+PASSAGE_VECTOR_DEPTH = 1
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,7 @@ class Hit:
     doc: int
     score: float
     cosine: float
+    window: tuple[int, int] | None = None  # an episode's best window, `[start, end)` of its text
 
 
 @dataclass(frozen=True)
@@ -86,11 +105,13 @@ def _lexical(
     pool: int,
     unknown: int = 0,
     coverage: float = LEXICAL_COVERAGE,
+    rest: float = 0.0,
 ) -> list[tuple[str, str, int, float]]:
     """BM25 top `pool` over all views, with collection statistics summed across them.
 
     Only documents holding at least `coverage` of the query's idf weight are candidates
-    (lcg.search.floor); `unknown` query words count with the highest idf."""
+    (lcg.search.floor); `unknown` query words count with the highest idf. Windows of one uuid
+    are one hit, at its best window, scoring that plus `rest` times the others."""
     if not terms:
         return []
     postings = [[v.postings(t) for t in terms] for _, v in views]
@@ -117,10 +138,46 @@ def _lexical(
             else np.zeros(view.n)
         )
         eligible = mask & (covered >= coverage * weight)
+        if WINDOW in view.columns:
+            found = np.flatnonzero(eligible & (scores > 0.0))
+            docs, best = _per_uuid(view, found, scores[found], rest)
+            for i in top_k(best, pool):
+                hits.append((view.uuids[docs[i]], group, int(docs[i]), float(best[i])))
+            continue
         for doc in top_k(scores, pool, eligible, floor=0.0):
             hits.append((view.uuids[doc], group, int(doc), float(scores[doc])))
     hits.sort(key=lambda h: (-h[3], h[0]))
     return hits[:pool]
+
+
+def _per_uuid(view: View, docs: Ints, scores: Floats, rest: float) -> tuple[Ints, Floats]:
+    """Windows (`docs`, with `scores`) grouped by uuid: each uuid's best window (ties: the
+    first) and its score plus `rest` times its other windows' scores."""
+    if not len(docs):
+        return docs, scores
+    first = docs - view.columns[WINDOW][docs]
+    order = np.lexsort((docs, -scores, first))
+    first, docs, scores = first[order], docs[order], scores[order]
+    starts = np.flatnonzero(np.concatenate([[True], first[1:] != first[:-1]]))
+    best = scores[starts]
+    if rest:
+        best = best + rest * (np.add.reduceat(scores, starts) - best)
+    return docs[starts], best
+
+
+def _top_windows(
+    view: View, kind: str, vector: npt.NDArray[np.float32], pool: int, mask: Mask, floor: float
+) -> tuple[Ints, Floats]:
+    """The `pool` uuids of a windowed view with the best cosine of one of their windows above
+    `floor`, at that window: more windows are read until `pool` distinct uuids are found."""
+    k = pool
+    while True:
+        docs, sims = view.vectors[kind].top(vector, k, mask, floor)
+        best_docs, best = _per_uuid(view, docs, np.asarray(sims, dtype=np.float64), 0.0)
+        if len(best_docs) >= pool or len(docs) < k:
+            order = np.lexsort((best_docs, -best))[:pool]
+            return best_docs[order], best[order]
+        k *= 2
 
 
 def _cosine(
@@ -141,7 +198,11 @@ def _cosine(
             continue
         best: dict[int, float] = {}
         for kind in kinds:
-            docs, sims = view.vectors[kind].top(vector, pool, mask & view.has_vector[kind], floor)
+            eligible = mask & view.has_vector[kind]
+            if WINDOW in view.columns:
+                docs, sims = _top_windows(view, kind, vector, pool, eligible, floor)
+            else:
+                docs, sims = view.vectors[kind].top(vector, pool, eligible, floor)
             for doc, sim in zip(docs.tolist(), sims.tolist(), strict=True):
                 if sim > best.get(doc, -np.inf):
                     best[doc] = sim
@@ -162,13 +223,17 @@ def _rank(
     mask_fn: MaskFn | None = None,
     floor: float | None = None,
     coverage: float = LEXICAL_COVERAGE,
+    vector_weight: float = 1.0,
+    vector_depth: int | None = None,
 ) -> tuple[list[_Doc], dict[str, View], Callable[[_Doc], float]]:
     """Fused hits (best first, at most `candidates * limit`), the views they came from, and
-    the best vector similarity of a hit to the query (0.0 without a query vector), computed
-    only for the hits a caller asks it of.
+    the best vector similarity of a hit to the query (0.0 without a query vector; a windowed
+    hit's best window), computed only for the hits a caller asks it of.
 
     `floor`: the minimum cosine similarity of a vector match (default: the embedder's,
-    `SearchIndex.vector_floor`)."""
+    `SearchIndex.vector_floor`). `vector_weight`: the vector list's weight in the fusion (the
+    BM25 list's is 1); `vector_depth`: its length as a multiple of `limit` (default: the
+    strategy's `candidates`)."""
     for _ in range(3):
         generation = index.generation
         views = index.views(family, groups)
@@ -179,26 +244,32 @@ def _rank(
     masks = [v.live() & mask_fn(g, v) if mask_fn else v.live() for g, v in views]
     pool = max(limit, strategy.candidates * limit)
     lists = (
-        [_lexical(views, masks, query.terms, pool, query.unknown, coverage)]
+        [_lexical(views, masks, query.terms, pool, query.unknown, coverage, WINDOW_REST)]
         if strategy.lexical
         else []
     )
+    weights = [1.0] * len(lists)
     if query.vector is not None:
         minimum = index.vector_floor if floor is None else floor
-        lists.append(_cosine(views, masks, kinds, query.vector, pool, minimum))
-    where = {uuid: (group, doc) for ranked in lists for uuid, group, doc, _ in ranked}
-    fused = rrf([[h[0] for h in ranked] for ranked in lists], strategy.rrf_k)[:pool]
+        depth = pool if vector_depth is None else max(limit, vector_depth * limit)
+        lists.append(_cosine(views, masks, kinds, query.vector, depth, minimum))
+        weights.append(vector_weight if strategy.lexical else 1.0)
+    where: dict[str, tuple[str, int]] = {}
+    for ranked in lists:  # a windowed hit keeps the window of the first list that has it
+        for uuid, group, doc, _ in ranked:
+            where.setdefault(uuid, (group, doc))
+    fused = rrf([[h[0] for h in ranked] for ranked in lists], strategy.rrf_k, weights)[:pool]
     by_group = dict(views)
 
     def cosine(hit: _Doc) -> float:
         if query.vector is None:
             return 0.0
         view = by_group[hit.group_id]
-        at = np.array([hit.doc], dtype=np.int64)
         sims = [
-            float(view.vectors_of(k, at)[0] @ query.vector)
+            float(view.vectors_of(k, np.array([doc], dtype=np.int64))[0] @ query.vector)
+            for doc in view.windows_of(hit.doc).tolist()
             for k in kinds
-            if view.has_vector[k][hit.doc]
+            if view.has_vector[k][doc]
         ]
         return max(sims, default=0.0)
 
@@ -446,8 +517,9 @@ def episode_hits(
     strategy: Strategy,
     floor: float | None = None,
 ) -> list[tuple[Episode, Hit]]:
-    """Ranked episodes with their hits (fused score and cosine similarity); `floor` as in
-    `_rank` (knowledge_search_passages passes its `min_score`)."""
+    """Ranked episodes with their hits (fused score, cosine similarity of the best window,
+    the offsets of the best window); `floor` as in `_rank` (knowledge_search_passages passes
+    its `min_score`; without one, lcg.search.floor's `passage_floor`)."""
     index = engine.parts.search
     ranked, views, cosine = _rank(
         index,
@@ -457,10 +529,17 @@ def episode_hits(
         query,
         limit,
         strategy,
-        floor=floor,
+        floor=passage_floor(index.vector_floor, engine.settings.search_vector_floor)
+        if floor is None
+        else floor,
         coverage=PASSAGE_COVERAGE,
+        vector_weight=PASSAGE_VECTOR_WEIGHT,
+        vector_depth=PASSAGE_VECTOR_DEPTH,
     )
-    hits = [Hit(h.uuid, h.group_id, h.doc, h.score, cosine(h)) for h in ranked[:limit]]
+    hits = [
+        Hit(h.uuid, h.group_id, h.doc, h.score, cosine(h), _window(views[h.group_id], h.doc))
+        for h in ranked[:limit]
+    ]
     rows = _hydrate(
         engine,
         hits,
@@ -470,6 +549,13 @@ def episode_hits(
         lambda conn, g: conn.episode_pages(g, _PAGE),
     )
     return [(rows[h.uuid], h) for h in hits if h.uuid in rows]
+
+
+def _window(view: View, doc: int) -> tuple[int, int] | None:
+    """The offsets of an episode document's window in the episode's text."""
+    if WINDOW not in view.columns:
+        return None
+    return int(view.columns["start"][doc]), int(view.columns["end"][doc])
 
 
 async def search_entities(

@@ -32,6 +32,8 @@ __all__ = [
     "MINILM_FLOOR",
     "MODEL_FLOORS",
     "PASSAGE_COVERAGE",
+    "PASSAGE_FLOOR_RAISE",
+    "passage_floor",
     "vector_floor",
 ]
 
@@ -43,6 +45,11 @@ LEXICAL_COVERAGE = 1 / 3
 # entity and fact floor (a third of the query's weight) cost a fifth of passage recall on the
 # BEAM chats of bench/evidence.py (docs/search.md, "Passages"); passages need one query word.
 PASSAGE_COVERAGE = 0.0
+# Passages: what passage search (without a client's `min_score`) adds to the embedder's floor
+# for its vector list, unless the floor is set (`LCG_SEARCH_VECTOR_FLOOR`): 0.1 (MiniLM 0.55, `hash` 0.7), so that a window is a vector match only
+# when it is close; below, on release notes many releases cleared the floor and pulled the
+# fused ranking under BM25's (docs/search.md, "Passages", has the settings measured).
+PASSAGE_FLOOR_RAISE = 0.1
 # Lexical-only embedders (`hash`): unrelated texts still share trigrams, so only a near-spelling
 # match counts (a misspelt name), and word overlap is left to BM25.
 LEXICAL_FLOOR = 0.6
@@ -68,3 +75,9 @@ def vector_floor(identity: EmbedderIdentity, override: float | None = None) -> f
     if identity.lexical_only:
         return LEXICAL_FLOOR
     return MODEL_FLOORS.get(identity.model, DEFAULT_FLOOR)
+
+
+def passage_floor(floor: float, override: float | None) -> float:
+    """The vector floor of passage search without a client's `min_score`: a set floor
+    (`override`, the setting `floor` came from) as it is, else `floor` + `PASSAGE_FLOOR_RAISE`."""
+    return floor if override is not None else floor + PASSAGE_FLOOR_RAISE

@@ -2,7 +2,9 @@
 
 Partitioned by (kind of row, group): `entity` (BM25 over name (weighted twice) + summary; name
 and summary vectors), `fact` (BM25 over predicate + sentence; the sentence vector; valid/system times,
-predicate, relation type and endpoints as columns), `episode` (BM25 and vector over content).
+predicate, relation type and endpoints as columns), `episode` (BM25 and vector over content,
+one document per window of it, lcg.search.windows: a text longer than the embedder reads is
+several documents of one uuid, with their offsets as columns; lcg.search.partition `WINDOW`).
 Choosing groups is choosing partitions, never filtering hits afterwards.
 
 Lifecycle (driven by lcg.engine):
@@ -13,7 +15,9 @@ Lifecycle (driven by lcg.engine):
   `warm`;
 - `apply(group, ops, vectors)` runs after each successful commit, under the write lock: upserts,
   invalidations and episode deletes are applied in place (vectors come precomputed with the
-  batch), so the next search sees them; anything else marks the group's partitions stale;
+  batch; those of a long episode's windows from the embedding cache, which `embed_windows`
+  filled before the lock was taken), so the next search sees them; anything else marks the
+  group's partitions stale;
 - `invalidate(groups)` / `reset()` drop partitions after deletes, purges, rebuilds, raw Cypher,
   clear_all and reopening; they reload on the next search;
 - `swap_embedder(embedder, floor)` changes the model the index answers with (a workspace whose
@@ -49,12 +53,13 @@ from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.search import vectors as vectors_mod
 from lcg.search.factrows import FactRows
-from lcg.search.partition import Partition, View
+from lcg.search.partition import WINDOW, Partition, View
 from lcg.search.rows import EPISODE_ROWS, LRU_ROWS, ROWS_PER_FAMILY, RowCache
 from lcg.search.snapshot import Snapshots
 from lcg.search.text import Vocabulary
 from lcg.search.vectors import SAMPLE_ROWS, layout_for
 from lcg.search.vectors import Vectors as VectorStore
+from lcg.search.windows import episode_windows
 from lcg.storage.backend import GraphReader
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns
 from lcg.wal.changes import (
@@ -98,6 +103,8 @@ _FACT_COLUMNS = (
     "source",
     "target",
 )
+# An episode's documents: its windows, numbered, with their offsets `[start, end)` in its text.
+_EPISODE_COLUMNS = (WINDOW, "start", "end")
 
 
 def entity_text(name: str, summary: str) -> str:
@@ -310,7 +317,7 @@ class SearchIndex:
             return built  # writes kept racing the load: serve this consistent snapshot once
 
     def _new(self, family: str, dim: int) -> Partition:
-        columns = _FACT_COLUMNS if family == "fact" else ()
+        columns = {"fact": _FACT_COLUMNS, "episode": _EPISODE_COLUMNS}.get(family, ())
         part = Partition(self.vocab, FAMILIES[family], dim, columns)
         part.dirty = True  # only a partition loaded from its snapshot is not
         return part
@@ -406,9 +413,10 @@ class SearchIndex:
             vecs = {"fact": self._vectors(embedder, vec_texts, q)}
             part.add(f.uuid, texts, vecs, values, bulk=True)
         else:
-            ep = columns
+            owners, texts, values = _episode_documents(columns.uuid, columns.content)
+            q = len(owners) >= vectors_mod.QUANTIZE_MIN_ROWS and len(set(uuids)) == len(uuids)
             part.add(
-                ep.uuid, ep.content, {"episode": self._vectors(embedder, ep.content, q)}, bulk=True
+                owners, texts, {"episode": self._vectors(embedder, texts, q)}, values, bulk=True
             )
         part.compact()
         return part
@@ -620,9 +628,21 @@ class SearchIndex:
                         },
                     )
                 case EpisodeAdd(ep):
-                    pending("episode", ep.uuid).put(
-                        ep.uuid, ep.content, {"episode": vector("episode", ep.uuid, ep.content)}
-                    )
+                    run_of = pending("episode", ep.uuid)
+                    cut = episode_windows(ep.content)
+                    if len(cut) == 1:  # the whole text: the episode's own vector
+                        vecs = [vector("episode", ep.uuid, ep.content)]
+                        texts = [ep.content]
+                    else:
+                        texts = [ep.content[a:b] for a, b in cut]
+                        vecs = [(v, True) for v in self._cached_windows(texts)]
+                    for i, ((a, b), text, vec) in enumerate(zip(cut, texts, vecs, strict=True)):
+                        run_of.put(
+                            ep.uuid,
+                            text,
+                            {"episode": vec},
+                            columns={WINDOW: i, "start": a, "end": b},
+                        )
                 case FactInvalidate(uuid, invalid_at, expired_at):
                     flush()
                     if targets["fact"] is not None:
@@ -649,6 +669,30 @@ class SearchIndex:
                 case MentionsAdd() | CypherExec():
                     flush()
         flush()
+
+    # -- windows of long episodes ---------------------------------------------------------
+
+    def embed_windows(self, changes: Sequence[Change]) -> None:
+        """Embed the windows of the long episodes `changes` add into the embedding cache (no
+        lock held), so `apply` finds their vectors there; episodes that fit one window need
+        none."""
+        texts = [
+            change.episode.content[a:b]
+            for change in changes
+            if isinstance(change, EpisodeAdd)
+            for a, b in _long_windows(change.episode.content)
+        ]
+        if texts and isinstance(self._embedder, CachedEmbedder):
+            self._embedder.embed(texts)
+
+    def _cached_windows(self, texts: list[str]) -> list[Vectors]:
+        """The cached vectors of window texts (`embed_windows`); KeyError if one is missing."""
+        if not isinstance(self._embedder, CachedEmbedder):
+            raise KeyError("window vectors")
+        found = self._embedder.cached(texts)
+        if any(v is None for v in found):
+            raise KeyError("window vectors")
+        return [np.asarray(v, dtype=np.float32) for v in found]
 
     # -- a bulk replay's rows -----------------------------------------------------------------
 
@@ -707,6 +751,45 @@ class SearchIndex:
                 else:
                     self._pending[family].add(group)
         return True
+
+
+def _long_windows(text: str) -> list[tuple[int, int]]:
+    """The windows of a text that needs more than one (else none)."""
+    cut = episode_windows(text)
+    return cut if len(cut) > 1 else []
+
+
+def _episode_documents(
+    uuids: Sequence[str], contents: Sequence[str]
+) -> tuple[list[str], list[str], dict[str, npt.NDArray[np.int64]]]:
+    """An episode partition's documents: (uuid, text) per window of each episode, in order,
+    and their `_EPISODE_COLUMNS` (window number, start, end)."""
+    owners: list[str] = []
+    texts: list[str] = []
+    numbers: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for uuid, content in zip(uuids, contents, strict=True):
+        cut = episode_windows(content)
+        if len(cut) == 1:
+            owners.append(uuid)
+            texts.append(content)
+            numbers.append(0)
+            starts.append(0)
+            ends.append(len(content))
+            continue
+        for i, (a, b) in enumerate(cut):
+            owners.append(uuid)
+            texts.append(content[a:b])
+            numbers.append(i)
+            starts.append(a)
+            ends.append(b)
+    values = {
+        WINDOW: np.array(numbers, dtype=np.int64),
+        "start": np.array(starts, dtype=np.int64),
+        "end": np.array(ends, dtype=np.int64),
+    }
+    return owners, texts, values
 
 
 def _micros_of(values: Sequence[datetime | None], missing: int) -> npt.NDArray[np.int64]:

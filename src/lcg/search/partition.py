@@ -4,6 +4,10 @@ Documents are numbered in arrival order. Each has a uuid, a token count, its pos
 vector per embedding kind (aligned by document number: row i of every matrix is document i),
 a few int64 columns (times, codes) and an optional tuple of tags (entity labels).
 
+A partition with a `WINDOW` column holds windows (episodes, lcg.search.windows): consecutive
+documents may share a uuid, column `WINDOW` numbering them 0, 1, ... within it, so a document's
+first window is `doc - window[doc]`. They are added, replaced and removed together.
+
 Each vector kind's rows are a `lcg.search.vectors.Vectors` store: float32 while the partition is
 small, int8 once a compaction (or a load) finds it has at least `QUANTIZE_MIN_ROWS` documents;
 documents added later are quantised as they arrive.
@@ -35,7 +39,7 @@ from lcg.search import vectors as vectors_mod
 from lcg.search.text import Vocabulary
 from lcg.search.vectors import Vectors, VectorsView
 
-__all__ = ["Partition", "View"]
+__all__ = ["WINDOW", "Partition", "View"]
 
 A = TypeVar("A", bound="np.ndarray[Any, Any]")
 Ints = npt.NDArray[np.int64]
@@ -43,6 +47,8 @@ Vecs = npt.NDArray[np.float32]
 Mask = npt.NDArray[np.bool_]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+# The column numbering the windows of one uuid (see the module docstring).
+WINDOW = "window"
 
 
 def _fit(arr: A, need: int) -> A:
@@ -93,6 +99,18 @@ class View:
     def live(self) -> Mask:
         return self.alive[: self.n]
 
+    def windows_of(self, doc: int) -> Ints:
+        """The documents of `doc`'s uuid (its windows, in order; `doc` alone without a `WINDOW`
+        column)."""
+        window = self.columns.get(WINDOW)
+        if window is None:
+            return np.array([doc], dtype=np.int64)
+        first = doc - int(window[doc])
+        last = first
+        while last + 1 < self.n and window[last + 1] == window[last] + 1:
+            last += 1
+        return np.arange(first, last + 1, dtype=np.int64)
+
     def vectors_of(self, kind: str, docs: Ints) -> Vecs:
         """The `kind` vectors of documents `docs` (each must have one), float32 unit rows."""
         return self.vectors[kind].get(docs)
@@ -114,7 +132,9 @@ class Partition:
         self._dim = dim
         self._uuids: list[str] = []
         self._tags: list[tuple[str, ...]] = []
-        self._pos: dict[str, int] = {}
+        self._pos: dict[str, int] = {}  # uuid -> its (first) document
+        self._runs: dict[str, int] = {}  # uuid -> its number of windows, where more than one
+        self._windowed = WINDOW in columns
         self._n = 0
         self._alive: Mask = np.zeros(0, dtype=bool)
         self._doc_len: Ints = np.zeros(0, dtype=np.int64)
@@ -179,6 +199,25 @@ class Partition:
             self._live_docs -= 1
             self._live_len -= int(self._doc_len[doc])
 
+    def _kill_uuid(self, uuid: str, doc: int) -> None:
+        """Kill the documents of `uuid` from its first, `doc` (all its windows)."""
+        for d in range(doc, doc + self._runs.pop(uuid, 1)):
+            self._kill(d)
+
+    def _first_positions(self) -> None:
+        """`_pos` and `_runs` from `_uuids` (every document live): a uuid's first document."""
+        if not self._windowed:
+            self._pos = {u: i for i, u in enumerate(self._uuids)}
+            return
+        n = len(self._uuids)
+        self._pos = dict(zip(reversed(self._uuids), range(n - 1, -1, -1), strict=True))
+        self._runs = {}
+        if len(self._pos) != n:
+            window = self._columns[WINDOW]
+            for i in np.flatnonzero(window[:n] > 0).tolist():
+                uuid = self._uuids[i]
+                self._runs[uuid] = max(self._runs.get(uuid, 1), int(window[i]) + 1)
+
     def add(
         self,
         uuids: Sequence[str],
@@ -202,10 +241,10 @@ class Partition:
         with self._lock:
             self.dirty = True
             start = self._n
-            for uuid in uuids:
+            for uuid in dict.fromkeys(uuids) if self._windowed else uuids:
                 old = self._pos.get(uuid)
                 if old is not None:
-                    self._kill(old)
+                    self._kill_uuid(uuid, old)
             need = start + m
             self._alive = _fit(self._alive, need)
             self._doc_len = _fit(self._doc_len, need)
@@ -249,8 +288,16 @@ class Partition:
                 self._delta_len = end
             self._uuids.extend(uuids)
             self._tags.extend(tags if tags is not None else [()] * m)
-            for i, uuid in enumerate(uuids):
-                self._pos[uuid] = start + i
+            if self._windowed:
+                for i, uuid in enumerate(uuids):
+                    first = self._pos.get(uuid)
+                    if first is not None and first >= start:  # a later window of this add
+                        self._runs[uuid] = start + i - first + 1
+                    else:
+                        self._pos[uuid] = start + i
+            else:
+                for i, uuid in enumerate(uuids):
+                    self._pos[uuid] = start + i
             self._n = need
             self._live_docs += m
             self._live_len += int(lengths.sum())
@@ -269,7 +316,7 @@ class Partition:
             for uuid in uuids:
                 doc = self._pos.pop(uuid, None)
                 if doc is not None:
-                    self._kill(doc)
+                    self._kill_uuid(uuid, doc)
 
     def set_columns(self, uuid: str, values: Mapping[str, int]) -> bool:
         """Change numeric columns of a live document in place; False if it is not here."""
@@ -315,7 +362,6 @@ class Partition:
         if renumbered:  # else uuids, tags and positions stay as they are
             self._uuids = [self._uuids[i] for i in keep]
             self._tags = [self._tags[i] for i in keep]
-            self._pos = {u: i for i, u in enumerate(self._uuids)}
         self._alive = np.ones(len(keep), dtype=bool)
         self._doc_len = self._doc_len[keep]
         if not renumbered:  # nothing dead: no copy, and the vectors keep their spare rows
@@ -326,6 +372,7 @@ class Partition:
                 store.select(keep)
             self._has = {k: m[keep] for k, m in self._has.items()}
             self._columns = {k: c[keep] for k, c in self._columns.items()}
+            self._first_positions()
         self._n = len(keep)
         self._quantize_if_large()
 
@@ -395,7 +442,8 @@ class Partition:
         columns = {name: arr(f"col.{name}") for name in self._columns}
         with self._lock:
             self._uuids, self._tags = uuids, tags
-            self._pos = {u: i for i, u in enumerate(uuids)}
+            self._columns = columns
+            self._first_positions()
             self._n = self._live_docs = n
             self._alive = np.ones(n, dtype=bool)
             self._doc_len = arr("doc_len")

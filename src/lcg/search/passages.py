@@ -2,8 +2,9 @@
 
 A conversation turn or a changelog release is often longer than what a reader wants quoted (and
 than an embedder's window); the evidence for a question is a few sentences of it. `windows`
-cuts a text into pieces of at most `WINDOW_CHARS` characters at paragraph, then sentence, then
-word boundaries; `best_window` picks the piece holding the most of the query's idf weight
+(lcg.search.windows, the pieces the index holds a document of) cuts a text into pieces of at
+most `WINDOW_CHARS` characters at paragraph, then sentence, then word boundaries; `best_window`
+picks the piece holding the most of the query's idf weight
 (the Porter stems of its words, stopwords dropped, as the index analyses text), the first one on
 a tie, so a
 passage always comes back with the offsets `[start, end)` of what it quotes.
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ import Stemmer
 from lcg.search.index import SearchIndex
 from lcg.search.scoring import bm25_idf
 from lcg.search.text import STOPWORDS, tokens
+from lcg.search.windows import WINDOW_CHARS, windows
 
 __all__ = [
     "WINDOW_CHARS",
@@ -40,11 +41,7 @@ __all__ = [
     "windows",
 ]
 
-# ~250 estimated tokens (bytes / 4), about what all-MiniLM-L6-v2 reads of English prose (256
-# word pieces); small enough that a 2,000-token context holds a dozen passages.
-WINDOW_CHARS = 1000
 _LOCAL = threading.local()
-_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+|\n"))
 
 
 @dataclass(frozen=True)
@@ -54,64 +51,6 @@ class Window:
     start: int
     end: int
     score: float
-
-
-def windows(text: str, size: int = WINDOW_CHARS) -> list[tuple[int, int]]:
-    """`[start, end)` pieces covering `text` (whitespace between them left out), each at most
-    `size` characters unless a single word is longer."""
-    out: list[tuple[int, int]] = []
-    _split(text, 0, len(text), size, 0, out)
-    return out
-
-
-def _split(text: str, lo: int, hi: int, size: int, level: int, out: list[tuple[int, int]]) -> None:
-    """Pieces of `text[lo:hi]`: runs of the segments between this level's breaks, as long as
-    they fit; a segment longer than `size` is cut at the next level's breaks."""
-    while lo < hi and text[lo].isspace():
-        lo += 1
-    while hi > lo and text[hi - 1].isspace():
-        hi -= 1
-    if lo >= hi:
-        return
-    if hi - lo <= size:
-        out.append((lo, hi))
-        return
-    if level >= len(_BREAKS):  # between words: the last space that keeps the piece in size
-        while hi - lo > size:
-            cut = max(
-                text.rfind(" ", lo + 1, lo + size + 1), text.rfind("\n", lo + 1, lo + size + 1)
-            )
-            cut = cut if cut > lo else lo + size
-            _split(text, lo, cut, size, level + 1, out)
-            lo = cut
-            while lo < hi and text[lo].isspace():
-                lo += 1
-        if lo < hi:
-            out.append((lo, hi))
-        return
-    segments: list[tuple[int, int]] = []
-    pos = lo
-    for m in _BREAKS[level].finditer(text, lo, hi):
-        if m.start() > pos:
-            segments.append((pos, m.start()))
-        pos = max(pos, m.end())
-    if pos < hi:
-        segments.append((pos, hi))
-    run: tuple[int, int] | None = None
-    for a, b in segments:
-        if b - a > size:
-            if run is not None:
-                out.append(run)
-                run = None
-            _split(text, a, b, size, level + 1, out)
-        elif run is not None and b - run[0] <= size:
-            run = (run[0], b)
-        else:
-            if run is not None:
-                out.append(run)
-            run = (a, b)
-    if run is not None:
-        out.append(run)
 
 
 def best_window(
@@ -210,7 +149,7 @@ def passage_scores(
     hits: Sequence[tuple[str, int, float]],
 ) -> list[float]:
     """For hits given as (group, doc, cosine): max(cosine, share of the query's idf weight the
-    document holds). A query word no episode holds counts with the highest idf (as the floor
+    document's episode holds, in any of its windows). A query word no episode holds counts with the highest idf (as the floor
     does), so a partial match scores below 1."""
     weights = query_weights(index, query, groups)
     views = dict(index.views("episode", sorted({g for g, _, _ in hits})))
@@ -223,8 +162,9 @@ def passage_scores(
         view = views.get(group)
         held = 0.0
         if view is not None and total > 0:
+            docs = view.windows_of(doc)  # the episode's windows: what it holds, in any of them
             for term, w in weights.items():
-                if bool(np.any(view.postings(term)[0] == doc)):
+                if bool(np.isin(view.postings(term)[0], docs).any()):
                     held += w
         out.append(max(cosine, held / total if total > 0 else 0.0))
     return out

@@ -4,7 +4,7 @@
   over every partition a query reads, so scores from different groups are comparable;
 - exact top-k by `argpartition`;
 - reciprocal-rank fusion (score `sum 1/(k + rank)`, 0-based ranks, ties by uuid ascending, as
-  the reference fuses full-text and vector hits);
+  the reference fuses full-text and vector hits; optionally weighted per list);
 - maximal marginal relevance over unit vectors.
 """
 
@@ -75,12 +75,16 @@ def top_k(scores: Floats, k: int, mask: Mask | None = None, floor: float | None 
     return idx[order].astype(np.int64)
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: int = 60) -> list[tuple[str, float]]:
-    """Reciprocal-rank fusion of ranked uuid lists: (uuid, score), best first, ties by uuid."""
+def rrf(
+    rankings: Sequence[Sequence[str]], k: int = 60, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
+    """Reciprocal-rank fusion of ranked uuid lists: (uuid, score), best first, ties by uuid.
+    `weights`: one per list (default 1 each), multiplying its `1 / (k + rank)` terms."""
     fused: dict[str, float] = {}
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else weights[i]
         for rank, uuid in enumerate(ranking):
-            fused[uuid] = fused.get(uuid, 0.0) + 1.0 / (k + rank)
+            fused[uuid] = fused.get(uuid, 0.0) + w / (k + rank)
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
