@@ -13,7 +13,7 @@ from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import graph, history
 from lcg.storage import store as store_module
 from lcg.storage.schema import FULLTEXT_INDEXES, MIGRATIONS
-from lcg.storage.store import Store, pool_mb
+from lcg.storage.store import Store, default_engine, pool_mb
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -26,8 +26,10 @@ _OLD_INDEXES = {
 
 
 def _indexes(store: Store) -> set[str]:
+    """The names of the secondary indexes (LadybugDB also lists each primary key's hash index,
+    as `_PK`; Kuzu 0.11.3 does not)."""
     with store.writer() as w:
-        return {row[1] for row in w.rows("CALL SHOW_INDEXES() RETURN *")}
+        return {row[1] for row in w.rows("CALL SHOW_INDEXES() RETURN *") if row[2] != "HASH"}
 
 
 def _entity(uuid: str, name: str, summary: str = "") -> Entity:
@@ -67,6 +69,8 @@ def test_a_new_database_has_no_fulltext_index(store: Store) -> None:
 
 
 def test_migration_003_drops_the_fulltext_indexes_of_an_older_database(tmp_path: Path) -> None:
+    if default_engine() != "kuzu":
+        pytest.skip("full-text indexes existed only in Kuzu databases (LadybugDB has no FTS)")
     path = tmp_path / "db"
     old = Store(path, buffer_pool_mb=128)
     with old.transaction() as tx:
@@ -234,11 +238,17 @@ def test_keyed_writes_are_replace_or_create_and_idempotent_either_way(store: Sto
 
 
 def test_point_limit_grows_with_the_table(store: Store) -> None:
+    """Kuzu plans an UNWIND key lookup as a scan of the table, so keys go one by one up to a
+    limit that grows with the table; LadybugDB looks them up through the primary key, so
+    every lookup of two keys or more is one UNWIND, whatever the table holds."""
     try:
         with store.transaction() as tx:
             empty = tx.point_limit("Entity")
             tx.run("UNWIND range(1, 50000) AS i CREATE (:Entity {uuid: concat('u', string(i))})")
         with store.writer() as w:
+            if store.traits.unwind_lookups:
+                assert empty == w.point_limit("Entity") == 1
+                return
             assert w.table_rows("Entity") == 0  # an estimate, recounted only now and then
             for _ in range(store_module._RECOUNT_EVERY):
                 w.table_rows("Entity")
