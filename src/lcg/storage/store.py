@@ -38,8 +38,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ctypes
-import importlib
-import importlib.util
+import importlib.util  # noqa: F401  kuzu needs importlib.util imported before numpy parameters
 import json
 import logging
 import queue
@@ -151,6 +150,17 @@ def engine_traits(name: str) -> EngineTraits:
 _LOADED: list[str] = []
 
 
+def _import(name: str) -> Any:
+    """The engine's module, imported by name where it is needed (never both in one process)."""
+    if name == "kuzu":
+        import kuzu
+
+        return kuzu
+    import ladybug
+
+    return ladybug
+
+
 def engine_module(name: str) -> Any:
     """The Python module of engine `name` (`ladybug` or `kuzu`), imported on first use.
 
@@ -165,7 +175,7 @@ def engine_module(name: str) -> Any:
             "beside it (their native bindings clash); use one engine per process"
         )
     try:
-        module = importlib.import_module(name)
+        module = _import(name)
     except ImportError as exc:
         raise StorageError(f"the embedded engine {name!r} is not installed: {exc}") from exc
     if not _LOADED:
@@ -332,6 +342,10 @@ class Conn:
         self._prepared_at = self._epoch.value
         self.prepares = 0  # statements prepared on this connection (tests and benchmarks read it)
         self.copies = 0  # COPY statements run on this connection (`Store.copies_pending`)
+        # Whether a bulk load may COPY (storage.bulk): the store clears it on LadybugDB once the
+        # database holds more than bulk loads.
+        self.copy_ok = True
+        self.bulk_loads = 0  # bulk loads run on this connection (storage.bulk)
         self._sizes: dict[str, list[int]] = {}  # table -> [rows, uses before a recount]
         self._meta: dict[str, str | None] = {}  # writer: Meta values it read or wrote (`meta`)
         self._meta_valid = True
@@ -657,25 +671,26 @@ class Store:
             # A connection whose BEGIN failed segfaults on its next use: replace it.
             self._writer = self._connect(writer=True)
             raise
-        copies = conn.copies
+        copies, bulk_loads = conn.copies, conn.bulk_loads
+        conn.copy_ok = self._fresh or not self.traits.copy_recycles
         try:
             yield conn
         except BaseException:
-            self._rolled_back(copied=conn.copies > copies)
+            self._rolled_back(copied=conn.copies > copies, bulk=conn.bulk_loads > bulk_loads)
             raise
         try:
             conn.run("COMMIT")
         except StorageError:
-            self._rolled_back(copied=conn.copies > copies)
+            self._rolled_back(copied=conn.copies > copies, bulk=conn.bulk_loads > bulk_loads)
             raise
         self.commits_since_checkpoint += 1
-        if conn.copies == copies:
+        if conn.bulk_loads == bulk_loads:
             self._fresh = False
-        elif self.traits.copy_recycles:
+        if conn.copies > copies and self.traits.copy_recycles:
             self.copies_pending += conn.copies - copies
             self.checkpoint(drain=_COPY_RECYCLE_DRAIN_SECONDS)
 
-    def _rolled_back(self, *, copied: bool = False) -> None:
+    def _rolled_back(self, *, copied: bool = False, bulk: bool = False) -> None:
         """End a failed transaction: ROLLBACK (if the engine has not already), then on Kuzu a
         CHECKPOINT.
 
@@ -693,7 +708,7 @@ class Store:
         with contextlib.suppress(StorageError):
             self._writer.run("ROLLBACK")
         if copied and self.traits.copy_recycles:
-            self._replace_after_failed_copy()
+            self._replace_after_failed_copy(start_over=bulk and self._fresh)
             return
         if not self._checkpoint_owed:
             return
@@ -702,10 +717,10 @@ class Store:
         except StorageError:
             logger.warning("no checkpoint after a rollback; the next write runs it first")
 
-    def _replace_after_failed_copy(self) -> None:
+    def _replace_after_failed_copy(self, *, start_over: bool) -> None:
         """(LadybugDB, after a rolled-back COPY.) Never checkpoint this handle again: start a
-        fresh database over when this one holds only bulk loads, else reopen the handle."""
-        start_over = self._fresh
+        fresh database over (`start_over`: a bulk load into one that holds only bulk loads),
+        else reopen the handle."""
         logger.warning(
             "a COPY failed on %s: %s",
             self.path,
