@@ -10,7 +10,8 @@ prints one JSON object (`common.emit`): per check its figures, whether the defec
 src/lcg/storage/README.md explains). It exits 1 when a defect lcg relies on being fixed shows
 again (a reintroduced defect, or an unexpected crash), and names those in `reintroduced`; a
 known defect that no longer shows is listed in `now_fixed` (update `EXPECTED` and the storage
-layer's workaround then) and does not fail the run.
+layer's workaround then; `not_shown_at_quick_sizes` in a quick run, whose sizes may be too small
+to show it) and does not fail the run.
 
 `--quick` (CI, under 2 minutes on a shared 2-core machine) runs every check at a smaller size.
 The checks: string dictionary growth per checkpoint, a NULL written after a checkpointed
@@ -139,14 +140,15 @@ def _wrong(db: Db, want: dict[str, str | None]) -> int:
 def dictionary_growth(db: Db, quick: bool) -> dict[str, Any]:
     """Every row's string updated, then CHECKPOINT, several times: Kuzu copied the string
     dictionary at each checkpoint (a 10k-row file 4.5 -> 21 MB in 8 rounds)."""
-    rows, rounds = (4000, 5) if quick else (10000, 8)
+    rows, rounds = (4000, 8) if quick else (10000, 8)
     _fill(db, rows, lambda i: f"value {i} ".ljust(60, "x"))
     sizes = []
     for r in range(rounds):
         db.run("MATCH (t:T) SET t.s = 'round ' + CAST($r AS STRING) + ' ' + t.uuid", {"r": r})
         db.run("CHECKPOINT")
         sizes.append(round(db.path.stat().st_size / 2**20, 2))
-    return {"rows": rows, "file_mb_per_round": sizes, "defect": sizes[-1] > 2 * sizes[0]}
+    # LadybugDB's file stays the same size to the byte; Kuzu's grew 38% in 5 quick rounds.
+    return {"rows": rows, "file_mb_per_round": sizes, "defect": sizes[-1] > 1.25 * sizes[0]}
 
 
 def null_after_update(db: Db, quick: bool) -> dict[str, Any]:
@@ -236,12 +238,12 @@ def _lookup_ms(db: Db, rows: int, text: str, reps: int) -> float:
 
 
 def _key_lookup(db: Db, quick: bool, text: str) -> dict[str, Any]:
-    """64 keys looked up in a table of n rows and of 10n rows (COPY-loaded, as a rebuild
+    """64 keys looked up in a table of n rows and of 25n rows (COPY-loaded, as a rebuild
     loads them): a lookup through the primary key costs about the same at both sizes, a scan
-    ten times more. Kuzu scanned for UNWIND (35.7 ms at 200k rows); both scan for IN."""
+    many times more. Kuzu scanned for UNWIND (35.7 ms at 200k rows); both scan for IN."""
     import pyarrow as pa
 
-    small, large = (5000, 50000) if quick else (20000, 200000)
+    small, large = (2000, 50000) if quick else (8000, 200000)
     db.run("CREATE NODE TABLE T(uuid STRING PRIMARY KEY, s STRING, n INT64)")
     out: dict[str, Any] = {}
     loaded = 0
@@ -265,9 +267,9 @@ def _key_lookup(db: Db, quick: bool, text: str) -> dict[str, Any]:
         point = [db.run(one, {"u": f"k{(i * 7919) % large:07d}"}) for i in range(64)]
     out["ms_64_point_lookups"] = round((time.perf_counter() - started) / 3 * 1000, 3)
     ratio = out[f"ms_at_{large}_rows"] / max(out[f"ms_at_{small}_rows"], 0.001)
-    out["growth_for_10x_rows"] = round(ratio, 2)
+    out["growth_for_25x_rows"] = round(ratio, 2)
     # A scan: the cost grows with the table, or one batch costs more than 64 point lookups.
-    out["defect"] = ratio > 3 or out[f"ms_at_{large}_rows"] > out["ms_64_point_lookups"]
+    out["defect"] = ratio > 4 or out[f"ms_at_{large}_rows"] > out["ms_64_point_lookups"]
     del point
     return out
 
@@ -300,7 +302,8 @@ def rollback_writes(db: Db, quick: bool) -> dict[str, Any]:
             db.run("COMMIT")
         except RuntimeError:
             conflicts += 1
-            db.run("ROLLBACK")
+            with contextlib.suppress(RuntimeError):  # Kuzu may have rolled back already
+                db.run("ROLLBACK")
             db.run("CHECKPOINT")
     return {"rounds": rounds, "rounds_with_conflicts": conflicts, "defect": conflicts > 0}
 
@@ -495,14 +498,15 @@ def main() -> None:
         results[name] = result
         print(f"{name}: defect={result['defect']} ({result.get('wall_s')} s)", file=sys.stderr)
     reintroduced = [n for n, r in results.items() if r["defect"] and not r["expected"]]
-    now_fixed = [n for n, r in results.items() if not r["defect"] and r["expected"]]
+    # Quick sizes may be too small to show a known defect (Kuzu's soak failed at round 587).
+    not_shown = [n for n, r in results.items() if not r["defect"] and r["expected"]]
     emit(
         "engine_check",
         {
             "engine": f"{args.engine} {version}",
             "checks": results,
             "reintroduced": reintroduced,
-            "now_fixed": now_fixed,
+            ("not_shown_at_quick_sizes" if args.quick else "now_fixed"): not_shown,
         },
         params={"quick": args.quick, "pid": os.getpid()},
     )

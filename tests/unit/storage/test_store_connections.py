@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import subprocess
 import sys
 import threading
 import time
@@ -315,3 +316,31 @@ def test_timestamps_read_stay_valid_and_owned_once(store: Store) -> None:
         first,
         date(2026, 1, 2),
     ]
+
+
+def test_close_releases_the_database_while_connections_outlive_it(tmp_path: Path) -> None:
+    """LadybugDB's `Database.close()` keeps the file lock (and its address-space reservation)
+    while a prepared statement made from it is referenced; the connections' statement caches
+    hold them, and a `Conn` may outlive its store. After close, another process opens it."""
+    path = tmp_path / "db"
+    store = Store(path, buffer_pool_mb=64)
+    with store.read() as conn:
+        conn.rows(LOOKUP, {"k": "schema_version"})
+        kept = conn  # the connection, and the cache it holds, outlive the store
+    store.close()
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from lcg.storage.store import Store; "
+            "Store(Path(sys.argv[1]), buffer_pool_mb=64, engine=sys.argv[2]).close()",
+            str(path),
+            store.engine,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert kept.prepared_count == 0
