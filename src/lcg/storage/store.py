@@ -3,9 +3,9 @@ transactions and checkpoints.
 
 Two engines speak the same Python API: LadybugDB (`ladybug`, the default) and Kuzu 0.11.3
 (`kuzu`, deprecated, kept selectable for one release; `LCG_EMBEDDED_STORE`). Their files are not
-compatible either way, so a database records the engine that created it in a stamp file beside
-it (`<db>.engine`, `database_engine`); a database without one was written by Kuzu, the only
-engine before stamps. Opening a database with the other engine raises `EngineMismatchError`
+compatible either way, so `database_engine` tells which wrote a database: its file's header
+(`LBUG` or `KUZU`), else the stamp file a new database gets beside it (`<db>.engine`), else Kuzu,
+the only engine before stamps. Opening a database with the other engine raises `EngineMismatchError`
 before the engine touches the file (the engine layer rebuilds it from the WAL).
 
 Hazards this module answers (`EngineTraits` says which apply to which engine):
@@ -198,11 +198,23 @@ def _stamp_path(path: Path) -> Path:
     return Path(f"{path}{_STAMP_SUFFIX}")
 
 
+# The first bytes of each engine's database file (its header's magic).
+_MAGIC = {b"LBUG": "ladybug", b"KUZU": "kuzu"}
+
+
 def database_engine(path: Path) -> str | None:
-    """The engine that wrote the database at `path`: its stamp's, or Kuzu's for a database
-    made before stamps; None when no database is there (a stamp left alone means nothing)."""
+    """The engine that wrote the database at `path`: the one its file's header names, else its
+    stamp's (a header not readable yet or damaged), else Kuzu's (a database made before stamps);
+    None when no database is there (a stamp left alone means nothing)."""
     if not path.exists():
         return None
+    try:
+        with path.open("rb") as f:
+            found = _MAGIC.get(f.read(4))
+    except OSError:  # a directory (an old layout) or unreadable: the stamp decides
+        found = None
+    if found is not None:
+        return found
     stamp = _stamp_path(path)
     try:
         recorded = json.loads(stamp.read_text(encoding="utf-8")).get("engine")
@@ -307,7 +319,7 @@ _HELD_READERS: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
 
 
 class Conn:
-    """One Kuzu connection with error translation. Not thread-safe: one user at a time.
+    """One engine connection with error translation. Not thread-safe: one user at a time.
 
     Every parameterised statement is prepared once per connection and re-executed from a
     bounded LRU cache keyed by its text: Kuzu 0.11.3 leaks native memory on every
@@ -316,9 +328,10 @@ class Conn:
     of a one-row write. Kuzu 0.11.3 deprecates its public `prepare` (with a warning) but still
     executes prepared statements; `_prepare` is the same call without the warning.
     Parameterless statements run unprepared (they do not leak). On the writer
-    (`schema_owner=True`), any parameterless statement other than BEGIN/COMMIT/CHECKPOINT —
-    notably ROLLBACK, migrations and raw Cypher — bumps the database's schema epoch, which
-    empties every connection's cache before its next statement.
+    (`schema_owner=True`), a parameterless statement that may change the schema (migrations,
+    ROLLBACK, DDL sent as raw Cypher: `may_change_schema`) bumps the database's schema epoch,
+    which empties every connection's cache before its next statement; read-only raw Cypher
+    leaves them. Before its connection closes, its statements are released (`release`).
 
     Rows are only materialised here (`rows`, `columns_and_rows`), which give back the reference
     the binding leaks on every date and timestamp value (`lcg.storage.leaked_refs`): a caller
@@ -363,9 +376,9 @@ class Conn:
         """On the writer, the `Meta` values (None: no row) it read or wrote itself, by key, for
         `graph.get_meta`/`set_meta` to keep: only the writer writes Meta, through `set_meta`,
         and anything else that could change it (a ROLLBACK, raw Cypher, a migration, a bulk
-        COPY: every parameterless statement but BEGIN/COMMIT/CHECKPOINT) moves the schema
-        epoch, which empties it. None on a reader (its snapshot may be older than the writer's
-        view). An episode commit read two Meta rows and merged one (~1.5 ms)."""
+        COPY: every parameterless statement but BEGIN/COMMIT/CHECKPOINT) empties it. None on a
+        reader (its snapshot may be older than the writer's view). An episode commit read two
+        Meta rows and merged one (~1.5 ms)."""
         if not self._schema_owner:
             return None
         if not self._meta_valid:
