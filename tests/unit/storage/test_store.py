@@ -13,7 +13,7 @@ from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import graph, history
 from lcg.storage import store as store_module
 from lcg.storage.schema import FULLTEXT_INDEXES, MIGRATIONS
-from lcg.storage.store import Store, default_engine, pool_mb
+from lcg.storage.store import EngineMismatchError, Store, database_engine, default_engine, pool_mb
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -354,3 +354,23 @@ def test_mentions_beyond_one_chunk_are_created_once_each(store: Store) -> None:
         assert _mentions(store) == sorted([("new", u) for u in names] + [("old", u) for u in names])
     finally:
         store.close()
+
+
+def test_the_engine_of_a_database_is_told_by_its_header_then_its_stamp(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    assert database_engine(path) is None
+    Store(path, buffer_pool_mb=64).close()
+    engine = default_engine()
+    assert database_engine(path) == engine
+    Path(f"{path}.engine").unlink()  # a backup restored without its stamp: the header says
+    assert database_engine(path) == engine
+    other = tmp_path / "other"
+    other.write_bytes(b"\0" * 64)  # no header an engine wrote, no stamp: a pre-stamp database
+    assert database_engine(other) == "kuzu"
+    Path(f"{other}.engine").write_text('{"engine": "ladybug"}')
+    assert database_engine(other) == "ladybug"
+    foreign = tmp_path / "foreign"
+    foreign.write_bytes((b"KUZU" if engine == "ladybug" else b"LBUG") + b"\0" * 60)
+    with pytest.raises(EngineMismatchError):  # refused before the engine touches the file
+        Store(foreign, buffer_pool_mb=64, engine=engine)
+    assert foreign.read_bytes()[4:] == b"\0" * 60
