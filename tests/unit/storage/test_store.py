@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import graph, history
 from lcg.storage import store as store_module
@@ -374,3 +375,27 @@ def test_the_engine_of_a_database_is_told_by_its_header_then_its_stamp(tmp_path:
     with pytest.raises(EngineMismatchError):  # refused before the engine touches the file
         Store(foreign, buffer_pool_mb=64, engine=engine)
     assert foreign.read_bytes()[4:] == b"\0" * 60
+
+
+def test_a_failed_bulk_copy_into_a_fresh_database_leaves_a_working_store(tmp_path: Path) -> None:
+    """LadybugDB: a CHECKPOINT after a rolled-back failed COPY can crash, so a failed bulk
+    load into a database that holds only bulk loads starts it over empty (the next catch-up
+    loads it again from the WAL); Kuzu rolls back and checkpoints. Either way the store goes
+    on: migrated, writable, readable."""
+    import pyarrow as pa
+
+    path = tmp_path / "db"
+    store = Store(path, buffer_pool_mb=64)
+    try:
+        with pytest.raises(StorageError), store.transaction() as tx:
+            tx.bulk_loads += 1  # what storage.bulk.load_folded counts
+            tx.copy_from("Meta", pa.table({"key": ["dup", "dup"], "value": ["1", "2"]}))
+        assert store.rollbacks == 1
+        assert database_engine(path) == store.engine
+        assert store.schema_version == len(MIGRATIONS)
+        with store.transaction() as tx:
+            tx.run("MERGE (m:Meta {key: $k}) SET m.value = $v", {"k": "dup", "v": "3"})
+        with store.read() as r:
+            assert r.scalar("MATCH (m:Meta {key: $k}) RETURN m.value", {"k": "dup"}) == "3"
+    finally:
+        store.close()
