@@ -712,7 +712,7 @@ class Store:
         A checkpoint that cannot run now (a reader outlasted Kuzu's wait) is owed:
         `transaction()` runs it first. LadybugDB needs none, and after a failed COPY a
         CHECKPOINT can crash it (bench/results/ladybug-0.22.0.md), so a failed COPY into a
-        database that holds only bulk-loaded rows starts it over empty (`_start_over`): the
+        database that holds only bulk-loaded rows starts it over empty (`_replace_after_failed_copy`): the
         load is re-run from the WAL by the next catch-up; any other one reopens the handle
         without a checkpoint.
         """
