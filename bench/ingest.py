@@ -37,7 +37,7 @@ from typing import Any
 
 import anyio
 
-from common import ms, percentile
+from common import ms, percentile, store_settings
 from fixtures import articles, chunk, llm_server, scripted_client
 from lcg import Settings, open_engine
 from lcg.service.registry import dispatch
@@ -47,7 +47,7 @@ START = datetime(2020, 1, 1, tzinfo=UTC)
 
 
 async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any]:
-    settings = Settings.for_home(home, embedder="hash")
+    settings = Settings.for_home(home, embedder="hash", **store_settings())
     engine_s: list[float] = []
     server_s: list[float] = []
     reported_s: list[float] = []
@@ -116,7 +116,7 @@ async def _sequential(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any
 
 
 async def _offline(home: Path, corpus: list[dict[str, Any]]) -> dict[str, Any]:
-    settings = Settings.for_home(home, embedder="hash", extractor="heuristic")
+    settings = Settings.for_home(home, embedder="hash", extractor="heuristic", **store_settings())
     engine = open_engine(settings)
     engine_s: list[float] = []
     cpu_s: list[float] = []
@@ -166,7 +166,11 @@ async def _throughput(
     home: Path, corpus: list[dict[str, Any]], concurrency: int, **overrides: Any
 ) -> dict[str, Any]:
     settings = Settings.for_home(
-        home, embedder="hash", extraction_concurrency=concurrency, **overrides
+        home,
+        embedder="hash",
+        extraction_concurrency=concurrency,
+        **store_settings(),
+        **overrides,
     )
     calls: list[int] = []
     with llm_server(1.0) as server:

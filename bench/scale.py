@@ -58,7 +58,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from common import percentile, percentile_ms, rss_kb, rss_mb
+from common import percentile, percentile_ms, rss_kb, rss_mb, store_settings
 from fixtures import Conn, SyntheticEmbedder, Text, articles, chunk, llm_server, scripted_client
 from lcg import Settings, open_engine
 from lcg.admin import status as admin_status
@@ -178,7 +178,7 @@ def write_wal(settings: Settings, n_facts: int) -> int:
 
 
 def settings_for(home: Path) -> Settings:
-    return Settings.for_home(home, embedder="hash")
+    return Settings.for_home(home, embedder="hash", **store_settings())
 
 
 def build(root: Path, n_facts: int, embedder: str) -> dict[str, Any]:
@@ -427,6 +427,8 @@ def serve_rss(home: Path) -> dict[str, Any]:
     sock = Path(tempfile.mkdtemp(prefix="lcg-scale-")) / "s.sock"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LCG_")}
     env.update(LCG_HOME=str(home), LCG_EMBEDDER="hash")
+    if "LCG_EMBEDDED_STORE" in os.environ:  # the engine this run measures
+        env["LCG_EMBEDDED_STORE"] = os.environ["LCG_EMBEDDED_STORE"]
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "lcg.cli", "serve", "--socket", str(sock)],

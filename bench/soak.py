@@ -15,6 +15,12 @@ is sampled every `--sample-seconds`; the report gives it at the start of the loa
 warm-up and at the end, and the growth over the window after warm-up (target: <= 5%:
 Kuzu 0.11.3 leaks native memory on every unprepared parameterised statement).
 
+`--all-reads` widens the read mix to every read method: besides those above
+`knowledge_search_passages`, `knowledge_get_edges_by_group`, `knowledge_get_episodes`,
+`knowledge_get_entity_timeline`, `knowledge_get_changes` and read-only `knowledge_query_cypher`
+(which once emptied every connection's prepared statements: 16 clients grew 260 -> 1,249 MB in
+180 s). `--engine ladybug|kuzu` sets the server's `LCG_EMBEDDED_STORE`.
+
 `--per-method N` instead calls each read of the mix N times (after 200 warm-up calls) from one
 client, with the mix's own parameters, and reports the RSS growth of each.
 """
@@ -47,6 +53,21 @@ READS: tuple[tuple[str, float], ...] = (
     ("knowledge_list_relationships", 0.5),
     ("knowledge_get_context", 0.5),
 )
+# `--all-reads`: the other read methods, read-only raw Cypher among them.
+ALL_READS: tuple[tuple[str, float], ...] = (
+    ("knowledge_search_passages", 0.5),
+    ("knowledge_get_edges_by_group", 0.5),
+    ("knowledge_get_episodes", 0.5),
+    ("knowledge_get_entity_timeline", 0.5),
+    ("knowledge_get_changes", 0.5),
+    ("knowledge_query_cypher", 1.0),
+)
+CYPHER_READS = (
+    "MATCH (e:Entity) RETURN e.name ORDER BY e.name LIMIT 10",
+    "MATCH (a:Entity)-[:RELATES_TO]->(f:Fact) RETURN count(f)",
+    "MATCH (f:Fact) WHERE f.expired_at IS NULL RETURN f.name, f.fact LIMIT 20",
+    "MATCH (m:Meta) RETURN m.key ORDER BY m.key LIMIT 5",
+)
 WRITE_SHARE = 0.2
 NAME_POOL = 200  # names the writes update (besides the seeded ones)
 PREDICATES = ("works_with", "mentions", "depends_on")
@@ -63,9 +84,13 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _start(work: Path, sock_path: Path) -> tuple[subprocess.Popen[bytes], Any]:
+def _start(
+    work: Path, sock_path: Path, engine: str | None = None
+) -> tuple[subprocess.Popen[bytes], Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LCG_")}
     env["LCG_HOME"] = str(work / ".lcg")
+    if engine:
+        env["LCG_EMBEDDED_STORE"] = engine
     stderr = (work / "serve.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "lcg.cli", "serve", "--socket", str(sock_path)],
@@ -108,7 +133,11 @@ def _seed(sock_path: Path, n: int) -> list[str]:
 
 
 def _request(
-    rng: random.Random, uuids: list[str], seeded: int, write_share: float
+    rng: random.Random,
+    uuids: list[str],
+    seeded: int,
+    write_share: float,
+    reads: tuple[tuple[str, float], ...] = READS,
 ) -> tuple[str, dict[str, Any]]:
     if rng.random() < write_share:
         if rng.random() < 0.75:
@@ -123,7 +152,7 @@ def _request(
             "target_name": f"seed {(7 * n + 1) % seeded}",
             "predicate": PREDICATES[n % len(PREDICATES)],
         }
-    method = rng.choices([m for m, _ in READS], [w for _, w in READS])[0]
+    method = rng.choices([m for m, _ in reads], [w for _, w in reads])[0]
     return method, _read_params(method, rng, uuids, seeded)
 
 
@@ -138,12 +167,19 @@ def _read_params(method: str, rng: random.Random, uuids: list[str], seeded: int)
         "knowledge_get_entity_neighbors": {"entity_uuid": rng.choice(uuids)},
         "knowledge_list_relationships": {"num_results": 20},
         "knowledge_get_context": {"query": word, "token_budget": 500},
+        "knowledge_search_passages": {"query": word},
+        "knowledge_get_edges_by_group": {"group_ids": ["liminis"]},
+        "knowledge_get_episodes": {"group_ids": ["liminis"], "last_n": 10},
+        "knowledge_get_entity_timeline": {"name": word},
+        "knowledge_get_changes": {"group_ids": ["liminis"], "since": "2020-01-01T00:00:00Z"},
+        "knowledge_query_cypher": {"query": rng.choice(CYPHER_READS)},
     }[method]
     return params
 
 
 def _soak(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Path) -> None:
     uuids = _seed(sock_path, args.seed)
+    reads = READS + ALL_READS if args.all_reads else READS
     duration = args.minutes * 60
     warmup = min(args.warmup_minutes * 60, duration)
     counts: dict[str, int] = {}
@@ -157,7 +193,7 @@ def _soak(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Pa
         mine: dict[str, int] = {}
         bad: list[str] = []
         while not stop.is_set():
-            method, params = _request(rng, uuids, args.seed, args.write_share)
+            method, params = _request(rng, uuids, args.seed, args.write_share, reads)
             try:
                 answer = conn.call(method, params)
             except (OSError, ValueError, RuntimeError) as exc:
@@ -203,6 +239,8 @@ def _soak(args: argparse.Namespace, proc: subprocess.Popen[bytes], sock_path: Pa
     print(
         json.dumps(
             {
+                "engine": args.engine or "default",
+                "all_reads": args.all_reads,
                 "minutes": args.minutes,
                 "warmup_minutes": warmup / 60,
                 "clients": args.clients,
@@ -265,12 +303,14 @@ def main() -> None:
     ap.add_argument("--sample-seconds", type=float, default=5.0)
     ap.add_argument("--write-share", type=float, default=WRITE_SHARE)
     ap.add_argument("--per-method", type=int, default=0, metavar="N")
+    ap.add_argument("--all-reads", action="store_true", help="every read method, Cypher too")
+    ap.add_argument("--engine", choices=("ladybug", "kuzu"), default=None)
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="lcg-soak-"))
     sock_dir = Path(tempfile.mkdtemp(dir="/tmp", prefix="lcg-"))
     sock_path = sock_dir / "s.sock"
-    proc, stderr = _start(work, sock_path)
+    proc, stderr = _start(work, sock_path, args.engine)
     try:
         if args.per_method:
             _per_method(args, proc, sock_path)

@@ -1,4 +1,5 @@
-"""Shared fixtures: a clean environment, and real engines on real Kuzu databases in tmp_path."""
+"""Shared fixtures: a clean environment, and real engines on real embedded databases in
+tmp_path (LadybugDB; `--embedded-store=kuzu` runs them on Kuzu: `make test-kuzu`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,25 @@ from pathlib import Path
 import pytest
 
 from lcg import Engine, Settings, open_engine
+from lcg.storage.store import ENGINES, default_engine, engine_module
 from lcg.telemetry import ListSink
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--embedded-store",
+        choices=sorted(ENGINES),
+        default=None,
+        help="the embedded engine of every store a test opens without naming one",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    chosen = config.getoption("--embedded-store")
+    if chosen:
+        # Loaded first, it is the engine of every Store opened without naming one, and of the
+        # `settings` fixture (one process loads one engine: lcg.storage.store.engine_module).
+        engine_module(chosen)
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +84,11 @@ def settings(
     # module may declare SETTINGS_OVERRIDES (e.g. to script the two-call extraction protocol).
     overrides = {**getattr(request.module, "SETTINGS_OVERRIDES", {}), **storage}
     return Settings.for_home(
-        tmp_path / ".lcg", kuzu_buffer_pool_mb=256, embedder="hash", **overrides
+        tmp_path / ".lcg",
+        kuzu_buffer_pool_mb=256,
+        embedder="hash",
+        embedded_store=default_engine(),
+        **overrides,
     )
 
 

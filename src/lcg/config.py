@@ -117,12 +117,21 @@ def _origins(text: str) -> str:
 
 
 STORAGES = ("kuzu", "falkordb")
+# The embedded database engines `LCG_EMBEDDED_STORE` may name (lcg.storage.store.ENGINES).
+EMBEDDED_STORES = ("ladybug", "kuzu")
 
 
 def _storage(text: str) -> str:
     value = text.strip().lower()
     if value not in STORAGES:
         raise ValueError(f"must be one of: {', '.join(STORAGES)}")
+    return value
+
+
+def _embedded_store(text: str) -> str:
+    value = text.strip().lower()
+    if value not in EMBEDDED_STORES:
+        raise ValueError(f"must be one of: {', '.join(EMBEDDED_STORES)}")
     return value
 
 
@@ -301,6 +310,16 @@ SETTINGS: tuple[Setting, ...] = (
         "Kuzu buffer pool size in MiB (>= 64); 0 (the default): sized to the database when it "
         "is opened, half the database file within 256..1024 MiB, 1024 for a new one "
         "(lcg.storage.store.pool_mb).",
+    ),
+    Setting(
+        "embedded_store",
+        "LCG_EMBEDDED_STORE",
+        "ladybug",
+        _embedded_store,
+        "Engine of the embedded graph store: `ladybug` (LadybugDB, the default) or `kuzu` "
+        "(Kuzu 0.11.3: deprecated, kept selectable for one release; a warning at open). A "
+        "workspace whose database the other engine wrote is rebuilt from the WAL at open, the "
+        "old files kept beside it as `<db>.<engine>-old` until the rebuild is verified.",
     ),
     Setting(
         "checkpoint_wal_bytes",
@@ -639,6 +658,7 @@ class Settings:
     embedder: str = "auto"
     embedding_dim: int | None = None
     kuzu_buffer_pool_mb: int = 0
+    embedded_store: str = "ladybug"
     checkpoint_wal_bytes: int = 16 * 1024 * 1024
     attached_call_timeout_ms: int = 30_000
     # -- embeddings --

@@ -21,6 +21,7 @@ from lcg.cli.main import cli
 from lcg.errors import InvalidRequestError, StorageError
 from lcg.service.registry import dispatch
 from lcg.service.rpc.client import RpcClient
+from lcg.storage.store import engine_version
 from lcg.wal.layout import group_dir
 from lcg.wal.records import encode_batch, entity_op
 
@@ -42,6 +43,7 @@ async def test_status_reports_the_embedded_store(engine: Engine) -> None:
         "backend": "kuzu",
         "server": str(engine.settings.db_path),
         "role": "embedded",
+        "engine": engine_version(engine.settings.embedded_store),
     }
 
 

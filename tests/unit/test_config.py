@@ -169,6 +169,7 @@ BAD_VALUES = {
     "embedder": ["openai", "sentence_transformers", ""],
     "embedding_dim": ["4", "8193", "wide"],
     "kuzu_buffer_pool_mb": ["63", "1", "-1", "1GB"],
+    "embedded_store": ["lbug", "", "kuzu,ladybug", "neo4j"],
     "checkpoint_wal_bytes": ["-1", "16M"],
     "attached_call_timeout_ms": ["0", "-5", "30s"],
     # embeddings: model names and paths are checked when the embedder is selected

@@ -34,6 +34,7 @@ from lcg.embedding.base import Embedder
 from lcg.embedding.select import build_embedder
 from lcg.embedding.vectors import embed_plan, plan_for_changes
 from lcg.engine import applied
+from lcg.engine.carryover import move_aside, settle
 from lcg.engine.catchup import CatchUp, Replay
 from lcg.engine.checkpointer import Checkpointer
 from lcg.engine.commits import Batch, EpisodeCommit, check_commit_references, episode_ops
@@ -480,6 +481,9 @@ def open_engine(
     wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
     wal.lock()  # before the database: a second writer of this WAL touches nothing
     try:
+        # A database the other embedded engine wrote is moved aside, to be rebuilt from the WAL
+        # by the startup catch-up below (lcg.engine.carryover).
+        carry = move_aside(settings, events or NullSink())
         store = open_backend(settings)
     except BaseException:
         wal.unlock()
@@ -491,7 +495,12 @@ def open_engine(
     if ingest is not None:
         engine.ingest = ingest(engine)
     try:
+        if carry is not None and isinstance(mode, EmbeddedMode):
+            mode.carry_over = carry
         engine._startup()
+        if carry is not None:
+            with engine.reader() as conn:
+                settle(carry, conn, mode.wal_states, engine.parts.events)
         engine._follow.start()  # server mode: other processes' commits (lcg.engine.follow)
     except BaseException:
         with contextlib.suppress(Exception):

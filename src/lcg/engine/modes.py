@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.embedding.vectors import embed_plan, plan_for_rows
+from lcg.engine.carryover import CarryOver
 from lcg.engine.catchup import CatchUp, PrebuiltSearch
 from lcg.engine.checkpointer import Checkpointer
 from lcg.engine.commits import Batch, first_vectors, settle_stamp, store_commit
@@ -50,6 +51,7 @@ from lcg.models import DEFAULT_GROUP_ID
 from lcg.search.index import SearchIndex
 from lcg.storage.backend import GraphBackend, GraphReader, GroupMovedError
 from lcg.storage.kuzu_backend import KuzuBackend
+from lcg.storage.select import open_store
 from lcg.storage.store import Store
 from lcg.telemetry import EventSink
 from lcg.wal.fold import fold
@@ -306,6 +308,8 @@ class EmbeddedMode(StorageMode):
     follows = False
 
     def __init__(self, store: KuzuBackend | None) -> None:
+        # A move from the other embedded engine this open made or finished (lcg.engine.carryover).
+        self.carry_over: CarryOver | None = None
         self._store = store
 
     @property
@@ -415,9 +419,7 @@ class EmbeddedMode(StorageMode):
             store.close()
         self.parts.wal.close()
         prepare(settings.db_path)
-        self._store = KuzuBackend(
-            Store(settings.db_path, buffer_pool_mb=settings.kuzu_buffer_pool_mb)
-        )
+        self._store = KuzuBackend(open_store(settings))
         return self._store
 
     def abandon(self) -> None:
@@ -477,7 +479,7 @@ class EmbeddedMode(StorageMode):
         }
 
     def status(self) -> dict[str, Any]:
-        return {}
+        return {} if self.carry_over is None else {"carry_over": self.carry_over.status()}
 
     def import_group(
         self, group_id: str, batches: Sequence[tuple[list[Op], list[bytes]]], file_name: str

@@ -28,6 +28,7 @@ from lcg.embedding.select import build_embedder
 from lcg.engine import Engine, open_engine
 from lcg.engine.modes import EmbeddedMode
 from lcg.errors import StorageError
+from lcg.storage.store import COMPANION_SUFFIXES
 from lcg.telemetry import EventSink, NullSink
 from lcg.wal.writer import Wal
 
@@ -46,7 +47,7 @@ logger = logging.getLogger(__name__)
 # (docs/api.md §degraded).
 DEGRADED_DB_OPEN_FAILED = "lbug_wal_corrupt"
 
-_DB_SUFFIXES = ("", ".wal", ".shadow", ".lock")
+_DB_SUFFIXES = ("", *COMPANION_SUFFIXES)
 
 
 def is_lock_conflict(exc: StorageError) -> bool:

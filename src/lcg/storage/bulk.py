@@ -1,8 +1,12 @@
-"""Bulk loading a folded group with `COPY ... FROM` pyarrow tables.
+"""Bulk loading a folded group with `COPY ... FROM` pyarrow tables, or `UNWIND` batches.
 
-`COPY` from pyarrow is 50-100x faster than `UNWIND` batches. The
-caller guarantees the group holds no rows yet (a full replay
-starts from an empty or purged group) and runs this inside one transaction.
+`COPY` from pyarrow is 50-100x faster than `UNWIND` batches. The caller guarantees the group
+holds no rows yet (a full replay starts from an empty or purged group) and runs this inside one
+transaction. On LadybugDB, `COPY` runs only into a database that holds nothing but bulk loads
+(`Conn.copy_ok`, set by the store): each one keeps ~17 MB of native memory until the handle
+closes (the store reopens it after the commit), and a failed one is recovered by starting that
+database over (`Store._rolled_back`). Into any other database (a rebuild of one group beside
+others) the same tables go in `UNWIND ... CREATE` batches (`_BATCH` rows a statement).
 """
 
 from __future__ import annotations
@@ -20,6 +24,48 @@ __all__ = ["load_folded"]
 
 _TS = pa.timestamp("us")
 _STRS = pa.list_(pa.string())
+# Rows per `UNWIND ... CREATE` statement when COPY is not used.
+_BATCH = 2000
+# The primary key of each node table a relationship table joins.
+_KEYS = {"Episode": "uuid", "Entity": "uuid", "Fact": "uuid"}
+
+
+def _cast(kind: pa.DataType, value: str) -> str:
+    """`value` cast to the column's type: a struct field null in every row of an `UNWIND`
+    would otherwise be typed STRING."""
+    if pa.types.is_timestamp(kind):
+        return f"CAST({value} AS TIMESTAMP)"
+    if pa.types.is_list(kind):
+        return f"CAST({value} AS STRING[])"
+    return f"CAST({value} AS STRING)"
+
+
+def _put(conn: Conn, table: str, frame: pa.Table, rel: tuple[str, str] | None = None) -> None:
+    """Load `frame` into `table` (a relationship table from `rel[0]` to `rel[1]`, its columns
+    `from` and `to` the endpoints' keys): COPY where `conn.copy_ok`, else UNWIND batches."""
+    if conn.copy_ok:
+        conn.copy_from(table, frame, f" (from='{rel[0]}', to='{rel[1]}')" if rel else "")
+        return
+    if rel is not None:
+        rows = [
+            {"a": a, "b": b}
+            for a, b in zip(
+                frame.column("from").to_pylist(), frame.column("to").to_pylist(), strict=True
+            )
+        ]
+        text = (
+            f"UNWIND $rows AS r MATCH (a:{rel[0]} {{{_KEYS[rel[0]]}: r.a}}), "
+            f"(b:{rel[1]} {{{_KEYS[rel[1]]}: r.b}}) CREATE (a)-[:{table}]->(b)"
+        )
+    else:
+        rows = frame.to_pylist()
+        fields = ", ".join(
+            f"{name}: {_cast(frame.schema.field(name).type, 'r.' + name)}"
+            for name in frame.column_names
+        )
+        text = f"UNWIND $rows AS r CREATE (:{table} {{{fields}}})"
+    for start in range(0, len(rows), _BATCH):
+        conn.run(text, {"rows": rows[start : start + _BATCH]})
 
 
 def _times(values: Iterable[datetime | None]) -> pa.Array:
@@ -30,10 +76,12 @@ def _times(values: Iterable[datetime | None]) -> pa.Array:
 
 
 def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingRow]) -> None:
-    """COPY every row of `folded` (and its embeddings) into the graph."""
+    """Load every row of `folded` (and its embeddings) into the graph (`_put`)."""
+    conn.bulk_loads += 1
     episodes = list(folded.episodes.values())
     if episodes:
-        conn.copy_from(
+        _put(
+            conn,
             "Episode",
             pa.table(
                 {
@@ -52,7 +100,8 @@ def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingR
         )
     entities = list(folded.entities.values())
     if entities:
-        conn.copy_from(
+        _put(
+            conn,
             "Entity",
             pa.table(
                 {
@@ -69,9 +118,10 @@ def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingR
         )
     facts = list(folded.facts.values())
     if facts:
-        conn.copy_from("Fact", fact_table(facts))
+        _put(conn, "Fact", fact_table(facts))
     if embeddings:
-        conn.copy_from(
+        _put(
+            conn,
             "Embedding",
             pa.table(
                 {
@@ -85,20 +135,25 @@ def load_folded(conn: Conn, folded: FoldedGroup, embeddings: Sequence[EmbeddingR
         )
     wired = folded.hops()
     if wired:
-        conn.copy_from(
+        _put(
+            conn,
             "RELATES_TO",
             pa.table({"from": [f.source_uuid for f in wired], "to": [f.uuid for f in wired]}),
-            " (from='Entity', to='Fact')",
+            ("Entity", "Fact"),
         )
-        conn.copy_from(
+        _put(
+            conn,
             "RELATES_TO",
             pa.table({"from": [f.uuid for f in wired], "to": [f.target_uuid for f in wired]}),
-            " (from='Fact', to='Entity')",
+            ("Fact", "Entity"),
         )
     pairs = folded.mention_pairs()
     if pairs:
-        conn.copy_from(
-            "MENTIONS", pa.table({"from": [p[0] for p in pairs], "to": [p[1] for p in pairs]})
+        _put(
+            conn,
+            "MENTIONS",
+            pa.table({"from": [p[0] for p in pairs], "to": [p[1] for p in pairs]}),
+            ("Episode", "Entity"),
         )
 
 

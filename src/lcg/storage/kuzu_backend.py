@@ -17,7 +17,7 @@ from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import bulk, crossgroup, dump, graph, history, search_rows
 from lcg.storage.backend import Commit, NameRow
 from lcg.storage.search_rows import EntityColumns, EpisodeColumns, FactColumns, TemporalTables
-from lcg.storage.store import Conn, Store
+from lcg.storage.store import Conn, Store, engine_version
 from lcg.timefilter import TimeFilter
 from lcg.wal.fold import FoldedGroup
 from lcg.wal.records import Op, WalRecord
@@ -278,7 +278,13 @@ class KuzuBackend:
                     tx.set_meta(key, value)
 
     def status(self) -> dict[str, Any]:
-        return {"backend": "kuzu", "server": str(self.store.path), "role": "embedded"}
+        return {
+            "backend": "kuzu",
+            "server": str(self.store.path),
+            "role": "embedded",
+            # The embedded engine and its version, e.g. "ladybug 0.22.0" (LCG_EMBEDDED_STORE).
+            "engine": engine_version(self.store.engine),
+        }
 
     def drop_group(self, group_id: str) -> None:
         with self.transaction() as tx:  # the group's WAL files are the engine's

@@ -1,6 +1,14 @@
-"""The Kuzu database: opening it safely, its connections, transactions and checkpoints.
+"""The embedded database: choosing its engine, opening it safely, its connections,
+transactions and checkpoints.
 
-Hazards this module answers:
+Two engines speak the same Python API: LadybugDB (`ladybug`, the default) and Kuzu 0.11.3
+(`kuzu`, deprecated, kept selectable for one release; `LCG_EMBEDDED_STORE`). Their files are not
+compatible either way, so `database_engine` tells which wrote a database: its file's header
+(`LBUG` or `KUZU`), else the stamp file a new database gets beside it (`<db>.engine`), else Kuzu,
+the only engine before stamps. Opening a database with the other engine raises `EngineMismatchError`
+before the engine touches the file (the engine layer rebuilds it from the WAL).
+
+Hazards this module answers (`EngineTraits` says which apply to which engine):
 - the database is opened with `max_num_threads=1`: multi-threaded Kuzu crashed under an
   ingestion workload (its full-text queries, which lcg no longer runs), and nobody has shown
   that other workloads are safe with more threads;
@@ -8,14 +16,21 @@ Hazards this module answers:
   serialise (the engine's write lock); readers use a small pool of their own connections;
 - a connection whose `BEGIN TRANSACTION` failed is never used again;
 - `auto_checkpoint=False`; `checkpoint()` runs only when no reader connection is checked out;
-- deleting a database removes the file, its `.wal` and its `.lock`;
-- after a ROLLBACK of a transaction that updated rows, later writes to those rows hit
+- deleting a database removes the file, its `.wal`, its `.lock` and its stamp;
+- every prepared statement is released before its connection and database close: LadybugDB's
+  `Database.close()` keeps the file lock and the address-space reservation while one is alive;
+- Kuzu: after a ROLLBACK of a transaction that updated rows, later writes to those rows hit
   "write-write conflict" or segfault; a CHECKPOINT clears that state, so every rollback is
-  followed by one (if it cannot run then, the next transaction runs it before it begins);
-- every CHECKPOINT keeps ~289 KB of native memory until the Database is closed, so every
-  `_RECYCLE_EVERY_CHECKPOINTS` checkpoints the handle is reopened (`_recycle`).
+  followed by one (if it cannot run then, the next transaction runs it before it begins).
+  LadybugDB has no such state, and a CHECKPOINT after rolling back a failed COPY can crash it:
+  there a rollback is not followed by a checkpoint;
+- Kuzu: every CHECKPOINT keeps ~289 KB of native memory until the Database is closed, so every
+  `EngineTraits.recycle_every` checkpoints the handle is reopened (`_recycle`); LadybugDB
+  keeps none;
+- LadybugDB: every `COPY` keeps ~17 MB of native memory until the Database is closed, so a
+  commit that ran one reopens the handle after its checkpoint (`Store.copies_pending`).
 
-Every Kuzu exception becomes a `StorageError` here, chained to the original.
+Every engine exception becomes a `StorageError` here, chained to the original.
 """
 
 from __future__ import annotations
@@ -24,17 +39,18 @@ import contextlib
 import contextvars
 import ctypes
 import importlib.util  # noqa: F401  kuzu needs importlib.util imported before numpy parameters
+import json
 import logging
 import queue
+import re
 import shutil
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import kuzu
 
 from lcg.errors import StorageError
 from lcg.fsmodes import private_dir, private_file
@@ -42,10 +58,21 @@ from lcg.storage.leaked_refs import give_back, leak_per_value
 from lcg.storage.schema import MIGRATIONS
 
 __all__ = [
+    "COMPANION_SUFFIXES",
+    "DEFAULT_ENGINE",
+    "ENGINES",
     "Conn",
+    "EngineMismatchError",
+    "EngineTraits",
     "ReentrantReadError",
     "Store",
+    "database_engine",
+    "default_engine",
     "delete_database_files",
+    "engine_module",
+    "engine_traits",
+    "engine_version",
+    "may_change_schema",
     "pool_mb",
     "schema_version",
 ]
@@ -53,10 +80,182 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-# Statements that leave prepared statements valid; any other parameterless statement on the
-# writer (migrations, ROLLBACK, raw Cypher, which may hold DDL) invalidates every connection's
-# cache (`_SchemaEpoch`).
-_KEEPS_PREPARED = frozenset({"BEGIN TRANSACTION", "COMMIT", "CHECKPOINT"})
+@dataclass(frozen=True)
+class EngineTraits:
+    """What lcg works around on one embedded engine (measured: bench/results/kuzu-0.11.3.md,
+    bench/results/ladybug-0.22.0.md; re-checked by bench/engine_check.py)."""
+
+    name: str  # the `LCG_EMBEDDED_STORE` value, and the Python module's name
+    checkpoint_after_rollback: bool  # rows a rolled-back transaction updated stay conflicted
+    recycle_every: int  # reopen the handle after this many checkpoints (0: never)
+    copy_recycles: bool  # each COPY keeps native memory until the Database closes
+    unwind_lookups: bool  # an UNWIND that MATCHes by primary key is an index lookup
+    deprecated: bool
+
+
+ENGINES: dict[str, EngineTraits] = {
+    "ladybug": EngineTraits(
+        "ladybug",
+        checkpoint_after_rollback=False,
+        recycle_every=0,
+        copy_recycles=True,
+        unwind_lookups=True,
+        deprecated=False,
+    ),
+    "kuzu": EngineTraits(
+        "kuzu",
+        checkpoint_after_rollback=True,
+        # Kuzu 0.11.3 keeps ~289 KB of native memory per CHECKPOINT until its Database is
+        # closed (300 checkpoints +85.8 MB, all back after close): after 32, the next
+        # checkpoint that runs with no reader checked out reopens the handle (`_recycle`);
+        # at one checkpoint per 100 commits every ~3,200 commits, ~9 MB at most.
+        recycle_every=32,
+        copy_recycles=False,
+        unwind_lookups=False,
+        deprecated=True,
+    ),
+}
+DEFAULT_ENGINE = "ladybug"
+# The engine of a database that has no stamp: Kuzu was the only engine before stamps.
+_UNSTAMPED_ENGINE = "kuzu"
+_STAMP_SUFFIX = ".engine"
+
+
+class EngineMismatchError(StorageError):
+    """The database at a path was created by another engine than the one asked for."""
+
+    def __init__(self, path: Path, found: str, wanted: str) -> None:
+        super().__init__(
+            f"the database {path} was written by {found}, not {wanted}: its files cannot be "
+            "opened by the other engine (rebuild it from the WAL)"
+        )
+        self.found = found
+        self.wanted = wanted
+
+
+def engine_traits(name: str) -> EngineTraits:
+    """The traits of engine `name` (raises StorageError for an unknown one)."""
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise StorageError(
+            f"unknown embedded engine {name!r}: one of {', '.join(ENGINES)}"
+        ) from None
+
+
+# The engine whose module this process imported: kuzu's and ladybug's native bindings register
+# the same pybind11 types, so importing the second fails ("generic_type: type "Database" is
+# already registered!") and the import attempt can leave the process to segfault. One process
+# uses one engine.
+_LOADED: list[str] = []
+
+
+def _import(name: str) -> Any:
+    """The engine's module, imported by name where it is needed (never both in one process)."""
+    if name == "kuzu":
+        import kuzu
+
+        return kuzu
+    import ladybug
+
+    return ladybug
+
+
+def engine_module(name: str) -> Any:
+    """The Python module of engine `name` (`ladybug` or `kuzu`), imported on first use.
+
+    Raises:
+        StorageError: `name` is unknown or not installed, or this process already loaded the
+            other engine (the two cannot share a process).
+    """
+    engine_traits(name)
+    if _LOADED and _LOADED[0] != name:
+        raise StorageError(
+            f"this process already uses the {_LOADED[0]} engine: {name} cannot be loaded "
+            "beside it (their native bindings clash); use one engine per process"
+        )
+    try:
+        module = _import(name)
+    except ImportError as exc:
+        raise StorageError(f"the embedded engine {name!r} is not installed: {exc}") from exc
+    if not _LOADED:
+        _LOADED.append(name)
+    return module
+
+
+def default_engine() -> str:
+    """The engine a `Store` opened without naming one uses: the one this process already
+    loaded, else `DEFAULT_ENGINE`."""
+    return _LOADED[0] if _LOADED else DEFAULT_ENGINE
+
+
+def engine_version(name: str) -> str:
+    """`<engine> <version>`, e.g. `ladybug 0.22.0`."""
+    return f"{name} {engine_module(name).__version__}"
+
+
+def _stamp_path(path: Path) -> Path:
+    return Path(f"{path}{_STAMP_SUFFIX}")
+
+
+# The first bytes of each engine's database file (its header's magic).
+_MAGIC = {b"LBUG": "ladybug", b"KUZU": "kuzu"}
+
+
+def database_engine(path: Path) -> str | None:
+    """The engine that wrote the database at `path`: the one its file's header names, else its
+    stamp's (a header not readable yet or damaged), else Kuzu's (a database made before stamps);
+    None when no database is there (a stamp left alone means nothing)."""
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as f:
+            found = _MAGIC.get(f.read(4))
+    except OSError:  # a directory (an old layout) or unreadable: the stamp decides
+        found = None
+    if found is not None:
+        return found
+    stamp = _stamp_path(path)
+    try:
+        recorded = json.loads(stamp.read_text(encoding="utf-8")).get("engine")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if isinstance(recorded, str) and recorded in ENGINES:
+        return recorded
+    return _UNSTAMPED_ENGINE
+
+
+def _write_stamp(path: Path, engine: str) -> None:
+    stamp = _stamp_path(path)
+    body = {"engine": engine, "version": engine_module(engine).__version__}
+    tmp = stamp.with_name(stamp.name + ".tmp")
+    tmp.write_text(json.dumps(body) + "\n", encoding="utf-8")
+    tmp.replace(stamp)
+
+
+# Statements that leave the writer's view of `Meta` as it was; any other parameterless
+# statement on the writer (migrations, ROLLBACK, raw Cypher, a bulk COPY) empties it (`Conn.meta`).
+_KEEPS_META = frozenset({"BEGIN TRANSACTION", "COMMIT", "CHECKPOINT"})
+# The words without which a statement cannot change the schema (table, index, sequence, type,
+# macro or extension DDL); a parameterless statement on the writer holding one of them outside
+# its string literals, or a ROLLBACK (which may undo DDL), invalidates every connection's
+# prepared statements (`_SchemaEpoch`). Read-only raw Cypher holds none of them as a keyword, so
+# it leaves every connection's statements in place: re-preparing them all after each such query
+# kept native memory on each prepare (16 read-only clients grew from 260 to 1,249 MB in 180 s).
+# A property or label spelled like one of them only costs an unneeded invalidation.
+_SCHEMA_WORDS = re.compile(
+    r"\b(TABLE|INDEX|ALTER|DROP|SEQUENCE|TYPE|MACRO|INSTALL|LOAD|ATTACH|DETACH|IMPORT|"
+    r"ROLLBACK|(CREATE|DROP)_(FTS|VECTOR)_INDEX)\b",
+    re.IGNORECASE,
+)
+_LITERALS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def may_change_schema(query: str) -> bool:
+    """Whether parameterless statement `query` may change the schema (see `_SCHEMA_WORDS`)."""
+    return _SCHEMA_WORDS.search(_LITERALS.sub("''", query)) is not None
+
+
 # Prepared statements kept per connection (least recently used goes first). lcg's own code has
 # far fewer distinct parameterised statements than this, so eviction only happens if some path
 # builds statement text from values; an evicted statement's native memory is not all returned,
@@ -84,14 +283,6 @@ def _malloc_trim() -> Any:
         return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None
-
-
-# Kuzu 0.11.3 keeps ~289 KB of native memory per CHECKPOINT until its Database is closed
-# (measured: 300 checkpoints +85.8 MB, all of it back after close; bench/results/kuzu-0.11.3.md). So after
-# this many checkpoints, the next one that runs with no reader checked out also reopens the
-# database handle (`_recycle`): at one checkpoint per 100 commits, every ~3,200 commits, which
-# bounds that memory at ~9 MB for the cost of one open (tens of ms on a small database).
-_RECYCLE_EVERY_CHECKPOINTS = 32
 
 
 # Called after each CHECKPOINT: Kuzu frees the old versions of the rows updated since the last
@@ -128,7 +319,7 @@ _HELD_READERS: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
 
 
 class Conn:
-    """One Kuzu connection with error translation. Not thread-safe: one user at a time.
+    """One engine connection with error translation. Not thread-safe: one user at a time.
 
     Every parameterised statement is prepared once per connection and re-executed from a
     bounded LRU cache keyed by its text: Kuzu 0.11.3 leaks native memory on every
@@ -137,9 +328,10 @@ class Conn:
     of a one-row write. Kuzu 0.11.3 deprecates its public `prepare` (with a warning) but still
     executes prepared statements; `_prepare` is the same call without the warning.
     Parameterless statements run unprepared (they do not leak). On the writer
-    (`schema_owner=True`), any parameterless statement other than BEGIN/COMMIT/CHECKPOINT —
-    notably ROLLBACK, migrations and raw Cypher — bumps the database's schema epoch, which
-    empties every connection's cache before its next statement.
+    (`schema_owner=True`), a parameterless statement that may change the schema (migrations,
+    ROLLBACK, DDL sent as raw Cypher: `may_change_schema`) bumps the database's schema epoch,
+    which empties every connection's cache before its next statement; read-only raw Cypher
+    leaves them. Before its connection closes, its statements are released (`release`).
 
     Rows are only materialised here (`rows`, `columns_and_rows`), which give back the reference
     the binding leaks on every date and timestamp value (`lcg.storage.leaked_refs`): a caller
@@ -148,17 +340,28 @@ class Conn:
     """
 
     def __init__(
-        self, raw: Any, epoch: _SchemaEpoch | None = None, *, schema_owner: bool = False
+        self,
+        raw: Any,
+        epoch: _SchemaEpoch | None = None,
+        *,
+        schema_owner: bool = False,
+        traits: EngineTraits | None = None,
     ) -> None:
         self._raw = raw
         self._epoch = epoch or _SchemaEpoch()
         self._schema_owner = schema_owner
+        self.traits = traits or ENGINES[DEFAULT_ENGINE]
         self._prepared: OrderedDict[str, Any] = OrderedDict()
         self._prepared_at = self._epoch.value
         self.prepares = 0  # statements prepared on this connection (tests and benchmarks read it)
+        self.copies = 0  # COPY statements run on this connection (`Store.copies_pending`)
+        # Whether a bulk load may COPY (storage.bulk): the store clears it on LadybugDB once the
+        # database holds more than bulk loads.
+        self.copy_ok = True
+        self.bulk_loads = 0  # bulk loads run on this connection (storage.bulk)
         self._sizes: dict[str, list[int]] = {}  # table -> [rows, uses before a recount]
         self._meta: dict[str, str | None] = {}  # writer: Meta values it read or wrote (`meta`)
-        self._meta_at = self._epoch.value
+        self._meta_valid = True
         try:
             leak_per_value(raw)  # measured once per process, on the first connection
         except RuntimeError as exc:
@@ -173,14 +376,14 @@ class Conn:
         """On the writer, the `Meta` values (None: no row) it read or wrote itself, by key, for
         `graph.get_meta`/`set_meta` to keep: only the writer writes Meta, through `set_meta`,
         and anything else that could change it (a ROLLBACK, raw Cypher, a migration, a bulk
-        COPY: every parameterless statement but BEGIN/COMMIT/CHECKPOINT) moves the schema
-        epoch, which empties it. None on a reader (its snapshot may be older than the writer's
-        view). An episode commit read two Meta rows and merged one (~1.5 ms)."""
+        COPY: every parameterless statement but BEGIN/COMMIT/CHECKPOINT) empties it. None on a
+        reader (its snapshot may be older than the writer's view). An episode commit read two
+        Meta rows and merged one (~1.5 ms)."""
         if not self._schema_owner:
             return None
-        if self._meta_at != self._epoch.value:
+        if not self._meta_valid:
             self._meta.clear()
-            self._meta_at = self._epoch.value
+            self._meta_valid = True
         return self._meta
 
     def _statement(self, query: str) -> Any:
@@ -212,8 +415,10 @@ class Conn:
     def run(self, query: str, params: dict[str, Any] | None = None) -> Any:
         try:
             if not params:
-                if self._schema_owner and query not in _KEEPS_PREPARED:
-                    self._epoch.bump()
+                if self._schema_owner and query not in _KEEPS_META:
+                    self._meta_valid = False
+                    if may_change_schema(query):
+                        self._epoch.bump()
                 return self._raw.execute(query, {})
             return self._execute_prepared(query, params)
         except RuntimeError as exc:
@@ -247,7 +452,10 @@ class Conn:
     def point_limit(self, table: str, per_key_ms: float = _POINT_MS, columns: int = 1) -> int:
         """The most keys worth handling one prepared statement per key (`per_key_ms` each) in
         `table` rather than one `UNWIND` that scans the table and carries `columns` of each
-        row (see `_UNWIND_BASE_MS`)."""
+        row (see `_UNWIND_BASE_MS`). On an engine whose `UNWIND` finds keys through the
+        primary-key index (LadybugDB: 64 keys in 0.44 ms at 200k rows) that is one key."""
+        if self.traits.unwind_lookups:
+            return 1
         per_row = _UNWIND_MS_PER_ROW + _UNWIND_MS_PER_ROW_COLUMN * max(1, columns)
         unwind_ms = _UNWIND_BASE_MS + self.table_rows(table) * per_row
         return int(unwind_ms / per_key_ms)
@@ -295,9 +503,17 @@ class Conn:
     def copy_from(self, table: str, frame: Any, options: str = "") -> None:
         """`COPY <table> FROM <pyarrow table>` (Kuzu resolves the variable by name)."""
         arrow_frame = frame  # noqa: F841  referenced by name inside the COPY statement
+        self.copies += 1
         self.run(f"COPY {table} FROM arrow_frame{options}")
 
+    def release(self) -> None:
+        """Drop this connection's prepared statements: LadybugDB's `Database.close()` keeps
+        the file lock and its address-space reservation while any statement made from it is
+        still referenced."""
+        self._prepared.clear()
+
     def close(self) -> None:
+        self.release()
         with contextlib.suppress(RuntimeError):
             self._raw.close()
 
@@ -308,13 +524,17 @@ def schema_version(conn: Conn) -> int:
     return int(value) if value is not None else 0
 
 
+# The files beside a database that belong to it (its journal, lock, shadow pages, stamp).
+COMPANION_SUFFIXES = (".wal", ".lock", ".shadow", _STAMP_SUFFIX)
+
+
 def delete_database_files(path: Path) -> None:
-    """Remove a database: the file (or directory), `<path>.wal` and `<path>.lock`."""
+    """Remove a database: the file (or directory), `<path>.wal`, `.lock`, `.shadow`, stamp."""
     if path.is_dir():
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
-    for suffix in (".wal", ".lock", ".shadow"):
+    for suffix in COMPANION_SUFFIXES:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
@@ -335,20 +555,51 @@ def pool_mb(path: Path, configured: int = 0) -> int:
     return max(256, min(1024, size_mb // 2))
 
 
-class Store:
-    """An open Kuzu database with one writer connection and a pool of reader connections."""
+# How long a commit that ran a COPY waits for running reads before it reopens the handle to
+# give back what LadybugDB keeps per COPY (if they do not finish, the next such commit tries).
+_COPY_RECYCLE_DRAIN_SECONDS = 5.0
 
-    def __init__(self, path: Path, *, buffer_pool_mb: int = 0, readers: int = 2) -> None:
+
+class Store:
+    """An open embedded database with one writer connection and a pool of reader connections.
+
+    Raises (at construction):
+        EngineMismatchError: the database at `path` was written by another engine.
+        StorageError: the engine cannot be loaded, or the database cannot be opened.
+    """
+
+    def __init__(
+        self, path: Path, *, buffer_pool_mb: int = 0, readers: int = 2, engine: str | None = None
+    ) -> None:
         self.path = path
+        self.engine = engine or default_engine()
+        self.traits = engine_traits(self.engine)
+        found = database_engine(path)
+        if found is not None and found != self.engine:
+            raise EngineMismatchError(path, found, self.engine)
+        self._module = engine_module(self.engine)
+        if self.traits.deprecated:
+            logger.warning(
+                "the %s engine is deprecated and will be removed in the next release; "
+                "LCG_EMBEDDED_STORE=%s (the default) rebuilds the workspace from its WAL",
+                engine_version(self.engine),
+                DEFAULT_ENGINE,
+            )
         private_dir(path.parent)
         self._buffer_pool_mb = pool_mb(path, buffer_pool_mb)
-        # Bytes of Kuzu's journal before the open replayed it: none after a clean close (which
+        # Bytes of the journal before the open replayed it: none after a clean close (which
         # checkpoints), some after a crash (lcg.engine.applied checks the rows then).
         self.journal_at_open = self.journal_bytes()
+        # A database this store creates holds only what bulk loads put there until another
+        # transaction commits: a failed COPY into it is recovered by starting over (`_rolled_back`).
+        self._fresh = found is None
         self._db = self._open_database()
-        private_file(path)  # Kuzu creates its file under the process umask
+        private_file(path)  # the engine creates its file under the process umask
+        if found is None:
+            _write_stamp(path, self.engine)
         self.checkpoints_since_open = 0
-        self.recycles = 0  # database handles reopened to give back checkpoint memory
+        self.recycles = 0  # database handles reopened to give back checkpoint or COPY memory
+        self.copies_pending = 0  # COPYs committed since the handle opened (LadybugDB keeps memory)
         self._epoch = _SchemaEpoch()
         self._writer = self._connect(writer=True)
         self._reader_total = readers
@@ -370,7 +621,7 @@ class Store:
 
     def _open_database(self) -> Any:
         try:
-            return kuzu.Database(
+            return self._module.Database(
                 str(self.path),
                 buffer_pool_size=self._buffer_pool_mb * 1024 * 1024,
                 max_num_threads=1,
@@ -381,10 +632,10 @@ class Store:
 
     def _connect(self, *, writer: bool = False) -> Conn:
         try:
-            raw = kuzu.Connection(self._db, num_threads=1)
+            raw = self._module.Connection(self._db, num_threads=1)
         except RuntimeError as exc:
             raise StorageError(str(exc)) from exc
-        return Conn(raw, self._epoch, schema_owner=writer)
+        return Conn(raw, self._epoch, schema_owner=writer, traits=self.traits)
 
     # -- schema ---------------------------------------------------------------------------
 
@@ -437,33 +688,71 @@ class Store:
             # A connection whose BEGIN failed segfaults on its next use: replace it.
             self._writer = self._connect(writer=True)
             raise
+        copies, bulk_loads = conn.copies, conn.bulk_loads
+        conn.copy_ok = self._fresh or not self.traits.copy_recycles
         try:
             yield conn
         except BaseException:
-            self._rolled_back()
+            self._rolled_back(copied=conn.copies > copies, bulk=conn.bulk_loads > bulk_loads)
             raise
         try:
             conn.run("COMMIT")
         except StorageError:
-            self._rolled_back()
+            self._rolled_back(copied=conn.copies > copies, bulk=conn.bulk_loads > bulk_loads)
             raise
         self.commits_since_checkpoint += 1
+        if conn.bulk_loads == bulk_loads:
+            self._fresh = False
+        if conn.copies > copies and self.traits.copy_recycles:
+            self.copies_pending += conn.copies - copies
+            self.checkpoint(drain=_COPY_RECYCLE_DRAIN_SECONDS)
 
-    def _rolled_back(self) -> None:
-        """End a failed transaction: ROLLBACK (if Kuzu has not already), then CHECKPOINT.
+    def _rolled_back(self, *, copied: bool = False, bulk: bool = False) -> None:
+        """End a failed transaction: ROLLBACK (if the engine has not already), then on Kuzu a
+        CHECKPOINT.
 
-        Without the checkpoint, later writes to rows the rolled-back transaction updated fail
-        with "write-write conflict" or segfault (bench/results/kuzu-0.11.3.md). A checkpoint that cannot
-        run now (a reader outlasted Kuzu's wait) is owed: `transaction()` runs it first.
+        On Kuzu, without the checkpoint, later writes to rows the rolled-back transaction
+        updated fail with "write-write conflict" or segfault (bench/results/kuzu-0.11.3.md).
+        A checkpoint that cannot run now (a reader outlasted Kuzu's wait) is owed:
+        `transaction()` runs it first. LadybugDB needs none, and after a failed COPY a
+        CHECKPOINT can crash it (bench/results/ladybug-0.22.0.md), so a failed COPY into a
+        database that holds only bulk-loaded rows starts it over empty (`_replace_after_failed_copy`): the
+        load is re-run from the WAL by the next catch-up; any other one reopens the handle
+        without a checkpoint.
         """
         self.rollbacks += 1
-        self._checkpoint_owed = True
+        self._checkpoint_owed = self.traits.checkpoint_after_rollback
         with contextlib.suppress(StorageError):
             self._writer.run("ROLLBACK")
+        if copied and self.traits.copy_recycles:
+            self._replace_after_failed_copy(start_over=bulk and self._fresh)
+            return
+        if not self._checkpoint_owed:
+            return
         try:
             self.checkpoint(force=True)
         except StorageError:
             logger.warning("no checkpoint after a rollback; the next write runs it first")
+
+    def _replace_after_failed_copy(self, *, start_over: bool) -> None:
+        """(LadybugDB, after a rolled-back COPY.) Never checkpoint this handle again: start a
+        fresh database over (`start_over`: a bulk load into one that holds only bulk loads),
+        else reopen the handle."""
+        logger.warning(
+            "a COPY failed on %s: %s",
+            self.path,
+            "starting the database over empty" if start_over else "reopening its handle",
+        )
+        if not self._close_handles(timeout=10.0):
+            raise StorageError(f"{self.path}: a reader did not finish after a failed COPY")
+        if start_over:
+            delete_database_files(self.path)
+        self._db = self._open_database()
+        if start_over:
+            _write_stamp(self.path, self.engine)
+        self._reopen_connections()
+        if start_over:
+            self.migrate()
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[Conn]:
@@ -551,41 +840,53 @@ class Store:
         self._checkpoint_owed = False
         self.commits_since_checkpoint = 0
         self.checkpoints_since_open += 1
-        if recycle and self.checkpoints_since_open >= _RECYCLE_EVERY_CHECKPOINTS:
+        every = self.traits.recycle_every
+        if recycle and ((every and self.checkpoints_since_open >= every) or self.copies_pending):
             self._recycle()
         if _TRIM is not None:
             _TRIM(0)
         return True
 
     def _recycle(self) -> None:
-        """Close and reopen the Kuzu database handle, with fresh connections (their statement
-        caches refill on use), to give back what Kuzu keeps per CHECKPOINT. Only right after a
-        checkpoint (Kuzu's journal is empty), with reads held off and no reader checked out, and
-        under the caller's write lock.
+        """Close and reopen the database handle, with fresh connections (their statement
+        caches refill on use), to give back what Kuzu keeps per CHECKPOINT and LadybugDB per
+        COPY. Only right after a checkpoint (the journal is empty), with reads held off and no
+        reader checked out, and under the caller's write lock.
 
         Raises:
             StorageError: the database could not be reopened.
         """
+        if not self._close_handles(timeout=10.0):
+            logger.warning("a reader connection was not handed back: database not reopened")
+            return
+        self._db = self._open_database()
+        self._reopen_connections()
+        self.recycles += 1
+
+    def _close_handles(self, timeout: float) -> bool:
+        """Take every reader back (waiting up to `timeout` each), then close them, the writer
+        and the database, statements first. False (nothing closed) if a reader is not back."""
         readers = []
         try:
             for _ in range(self._reader_total):  # a reader that lost the race puts its back
-                readers.append(self._readers.get(timeout=10))
+                readers.append(self._readers.get(timeout=timeout))
         except queue.Empty:
             for conn in readers:
                 self._readers.put(conn)
-            logger.warning("a reader connection was not handed back: database not reopened")
-            return
+            return False
         for conn in readers:
             conn.close()
         self._writer.close()
         with contextlib.suppress(RuntimeError):
             self._db.close()
-        self._db = self._open_database()
+        return True
+
+    def _reopen_connections(self) -> None:
         self._writer = self._connect(writer=True)
         for _ in range(self._reader_total):
             self._readers.put(self._connect())
         self.checkpoints_since_open = 0
-        self.recycles += 1
+        self.copies_pending = 0
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no reader connection is checked out; False if `timeout` seconds pass."""

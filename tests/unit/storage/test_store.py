@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage import graph, history
 from lcg.storage import store as store_module
 from lcg.storage.schema import FULLTEXT_INDEXES, MIGRATIONS
-from lcg.storage.store import Store, pool_mb
+from lcg.storage.store import EngineMismatchError, Store, database_engine, default_engine, pool_mb
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -26,8 +27,10 @@ _OLD_INDEXES = {
 
 
 def _indexes(store: Store) -> set[str]:
+    """The names of the secondary indexes (LadybugDB also lists each primary key's hash index,
+    as `_PK`; Kuzu 0.11.3 does not)."""
     with store.writer() as w:
-        return {row[1] for row in w.rows("CALL SHOW_INDEXES() RETURN *")}
+        return {row[1] for row in w.rows("CALL SHOW_INDEXES() RETURN *") if row[2] != "HASH"}
 
 
 def _entity(uuid: str, name: str, summary: str = "") -> Entity:
@@ -67,6 +70,8 @@ def test_a_new_database_has_no_fulltext_index(store: Store) -> None:
 
 
 def test_migration_003_drops_the_fulltext_indexes_of_an_older_database(tmp_path: Path) -> None:
+    if default_engine() != "kuzu":
+        pytest.skip("full-text indexes existed only in Kuzu databases (LadybugDB has no FTS)")
     path = tmp_path / "db"
     old = Store(path, buffer_pool_mb=128)
     with old.transaction() as tx:
@@ -234,11 +239,17 @@ def test_keyed_writes_are_replace_or_create_and_idempotent_either_way(store: Sto
 
 
 def test_point_limit_grows_with_the_table(store: Store) -> None:
+    """Kuzu plans an UNWIND key lookup as a scan of the table, so keys go one by one up to a
+    limit that grows with the table; LadybugDB looks them up through the primary key, so
+    every lookup of two keys or more is one UNWIND, whatever the table holds."""
     try:
         with store.transaction() as tx:
             empty = tx.point_limit("Entity")
             tx.run("UNWIND range(1, 50000) AS i CREATE (:Entity {uuid: concat('u', string(i))})")
         with store.writer() as w:
+            if store.traits.unwind_lookups:
+                assert empty == w.point_limit("Entity") == 1
+                return
             assert w.table_rows("Entity") == 0  # an estimate, recounted only now and then
             for _ in range(store_module._RECOUNT_EVERY):
                 w.table_rows("Entity")
@@ -342,5 +353,60 @@ def test_mentions_beyond_one_chunk_are_created_once_each(store: Store) -> None:
         with store.transaction() as tx:  # two edges exist already: the other 17 are added
             graph.add_mentions(tx, "old", [names[0], *names, "missing", names[18]])
         assert _mentions(store) == sorted([("new", u) for u in names] + [("old", u) for u in names])
+    finally:
+        store.close()
+
+
+def test_the_engine_of_a_database_is_told_by_its_header_then_its_stamp(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    assert database_engine(path) is None
+    Store(path, buffer_pool_mb=64).close()
+    engine = default_engine()
+    assert database_engine(path) == engine
+    Path(f"{path}.engine").unlink()  # a backup restored without its stamp: the header says
+    assert database_engine(path) == engine
+    other = tmp_path / "other"
+    other.write_bytes(b"\0" * 64)  # no header an engine wrote, no stamp: a pre-stamp database
+    assert database_engine(other) == "kuzu"
+    Path(f"{other}.engine").write_text('{"engine": "ladybug"}')
+    assert database_engine(other) == "ladybug"
+    foreign = tmp_path / "foreign"
+    foreign.write_bytes((b"KUZU" if engine == "ladybug" else b"LBUG") + b"\0" * 60)
+    with pytest.raises(EngineMismatchError):  # refused before the engine touches the file
+        Store(foreign, buffer_pool_mb=64, engine=engine)
+    assert foreign.read_bytes()[4:] == b"\0" * 60
+
+
+def test_a_failed_bulk_copy_into_a_fresh_database_leaves_a_working_store(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """LadybugDB: a CHECKPOINT after a rolled-back failed COPY can crash, so a failed bulk
+    load into a database that holds only bulk loads starts it over empty (the next catch-up
+    loads it again from the WAL); Kuzu rolls back and checkpoints. Either way the store goes
+    on: migrated, writable, readable."""
+    import pyarrow as pa
+
+    if default_engine() == "kuzu":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="Kuzu 0.11.3: after a failed COPY into a table that held rows, rolled "
+                "back and checkpointed, a primary-key lookup misses rows that a scan finds "
+                "(even after the handle is reopened)",
+            )
+        )
+    path = tmp_path / "db"
+    store = Store(path, buffer_pool_mb=64)
+    try:
+        with pytest.raises(StorageError), store.transaction() as tx:
+            tx.bulk_loads += 1  # what storage.bulk.load_folded counts
+            tx.copy_from("Meta", pa.table({"key": ["dup", "dup"], "value": ["1", "2"]}))
+        assert store.rollbacks == 1
+        assert database_engine(path) == store.engine
+        assert store.schema_version == len(MIGRATIONS)
+        with store.transaction() as tx:
+            tx.run("MERGE (m:Meta {key: $k}) SET m.value = $v", {"k": "dup", "v": "3"})
+        with store.read() as r:
+            assert r.scalar("MATCH (m:Meta {key: $k}) RETURN m.value", {"k": "dup"}) == "3"
     finally:
         store.close()

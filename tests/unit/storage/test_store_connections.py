@@ -5,7 +5,9 @@ each unprepared `execute(text, params)`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import subprocess
 import sys
 import threading
 import time
@@ -104,6 +106,43 @@ def test_a_schema_change_on_the_writer_empties_every_cache(store: Store) -> None
             assert conn.prepares == before + 1
 
 
+def test_read_only_raw_cypher_on_the_writer_keeps_every_cache(store: Store) -> None:
+    """knowledge_query_cypher runs a read-only statement on the writer; it cannot change the
+    schema, so no connection re-prepares after it (each re-prepare keeps native memory: 16
+    clients mixing it with other reads grew by ~1 GB in three minutes)."""
+    for _ in range(2):  # the pool hands out its two readers in turn: both prepare LOOKUP
+        with store.read() as conn:
+            conn.rows(LOOKUP, {"k": "x"})
+    with store.writer() as w:
+        w.columns_and_rows("MATCH (m:Meta) RETURN m.key, m.value ORDER BY m.key LIMIT 5")
+        w.rows("MATCH (e:Entity) WHERE e.name CONTAINS 'table' RETURN count(*)")
+        w.rows("MATCH (a:Entity)-[:RELATES_TO]->(f:Fact) RETURN count(f)")
+    for _ in range(2):
+        with store.read() as conn:
+            before = conn.prepares
+            conn.rows(LOOKUP, {"k": "x"})
+            assert conn.prepares == before
+
+
+@pytest.mark.parametrize(
+    ("query", "schema"),
+    [
+        ("MATCH (n) RETURN n LIMIT 3", False),
+        ("MATCH (e:Entity) SET e.summary = 'x'", False),
+        ("MATCH (e:Entity) WHERE e.name = 'drop table' RETURN e", False),
+        ("CREATE (:Meta {key: 'a', value: 'b'})", False),
+        ("CREATE NODE TABLE T(id STRING PRIMARY KEY)", True),
+        ("create rel table R(FROM A TO B)", True),
+        ("DROP TABLE T", True),
+        ("ALTER TABLE Entity ADD x INT64", True),
+        ("CALL CREATE_FTS_INDEX('Entity', 'i', ['name'])", True),
+        ("ROLLBACK", True),
+    ],
+)
+def test_which_raw_statements_may_change_the_schema(query: str, schema: bool) -> None:
+    assert store_module.may_change_schema(query) is schema
+
+
 def test_the_statement_cache_is_bounded(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "_PREPARED_MAX", 4)
     with store.read() as conn:
@@ -157,8 +196,9 @@ def test_the_database_handle_is_reopened_after_enough_checkpoints(
 ) -> None:
     """Kuzu keeps ~289 KB per CHECKPOINT until its Database is closed: every
     few checkpoints that run with no reader checked out reopen the handle, and everything goes
-    on as before: committed rows, prepared statements, both reader connections."""
-    monkeypatch.setattr(store_module, "_RECYCLE_EVERY_CHECKPOINTS", 3)
+    on as before: committed rows, prepared statements, both reader connections. (LadybugDB
+    keeps none, so it never reopens for that; the reopen itself serves its COPY recycle.)"""
+    monkeypatch.setattr(store, "traits", dataclasses.replace(store.traits, recycle_every=3))
     put = "MERGE (m:Meta {key: $k}) SET m.value = $v"
     for i in range(3):
         with store.transaction() as tx:
@@ -275,3 +315,31 @@ def test_timestamps_read_stay_valid_and_owned_once(store: Store) -> None:
         first,
         date(2026, 1, 2),
     ]
+
+
+def test_close_releases_the_database_while_connections_outlive_it(tmp_path: Path) -> None:
+    """LadybugDB's `Database.close()` keeps the file lock (and its address-space reservation)
+    while a prepared statement made from it is referenced; the connections' statement caches
+    hold them, and a `Conn` may outlive its store. After close, another process opens it."""
+    path = tmp_path / "db"
+    store = Store(path, buffer_pool_mb=64)
+    with store.read() as conn:
+        conn.rows(LOOKUP, {"k": "schema_version"})
+        kept = conn  # the connection, and the cache it holds, outlive the store
+    store.close()
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from lcg.storage.store import Store; "
+            "Store(Path(sys.argv[1]), buffer_pool_mb=64, engine=sys.argv[2]).close()",
+            str(path),
+            store.engine,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert kept.prepared_count == 0

@@ -1,0 +1,517 @@
+"""The engine-upgrade check: the embedded engine's known defects, re-measured.
+
+    python bench/engine_check.py [--engine ladybug|kuzu] [--quick] [--only NAME ...]
+
+Each check runs in a child process of its own (one engine per process, and a crash is a
+verdict, not the end of the run) against the engine's own Python API, the way lcg's storage
+layer drives it (`max_num_threads=1`, `auto_checkpoint=False`, prepared statements). It
+prints one JSON object (`common.emit`): per check its figures, whether the defect showed
+(`defect`) and what lcg expects of that engine (`expected`, from `EXPECTED`, which
+src/lcg/storage/README.md explains). It exits 1 when a defect lcg relies on being fixed shows
+again (a reintroduced defect, or an unexpected crash), and names those in `reintroduced`; a
+known defect that no longer shows is listed in `now_fixed` (update `EXPECTED` and the storage
+layer's workaround then; `not_shown_at_quick_sizes` in a quick run, whose sizes may be too small
+to show it) and does not fail the run.
+
+`--quick` (CI, under 2 minutes on a shared 2-core machine) runs every check at a smaller size.
+The checks: string dictionary growth per checkpoint, a NULL written after a checkpointed
+update, native memory kept per CHECKPOINT and per COPY, the cost of an UNWIND key lookup as
+the table grows (and of an IN-list), writes after ROLLBACK, CHECKPOINT after a rolled-back
+failed COPY, the file lock after close() with a live prepared statement, the reference count
+of DATE/TIMESTAMP values read, and a soak of small writes each followed by a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import datetime as dt
+import gc
+import importlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common import emit, rss_mb
+
+# What lcg expects of each engine: True, the defect is known there and worked around (it may
+# show); False, lcg relies on its absence (it showing is a reintroduced defect).
+EXPECTED: dict[str, dict[str, bool]] = {
+    "ladybug": {
+        "dictionary_growth": False,
+        "null_after_update": False,
+        "checkpoint_memory": False,
+        "copy_memory": True,
+        "key_lookup_unwind": False,
+        "key_lookup_in_list": True,
+        "rollback_writes": False,
+        "copy_rollback_checkpoint": True,
+        "close_with_statement": True,
+        "timestamp_refs": True,
+        "small_write_soak": False,
+    },
+    "kuzu": {
+        "dictionary_growth": True,
+        "null_after_update": True,
+        "checkpoint_memory": True,
+        "copy_memory": False,
+        "key_lookup_unwind": True,
+        "key_lookup_in_list": True,
+        "rollback_writes": True,
+        "copy_rollback_checkpoint": False,
+        "close_with_statement": False,
+        "timestamp_refs": True,
+        "small_write_soak": True,
+    },
+}
+
+_POOL = 256 * 1024 * 1024
+
+
+class Db:
+    """One database of the engine under test, opened as lcg's store opens it."""
+
+    def __init__(self, engine: Any, path: Path, pool: int = _POOL) -> None:
+        self.m = engine
+        self.path = path
+        self.pool = pool
+        self.db = engine.Database(
+            str(path), buffer_pool_size=pool, max_num_threads=1, auto_checkpoint=False
+        )
+        self.conn = engine.Connection(self.db, num_threads=1)
+        self._prepared: dict[str, Any] = {}
+
+    def run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        if params:
+            statement = self._prepared.get(query)
+            if statement is None:
+                statement = self._prepared[query] = self.conn._prepare(query)
+            result = self.conn.execute(statement, params)
+        else:
+            result = self.conn.execute(query)
+        rows = list(result.get_all())
+        result.close()
+        return rows
+
+    def close(self) -> None:
+        self._prepared.clear()
+        self.conn.close()
+        self.db.close()
+
+    def reopen(self) -> Db:
+        self.close()
+        return Db(self.m, self.path, self.pool)
+
+
+def _trim() -> None:
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
+
+
+def _fill(db: Db, rows: int, text: Callable[[int], str]) -> dict[str, str]:
+    db.run("CREATE NODE TABLE T(uuid STRING PRIMARY KEY, s STRING, n INT64)")
+    want = {f"k{i:07d}": text(i) for i in range(rows)}
+    items = list(want.items())
+    for i in range(0, len(items), 2000):
+        batch = [{"u": u, "s": s, "n": 0} for u, s in items[i : i + 2000]]
+        db.run("UNWIND $rows AS r CREATE (:T {uuid: r.u, s: r.s, n: r.n})", {"rows": batch})
+    db.run("CHECKPOINT")
+    return want
+
+
+def _wrong(db: Db, want: dict[str, str | None]) -> int:
+    got = dict(db.run("MATCH (t:T) RETURN t.uuid, t.s"))
+    return sum(1 for u, s in want.items() if got.get(u, "<missing>") != s)
+
+
+# -- the checks (each runs in a child process: `--child NAME`) ----------------------------------
+
+
+def dictionary_growth(db: Db, quick: bool) -> dict[str, Any]:
+    """Every row's string updated, then CHECKPOINT, several times: Kuzu copied the string
+    dictionary at each checkpoint (a 10k-row file 4.5 -> 21 MB in 8 rounds)."""
+    rows, rounds = (4000, 8) if quick else (10000, 8)
+    _fill(db, rows, lambda i: f"value {i} ".ljust(60, "x"))
+    sizes = []
+    for r in range(rounds):
+        db.run("MATCH (t:T) SET t.s = 'round ' + CAST($r AS STRING) + ' ' + t.uuid", {"r": r})
+        db.run("CHECKPOINT")
+        sizes.append(round(db.path.stat().st_size / 2**20, 2))
+    # LadybugDB's file stays the same size to the byte; Kuzu's grew 38% in 5 quick rounds.
+    return {"rows": rows, "file_mb_per_round": sizes, "defect": sizes[-1] > 1.25 * sizes[0]}
+
+
+def null_after_update(db: Db, quick: bool) -> dict[str, Any]:
+    """A checkpointed one-row update, then a new row whose string is NULL: Kuzu wrote the NULL
+    in place and corrupted the chunk (9,999 of 10,001 rows read back wrong)."""
+    rows = 3000 if quick else 10000
+    want: dict[str, str | None] = dict(_fill(db, rows, lambda i: f"row {i} ".ljust(60, "y")))
+    for k in range(2):
+        key = f"k{7 + 2 * k:07d}"
+        want[key] = f"updated {k}"
+        db.run("MATCH (t:T {uuid: $u}) SET t.s = $s", {"u": key, "s": want[key]})
+        db.run("CHECKPOINT")
+    db.run("CREATE (:T {uuid: 'null-row', n: 1})")
+    want["null-row"] = None
+    db.run("CHECKPOINT")
+    wrong = _wrong(db, want)
+    db = db.reopen()
+    wrong_after_reopen = _wrong(db, want)
+    return {
+        "rows": len(want),
+        "wrong": wrong,
+        "wrong_after_reopen": wrong_after_reopen,
+        "defect": bool(wrong or wrong_after_reopen),
+    }
+
+
+def checkpoint_memory(db: Db, quick: bool) -> dict[str, Any]:
+    """Native memory kept per CHECKPOINT (each after a one-row update): Kuzu kept ~290 KB
+    until the Database closed."""
+    checkpoints = 150 if quick else 400
+    _fill(db, 2000, lambda i: f"s{i}")
+    update = "MATCH (t:T {uuid: $u}) SET t.n = $n"
+    for i in range(30):  # warm-up: statements, pages
+        db.run(update, {"u": f"k{i:07d}", "n": -i})
+        db.run("CHECKPOINT")
+    _trim()
+    before = rss_mb()
+    for i in range(checkpoints):
+        db.run(update, {"u": f"k{i % 2000:07d}", "n": i})
+        db.run("CHECKPOINT")
+    _trim()
+    per = (rss_mb() - before) * 1024 / checkpoints
+    return {"checkpoints": checkpoints, "kb_per_checkpoint": round(per, 1), "defect": per > 100}
+
+
+def copy_memory(db: Db, quick: bool) -> dict[str, Any]:
+    """Native memory kept per small COPY (50 rows, committed and checkpointed): LadybugDB
+    keeps ~17 MB each until the Database is closed."""
+    import pyarrow as pa
+
+    copies = 8 if quick else 24
+    db.run("CREATE NODE TABLE T(uuid STRING PRIMARY KEY, s STRING, n INT64)")
+    db.run("CHECKPOINT")
+
+    def one(r: int) -> None:
+        frame = pa.table(  # noqa: F841  the COPY names it
+            {
+                "uuid": [f"c{r}-{i}" for i in range(50)],
+                "s": [f"text {i}" for i in range(50)],
+                "n": list(range(50)),
+            }
+        )
+        db.conn.execute("COPY T FROM frame").close()
+        db.run("CHECKPOINT")
+
+    one(-1)
+    _trim()
+    before = rss_mb()
+    for r in range(copies):
+        one(r)
+    _trim()
+    per = (rss_mb() - before) / copies
+    return {"copies": copies, "mb_per_copy": round(per, 2), "defect": per > 4}
+
+
+def _lookup_ms(db: Db, rows: int, text: str, reps: int) -> float:
+    import random
+
+    rng = random.Random(rows)
+    times = []
+    for _ in range(reps):
+        keys = [f"k{rng.randrange(rows):07d}" for _ in range(64)]
+        started = time.perf_counter()
+        db.run(text, {"keys": keys})
+        times.append(time.perf_counter() - started)
+    return round(statistics.median(times) * 1000, 3)
+
+
+def _key_lookup(db: Db, quick: bool, text: str) -> dict[str, Any]:
+    """64 keys looked up in a table of n rows and of 25n rows (COPY-loaded, as a rebuild
+    loads them): a lookup through the primary key costs about the same at both sizes, a scan
+    many times more. Kuzu scanned for UNWIND (35.7 ms at 200k rows); both scan for IN."""
+    import pyarrow as pa
+
+    small, large = (2000, 50000) if quick else (8000, 200000)
+    db.run("CREATE NODE TABLE T(uuid STRING PRIMARY KEY, s STRING, n INT64)")
+    out: dict[str, Any] = {}
+    loaded = 0
+    for size in (small, large):
+        frame = pa.table(  # noqa: F841  the COPY names it
+            {
+                "uuid": [f"k{i:07d}" for i in range(loaded, size)],
+                "s": [f"summary {i} " + "x" * 80 for i in range(loaded, size)],
+                "n": list(range(loaded, size)),
+            }
+        )
+        db.conn.execute("COPY T FROM frame").close()
+        db.run("CHECKPOINT")
+        loaded = size
+        _lookup_ms(db, size, text, 3)  # warm-up
+        out[f"ms_at_{size}_rows"] = _lookup_ms(db, size, text, 9 if quick else 15)
+    one = "MATCH (t:T {uuid: $u}) RETURN t.uuid, t.s"
+    point = [db.run(one, {"u": f"k{i:07d}"}) for i in range(64)]  # prepare, warm
+    started = time.perf_counter()
+    for _ in range(3):
+        point = [db.run(one, {"u": f"k{(i * 7919) % large:07d}"}) for i in range(64)]
+    out["ms_64_point_lookups"] = round((time.perf_counter() - started) / 3 * 1000, 3)
+    ratio = out[f"ms_at_{large}_rows"] / max(out[f"ms_at_{small}_rows"], 0.001)
+    out["growth_for_25x_rows"] = round(ratio, 2)
+    # A scan: the cost grows with the table, or one batch costs more than 64 point lookups.
+    out["defect"] = ratio > 4 or out[f"ms_at_{large}_rows"] > out["ms_64_point_lookups"]
+    del point
+    return out
+
+
+def key_lookup_unwind(db: Db, quick: bool) -> dict[str, Any]:
+    return _key_lookup(db, quick, "UNWIND $keys AS u MATCH (t:T {uuid: u}) RETURN t.uuid, t.s")
+
+
+def key_lookup_in_list(db: Db, quick: bool) -> dict[str, Any]:
+    return _key_lookup(db, quick, "MATCH (t:T) WHERE t.uuid IN $keys RETURN t.uuid, t.s")
+
+
+def rollback_writes(db: Db, quick: bool) -> dict[str, Any]:
+    """Rows updated in a rolled-back transaction, written again (no CHECKPOINT between):
+    Kuzu raised write-write conflicts (6 of 15 rounds) or segfaulted."""
+    rounds = 15
+    _fill(db, 30, lambda i: f"name {i}")
+    update = "MATCH (t:T {uuid: $u}) SET t.s = $s, t.n = $n"
+    conflicts = 0
+    for r in range(rounds):
+        keys = [f"k{i:07d}" for i in range(r, r + 10)]
+        db.run("BEGIN TRANSACTION")
+        for u in keys:
+            db.run(update, {"u": u, "s": f"rolled {r}", "n": -r})
+        db.run("ROLLBACK")
+        try:
+            db.run("BEGIN TRANSACTION")
+            for u in keys:
+                db.run(update, {"u": u, "s": f"kept {r}", "n": r})
+            db.run("COMMIT")
+        except RuntimeError:
+            conflicts += 1
+            with contextlib.suppress(RuntimeError):  # Kuzu may have rolled back already
+                db.run("ROLLBACK")
+            db.run("CHECKPOINT")
+    return {"rounds": rounds, "rounds_with_conflicts": conflicts, "defect": conflicts > 0}
+
+
+def copy_rollback_checkpoint(db: Db, quick: bool) -> dict[str, Any]:
+    """A COPY that fails inside a transaction (it runs out of a small buffer pool), then
+    ROLLBACK and CHECKPOINT, as a store would after any failed transaction: LadybugDB can
+    segfault or abort there (the child's exit status says so)."""
+    import pyarrow as pa
+
+    db = Db(db.m, db.path.with_name("small.db"), pool=64 * 1024 * 1024)
+    db.run("CREATE NODE TABLE T(uuid STRING PRIMARY KEY, s STRING, n INT64)")
+    failed_at = None
+    for r in range(60 if quick else 120):
+        frame = pa.table(  # noqa: F841  the COPY names it
+            {
+                "uuid": [f"c{r}-{i}" for i in range(50)],
+                "s": [f"text {i}" for i in range(50)],
+                "n": list(range(50)),
+            }
+        )
+        db.run("BEGIN TRANSACTION")
+        try:
+            db.conn.execute("COPY T FROM frame").close()
+            db.run("COMMIT")
+        except RuntimeError:
+            failed_at = r
+            # The engine may have ended the transaction itself, as lcg's store allows.
+            with contextlib.suppress(RuntimeError):
+                db.run("ROLLBACK")
+            db.run("CHECKPOINT")  # a crash here is the defect
+            break
+        db.run("CHECKPOINT")
+    count = db.run("MATCH (t:T) RETURN count(*)")[0][0]
+    return {"copy_failed_at": failed_at, "rows": count, "defect": False}
+
+
+def close_with_statement(db: Db, quick: bool) -> dict[str, Any]:
+    """close() while a prepared statement made on the database is still referenced: another
+    process must be able to open the file afterwards (LadybugDB keeps the lock)."""
+    db.run("CREATE NODE TABLE T(uuid STRING PRIMARY KEY, s STRING, n INT64)")
+    kept = db.conn._prepare("MATCH (t:T) WHERE t.uuid = $u RETURN t.s")
+    db.conn.close()
+    db.db.close()
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import {db.m.__name__} as m, sys; m.Database(sys.argv[1]).close()",
+            str(db.path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    del kept
+    locked = child.returncode != 0
+    lines = child.stderr.strip().splitlines() or [""]
+    return {
+        "other_process_opened": not locked,
+        "error": next((x for x in lines if "lock" in x.lower()), lines[-1])[:160]
+        if locked
+        else None,
+        "defect": locked,
+    }
+
+
+def timestamp_refs(db: Db, quick: bool) -> dict[str, Any]:
+    """The reference count of a TIMESTAMP read back: one more than the row holds means each
+    value read is never freed (Kuzu's binding; lcg.storage.leaked_refs gives it back)."""
+    db.run("CREATE NODE TABLE D(k STRING PRIMARY KEY, at TIMESTAMP)")
+    db.run("CREATE (:D {k: 'a', at: timestamp('2024-01-02 03:04:05')})")
+    value = db.run("MATCH (d:D) RETURN d.at")[0][0]
+    fresh = dt.datetime(2024, 1, 2, 3, 4, 5)
+    extra = sys.getrefcount(value) - sys.getrefcount(fresh)
+    return {"extra_references": extra, "defect": extra > 0}
+
+
+def small_write_soak(db: Db, quick: bool) -> dict[str, Any]:
+    """Rounds of one new row, one edge and one update, each round committed and followed by a
+    CHECKPOINT; then every row read back, and again after a reopen. Kuzu filled its buffer
+    pool at round 587 and read 1,760 of 1,764 rows wrong after the reopen."""
+    rounds = 300 if quick else 1000
+    db.run("CREATE NODE TABLE T(uuid STRING PRIMARY KEY, s STRING, n INT64)")
+    db.run("CREATE REL TABLE L(FROM T TO T)")
+    want: dict[str, str | None] = {}
+    error = None
+    try:
+        for r in range(rounds):
+            key = f"k{r:07d}"
+            db.run("BEGIN TRANSACTION")
+            db.run("CREATE (:T {uuid: $u, s: $s, n: $n})", {"u": key, "s": f"new {r}", "n": r})
+            if r:
+                db.run(
+                    "MATCH (a:T {uuid: $a}), (b:T {uuid: $b}) CREATE (a)-[:L]->(b)",
+                    {"a": f"k{r - 1:07d}", "b": key},
+                )
+                db.run(
+                    "MATCH (t:T {uuid: $u}) SET t.s = $s", {"u": f"k{r // 2:07d}", "s": f"up {r}"}
+                )
+                want[f"k{r // 2:07d}"] = f"up {r}"
+            want.setdefault(key, f"new {r}")
+            db.run("COMMIT")
+            db.run("CHECKPOINT")
+    except RuntimeError as exc:
+        error = f"round {r}: {str(exc)[:120]}"
+    wrong = _wrong(db, want)
+    db = db.reopen()
+    wrong_after_reopen = _wrong(db, want)
+    edges = db.run("MATCH (:T)-[l:L]->(:T) RETURN count(l)")[0][0]
+    return {
+        "rounds": rounds,
+        "error": error,
+        "wrong": wrong,
+        "wrong_after_reopen": wrong_after_reopen,
+        "edges": edges,
+        "defect": bool(error or wrong or wrong_after_reopen or edges != len(want) - 1),
+    }
+
+
+CHECKS: dict[str, Callable[[Db, bool], dict[str, Any]]] = {
+    f.__name__: f
+    for f in (
+        dictionary_growth,
+        null_after_update,
+        checkpoint_memory,
+        copy_memory,
+        key_lookup_unwind,
+        key_lookup_in_list,
+        rollback_writes,
+        copy_rollback_checkpoint,
+        close_with_statement,
+        timestamp_refs,
+        small_write_soak,
+    )
+}
+
+
+def _child(engine: str, name: str, quick: bool) -> None:
+    module = importlib.import_module(engine)
+    home = Path(tempfile.mkdtemp(prefix=f"engine-check-{name}-"))
+    try:
+        started = time.process_time()
+        result = CHECKS[name](Db(module, home / "check.db"), quick)
+        result["cpu_s"] = round(time.process_time() - started, 2)
+        print(json.dumps(result, default=str))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _run(engine: str, name: str, quick: bool) -> dict[str, Any]:
+    started = time.perf_counter()
+    child = subprocess.run(
+        [sys.executable, __file__, "--child", name, "--engine", engine]
+        + (["--quick"] if quick else []),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    wall = round(time.perf_counter() - started, 2)
+    if child.returncode != 0:
+        tail = (child.stderr.strip().splitlines() or [""])[-1][:200]
+        return {"crashed": child.returncode, "stderr": tail, "wall_s": wall, "defect": True}
+    result: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engine", default="ladybug", choices=sorted(EXPECTED))
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (CI, under 2 minutes)")
+    ap.add_argument("--only", nargs="*", choices=sorted(CHECKS), help="these checks only")
+    ap.add_argument("--child", choices=sorted(CHECKS), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _child(args.engine, args.child, args.quick)
+        return
+    version = subprocess.run(
+        [sys.executable, "-c", f"import {args.engine} as m; print(m.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    expected = EXPECTED[args.engine]
+    results = {}
+    for name in args.only or CHECKS:
+        result = _run(args.engine, name, args.quick)
+        result["expected"] = expected[name]
+        results[name] = result
+        print(f"{name}: defect={result['defect']} ({result.get('wall_s')} s)", file=sys.stderr)
+    reintroduced = [n for n, r in results.items() if r["defect"] and not r["expected"]]
+    # Quick sizes may be too small to show a known defect (Kuzu's soak failed at round 587).
+    not_shown = [n for n, r in results.items() if not r["defect"] and r["expected"]]
+    emit(
+        "engine_check",
+        {
+            "engine": f"{args.engine} {version}",
+            "checks": results,
+            "reintroduced": reintroduced,
+            ("not_shown_at_quick_sizes" if args.quick else "now_fixed"): not_shown,
+        },
+        params={"quick": args.quick, "pid": os.getpid()},
+    )
+    sys.exit(1 if reintroduced else 0)
+
+
+if __name__ == "__main__":
+    main()
