@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from lcg.errors import StorageError
-from lcg.fsmodes import private_dir, private_file
+from lcg.fsmodes import private_dir, private_file, write_private
 from lcg.storage.leaked_refs import give_back, leak_per_value
 from lcg.storage.schema import MIGRATIONS
 
@@ -229,7 +229,7 @@ def _write_stamp(path: Path, engine: str) -> None:
     stamp = _stamp_path(path)
     body = {"engine": engine, "version": engine_module(engine).__version__}
     tmp = stamp.with_name(stamp.name + ".tmp")
-    tmp.write_text(json.dumps(body) + "\n", encoding="utf-8")
+    write_private(tmp, json.dumps(body) + "\n")
     tmp.replace(stamp)
 
 
