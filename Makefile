@@ -48,12 +48,14 @@ test: lint typecheck unit
 # The inner loop: the unit tests and the fast integration tests below, without the tests marked
 # `slow` (tests/README.md: what is in the lane, how it was chosen, and its measured time). No
 # lint, no mypy, no browser: run `make test` before you push.
-FAST_INTEGRATION := $(addprefix tests/integration/test_,$(addsuffix .py,\
+# Integration files by their name, whichever area folder of tests/integration/ holds them.
+integration = $(foreach n,$(1),$(wildcard tests/integration/*/test_$(n).py))
+FAST_INTEGRATION := $(call integration,\
 	method_index new_group_first_commit status_backfill llm_anthropic episode_commit_minted \
 	llm_openai_compat eval_cli export_html search_memory cassette bounded_restore \
 	llm_connection_reuse rebuild_names_from_rows wal_mark_files workspace_modes transport_paths \
 	embedding_http ingest_local_servers http_auth_edges embedding_identity \
-	rebuild_search_from_rows search_snapshot))
+	rebuild_search_from_rows search_snapshot)
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow" --durations=10 tests/unit $(FAST_INTEGRATION)
 
@@ -61,9 +63,9 @@ test-fast: $(STAMP)
 # for one release): the store's own tests and the integration files that drive it through the
 # `engine` fixture; the carry-over test then moves a LadybugDB workspace to Kuzu. CI runs it
 # after `make test`; bench/engine_check.py --quick checks the selected engine's known defects.
-KUZU_INTEGRATION := $(addprefix tests/integration/test_,$(addsuffix .py,\
+KUZU_INTEGRATION := $(call integration,\
 	context_expansion episode_commit_minted name_snapshot new_group_first_commit \
-	search_snapshot rebuild_names_from_rows temporal_reads engine_carry_over))
+	search_snapshot rebuild_names_from_rows temporal_reads engine_carry_over)
 .PHONY: test-kuzu engine-check
 test-kuzu: $(STAMP)
 	$(BIN)/pytest -q --embedded-store=kuzu tests/unit/storage $(KUZU_INTEGRATION)
@@ -83,7 +85,7 @@ $(ONNX_VENV)/.installed: pyproject.toml
 	$(ONNX_VENV)/bin/pip install --quiet -e '.[dev,embeddings,sentence-transformers]'
 	touch $@
 onnx-test: $(ONNX_VENV)/.installed
-	$(ONNX_VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_onnx_models_cli.py
+	$(ONNX_VENV)/bin/pytest -q -p no:cacheprovider tests/integration/ingest/test_onnx_models_cli.py
 
 # Every benchmark, one JSON object each (about 20 minutes in all on a 2-core machine).
 BENCHES := wal_store service embeddings search temporal llm_providers ingest ingest_scale \

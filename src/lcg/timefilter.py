@@ -26,7 +26,7 @@ Intervals are half-open: a fact invalidated at T is no longer true at T; a fact 
 known at T; a fact retired at T is held as history (or not at all) from T. The same rule has
 two other forms: `TimeFilter.mask` over numpy columns (the search index) and
 `storage/history.time_clause` in Cypher; tests/unit/test_timefilter.py and
-tests/integration/test_temporal_reads.py check that all three agree on every combination.
+tests/integration/reads/test_temporal_reads.py check that all three agree on every combination.
 """
 
 from __future__ import annotations

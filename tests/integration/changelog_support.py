@@ -1,5 +1,5 @@
 """The scripted 9-episode changelog an agent-style client writes with knowledge_add_facts, and
-the exact answers every read of time must give afterwards (tests/integration/test_add_facts.py
+the exact answers every read of time must give afterwards (tests/integration/ingest/test_add_facts.py
 over the socket, test_mcp_add_facts.py over MCP).
 
 The changelog (group `changelog`, dates in 2025) retires facts in every way the method knows:

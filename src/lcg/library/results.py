@@ -3,7 +3,7 @@
 A result is the same dict the method returns over JSON-RPC; these TypedDicts only name its
 keys and value types for a type checker. They are written by hand from the builders in
 `lcg.models` (`entity_to_wire`, `fact_to_wire`), `lcg.temporal` and `lcg.service.methods`,
-and `tests/integration/test_library.py` checks each one against a real call's answer (every
+and `tests/integration/cli/test_library.py` checks each one against a real call's answer (every
 declared key present, no undeclared key). Methods whose result has no TypedDict here return
 `dict[str, Any]` (the generated `lcg.library.methods` says which, and docs/api.md describes
 every shape).

@@ -14,7 +14,7 @@ WAL records:
 - `seq_reused`: an acknowledged episode's seqs that now hold another batch, or WAL seqs that
   are not strictly increasing.
 
-Used by tests (tests/integration/test_episode_kills.py) and bench/episode_kills.py only.
+Used by tests (tests/integration/durability/test_episode_kills.py) and bench/episode_kills.py only.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from typing import Any
 
 import anyio
 from click.testing import CliRunner  # noqa: TID251  CLI tests drive click's own runner
+from graph_invariants import snapshot
 from rpc_support import running_server, wait_settled
-from test_rebuild_equivalence import snapshot
 
 from lcg import Engine, Entity, Episode, EpisodeCommit, Fact, Settings, open_engine
 from lcg.cli.main import cli

@@ -91,11 +91,11 @@ def _write_with(engine: str, home: Path) -> str:
     """Run the writer child on `engine`; its last line of output (the answers)."""
     here = Path(__file__).resolve()
     child = subprocess.run(
-        [sys.executable, "-c", _WRITER, str(home), engine, _READS, str(here.parent)],
+        [sys.executable, "-c", _WRITER, str(home), engine, _READS, str(here.parents[1])],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=here.parents[2],
+        cwd=here.parents[3],
         env={"PATH": "/usr/bin:/bin", "HOME": str(home.parent)},
         check=False,
     )

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 SHELLS = ("sh", "shell", "bash", "console")
 NOT_RUN = ("pip ", "make", "python3 -m venv", "source ", "cd ", "git clone")

@@ -171,7 +171,7 @@ def test_the_readmes_library_example_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The README's library example, as written, in an empty directory."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
     start = readme.index("```python\n", readme.index("As a library")) + len("```python\n")
     example = readme[start : readme.index("```\n", start)]
     assert "lcg.open(" in example and "dispatch" not in example

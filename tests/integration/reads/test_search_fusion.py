@@ -3,7 +3,7 @@
 - The vector list is fused in: a misspelt query shares no term with any document, so BM25 finds
   nothing and only the cosine list (the hash embedder's character trigrams) can surface the hit.
   A hybrid search that dropped its vector list would return nothing. The vector floor (the
-  hash embedder's 0.6, tests/integration/test_search_floor.py) is lowered here to 0.05, so that
+  hash embedder's 0.6, tests/integration/reads/test_search_floor.py) is lowered here to 0.05, so that
   a misspelling's trigram evidence counts and this test checks the fusion, not the calibration.
 - The BM25 list is fused in: one rare word in a long text is a strong BM25 match and a weak
   vector one (a cosine near 0.2 with the hash embedder), so with the floor set back to the hash

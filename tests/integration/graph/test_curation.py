@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_rebuild_equivalence import assert_same, snapshot
+from graph_invariants import assert_same, snapshot
 
 from lcg import Engine, Entity, Episode, EpisodeCommit, Settings, open_engine
 from lcg.admin import rebuild
