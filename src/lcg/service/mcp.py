@@ -23,6 +23,7 @@ serves, and this module logs through `logging` only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -445,6 +446,8 @@ async def serve_streams(
                         item.message, types.JSONRPCRequest
                     ):
                         inflight.add(item.message.id)
+                    elif isinstance(item, Exception):  # a line that is not a JSON-RPC message
+                        await _parse_error(out_send, item)
                     try:
                         await in_send.send(item)
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -511,6 +514,19 @@ async def serve_streams(
 
 
 _TOO_LONG_LINE = f"message refused: longer than {protocol.MAX_LINE_BYTES} bytes\n"
+
+
+async def _parse_error(out: Any, exc: Exception) -> None:
+    """Answer a line that is not a JSON-RPC message as JSON-RPC 2.0 says: a Parse error with a
+    null id (its own id could not be read), so the client learns why it got no answer; the SDK
+    itself only logs it. A line over the limit (`_StdinLines`) says so."""
+    too_long = _TOO_LONG_LINE.strip() in str(exc)
+    message = _TOO_LONG_LINE.strip() if too_long else "Parse error: not a JSON-RPC message"
+    error = types.JSONRPCError(
+        jsonrpc="2.0", id=None, error=types.ErrorData(code=types.PARSE_ERROR, message=message)
+    )
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await out.send(SessionMessage(error))
 
 
 class _StdinLines:

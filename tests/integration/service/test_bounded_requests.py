@@ -185,7 +185,12 @@ def test_standalone_mcp_refuses_an_over_long_line_and_goes_on(tmp_path: Path) ->
         env={**env, "LCG_HOME": str(tmp_path / ".lcg"), "LCG_KUZU_BUFFER_POOL_MB": "256"},
     )
     answers = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
-    assert set(answers) == {1, 2}, done.stderr.decode()[-2000:]
+    assert set(answers) == {1, None, 2}, done.stderr.decode()[-2000:]
+    # The dropped line is answered as JSON-RPC says for a message whose id cannot be read.
+    assert answers[None]["error"] == {
+        "code": -32700,
+        "message": f"message refused: longer than {protocol.MAX_LINE_BYTES} bytes",
+    }
     assert answers[2]["result"]["isError"] is False
     assert f"longer than {protocol.MAX_LINE_BYTES} bytes was refused" in done.stderr.decode()
 
