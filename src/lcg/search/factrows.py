@@ -33,7 +33,6 @@ a rebuild folds them in (the old rows serve meanwhile).
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -443,19 +442,11 @@ class FactRows:
         """The saved rows, if they match the store now (else None: scan it)."""
         if self._directory is None:
             return None
-        try:
-            raw = json.loads((self._directory / "state.json").read_text())
-        except OSError:
-            return None
-        except ValueError:
+        state, damaged = sealed.read(self._directory / "state.json")
+        if damaged:
             self._damaged()
-            return None
-        if not isinstance(raw, dict) or "sha256" not in raw:
-            return None  # none saved, or saved before it carried digests: scanned quietly
-        state = sealed.unseal(raw)
         if state is None:
-            self._damaged()
-            return None
+            return None  # none saved, damaged, or saved before it carried digests
         if state.get("stamp") != self._stamp():
             return None
         if not sealed.intact(self._directory, state.get("files")):

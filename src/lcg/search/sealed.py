@@ -64,3 +64,18 @@ def unseal(value: dict[str, Any]) -> dict[str, Any] | None:
     """`value` (parsed from what `dumps` wrote) without its digest, None when that fails."""
     digest = value.pop("sha256", None)
     return value if digest == _canonical(value) else None
+
+
+def read(path: Path) -> tuple[dict[str, Any] | None, bool]:
+    """(the object `path` holds, whether it is damaged): (None, False) when it is missing or
+    was written before it carried a digest (stale, rebuilt quietly)."""
+    try:
+        raw = json.loads(path.read_text())
+    except OSError:
+        return None, False
+    except ValueError:  # every stamp this version writes parses
+        return None, True
+    if not isinstance(raw, dict) or "sha256" not in raw:
+        return None, False
+    value = unseal(raw)
+    return value, value is None

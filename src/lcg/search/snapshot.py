@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -51,21 +50,6 @@ def _fill(part: Partition, stamp: dict[str, Any], fresh: Path) -> None:
     part.save(fresh)
     files = sealed.digests(fresh, "stamp.json")
     (fresh / "stamp.json").write_text(sealed.dumps({**stamp, "files": files}))
-
-
-def _read_sealed(path: Path) -> tuple[dict[str, Any] | None, bool]:
-    """(the object `path` holds, whether it is damaged): (None, False) when it is missing or
-    was written before it carried a digest (stale, rebuilt quietly)."""
-    try:
-        raw = json.loads(path.read_text())
-    except OSError:
-        return None, False
-    except ValueError:  # every stamp this version writes parses
-        return None, True
-    if not isinstance(raw, dict) or "sha256" not in raw:
-        return None, False
-    value = sealed.unseal(raw)
-    return value, value is None
 
 
 class Snapshots:
@@ -109,7 +93,7 @@ class Snapshots:
         """The saved vocabulary and codes, None when absent, unreadable or damaged."""
         path = self.directory / "index.json"
         with no_gc():
-            saved, damaged = _read_sealed(path)
+            saved, damaged = sealed.read(path)
         if damaged:
             self._damaged(path)
         if saved is None or saved.get("format") != FORMAT:
@@ -119,7 +103,7 @@ class Snapshots:
     def load(self, family: str, group: str, part: Partition, model: str, dim: int) -> bool:
         """Fill the empty `part` from its snapshot if that matches the database; whether it did."""
         where = self._dir(family, group)
-        stamp, damaged = _read_sealed(where / "stamp.json")
+        stamp, damaged = sealed.read(where / "stamp.json")
         if damaged:
             self._damaged(where)
         if stamp is None:
@@ -161,7 +145,7 @@ class Snapshots:
             where = self._dir(family, group)
             if not part.dirty and (where / "partition.json").exists():
                 # Its files are those it was loaded from (checked then): their digests stay.
-                kept, _ = _read_sealed(where / "stamp.json")
+                kept, _ = sealed.read(where / "stamp.json")
                 files = kept.get("files") if kept is not None else None
                 if files:
                     write_private(where / "stamp.json", sealed.dumps({**stamp, "files": files}))
