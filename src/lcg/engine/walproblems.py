@@ -33,11 +33,23 @@ from lcg.wal.layout import (
     generation_damaged,
     read_problems,
     restore_generation,
+    start_gap,
     write_problems,
 )
 from lcg.wal.writer import TornTail, Wal
 
-__all__ = ["AHEAD", "DANGLING", "FAILED", "GAP", "LOST", "MARK", "SHORT", "TORN", "WalProblems"]
+__all__ = [
+    "AHEAD",
+    "DANGLING",
+    "FAILED",
+    "GAP",
+    "LOST",
+    "MARK",
+    "SHORT",
+    "START",
+    "TORN",
+    "WalProblems",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +59,7 @@ AHEAD = "database_ahead_of_wal"  # seqs the database applied that the WAL no lon
 TORN = "torn_tail"  # unacknowledged lines a crash left at a stream's end, cut at startup
 MARK = "mark_file_corrupt"  # a WAL mark file (checkpoint record, generation) that did not parse
 GAP = "seq_gap"  # seqs no line of the stream holds: a WAL file missing, lines cut out
+START = "wal_start_missing"  # the stream's first seqs are gone: its first file deleted, or cut
 FAILED = "batch_failed"  # a readable batch that could not be applied (a bad timestamp, ...)
 SHORT = "store_missing_applied_rows"  # applied batches whose rows the store lacked (replayed)
 DANGLING = "fact_without_endpoints"  # facts a replay left out: their endpoints were not restored
@@ -218,33 +231,42 @@ class WalProblems:
 
     def check_gaps(self) -> None:
         """(Write lock held, at startup.) Record each stream's files whose seqs do not follow
-        on from the file before (one deleted, or cut short) — found without reading the WAL
-        through, so before any rebuild would lose what they held. Seqs the database held
-        beyond its WAL (an `AHEAD` entry) are not a gap: no line ever held them."""
+        on from the file before (one deleted, or cut short), and a stream that no longer
+        begins at the seq its start record holds (its first file deleted: `START`) — found
+        without reading the WAL through, so before any rebuild would lose what they held.
+        Seqs the database held beyond its WAL (an `AHEAD` entry) are not a gap: no line ever
+        held them."""
         for group_id in self._wal.groups():
+            directory = self._wal.directory(group_id)
             try:
-                gaps = file_gaps(self._wal.directory(group_id))
+                gaps = [(GAP, gap) for gap in file_gaps(directory)]
+                head = start_gap(directory)
             except OSError as exc:
                 logger.error("group %r: WAL files could not be checked: %s", group_id, exc)
                 continue
+            if head is not None:
+                gaps.insert(0, (START, head))
             if not gaps:
                 continue
             with self._store().read_for_write() as conn:
                 known = self.losses(conn, group_id)
             fresh = [
-                {"kind": GAP, "file": file, "first_seq": first, "last_seq": last}
-                for file, first, last in gaps
+                {"kind": kind, "file": file, "first_seq": first, "last_seq": last}
+                for kind, (file, first, last) in gaps
                 if not _floored(known, first, last)
             ]
             fresh = [x for x in fresh if x not in known]
             for entry in fresh:
                 logger.error(
-                    "group %r: no WAL line holds seqs %s..%s (before %s): a WAL file is "
-                    "missing or was cut; a rebuild cannot restore what they held",
+                    "group %r: no WAL line holds seqs %s..%s (before %s): %s; a rebuild "
+                    "cannot restore what they held",
                     group_id,
                     entry["first_seq"],
                     entry["last_seq"],
                     entry["file"],
+                    "the stream's first WAL file is missing or was cut"
+                    if entry["kind"] == START
+                    else "a WAL file is missing or was cut",
                 )
                 self.events.emit("wal_seq_gap", group_id=group_id, **entry)
             if fresh:

@@ -4,12 +4,19 @@
     <wal_root>/<enc(group_id)>/.wal-generation.json   stream identity, minted once, never rewritten
     <wal_root>/<enc(group_id)>/.wal-bounds.json       min/max seq cache, safe to delete
     <wal_root>/<enc(group_id)>/.wal-problems.json     what is known lost or damaged in the stream
+    <wal_root>/<enc(group_id)>/.wal-start.json        the seq the stream's first line took
 
 Files are ordered by the seq of their first parseable line, not by name. Bounds are found from
 each file's first and last parseable line, so they cost two small reads per file; the cache is
 trusted only while its checksum holds, the file set and sizes it recorded still match and the
 files it names still begin and end at the seqs it records (two small reads); otherwise the
 bounds are derived from the WAL again.
+
+The start record is written (checksummed, fsynced) before the stream's first line and never
+rewritten: a stream whose first seq on disk is above it has lost its head (its first file
+deleted, its first lines cut), which no gap between two files shows. No lcg command drops a
+stream's old files; a stream written before the record existed gets one at its first open,
+from the first seq it then holds (`adopt_start`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ __all__ = [
     "GENERATION_FILE",
     "PROBLEMS_FILE",
     "Bounds",
+    "adopt_start",
     "decode_group",
     "encode_group",
     "ensure_generation",
@@ -48,7 +56,9 @@ __all__ = [
     "read_generation",
     "read_problems",
     "restore_generation",
+    "start_gap",
     "write_problems",
+    "write_start",
 ]
 
 GENERATION_FILE = ".wal-generation.json"
@@ -56,6 +66,7 @@ BOUNDS_FILE = ".wal-bounds.json"
 # Beside the stream, not in the database: deleting the database must not erase the record of
 # what the WAL lost (a rebuild could not tell it again). Not `.jsonl`: never read as WAL.
 PROBLEMS_FILE = ".wal-problems.json"
+START_FILE = ".wal-start.json"
 _PLAIN = re.compile(r"[A-Za-z0-9_-]{1,200}")  # always fullmatch: `$` matches before a \n
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _TAIL_BYTES = 65536
@@ -325,6 +336,55 @@ def file_gaps(directory: Path) -> list[tuple[str, int, int]]:
             gaps.append((path.name, previous + 1, head - 1))
         previous = tail if previous is None else max(previous, tail)
     return gaps
+
+
+def read_start(directory: Path) -> int | None:
+    """The seq the stream's first line took, None when unrecorded or damaged (a damaged record
+    is never trusted: it could hide a lost head, or invent one)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, KeyError, TypeError):
+        value = json.loads((directory / START_FILE).read_text(encoding="utf-8"))
+        crc = value.pop("crc")
+        if crc == _manifest_crc(value) and _is_seq(value["first_seq"]):
+            seq: int = value["first_seq"]
+            return seq
+    return None
+
+
+def write_start(directory: Path, seq: int) -> None:
+    """Record (0600, fsynced, atomically) that the stream's first line takes `seq`."""
+    manifest = {"first_seq": seq}
+    tmp = directory / f"{START_FILE}.tmp-{uuid.uuid4()}"
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as fh:
+        json.dump({**manifest, "crc": _manifest_crc(manifest)}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, directory / START_FILE)
+    fsync_dir(directory)
+
+
+def adopt_start(directory: Path) -> None:
+    """Give a stream written before start records one, from the first seq it holds now (what
+    it lost before this cannot be told). A stream with a record, or with no line, is left."""
+    if (directory / START_FILE).exists():
+        return
+    bounds = read_bounds(directory, write_cache=False)
+    if bounds.min_seq is not None:
+        write_start(directory, bounds.min_seq)
+
+
+def start_gap(directory: Path) -> tuple[str, int, int] | None:
+    """(first file, first missing seq, last missing seq) when the stream no longer begins at
+    the seq its start record holds: its head was deleted or cut. None when it does, when it
+    has no line, or when the record is missing or damaged."""
+    start = read_start(directory)
+    if start is None:
+        return None
+    for path in ordered_files(directory):
+        head = first_seq(path)
+        if head is None:
+            continue
+        return (path.name, start, head - 1) if head > start else None
+    return None
 
 
 def read_problems(directory: Path) -> list[dict[str, object]] | None:

@@ -8,6 +8,8 @@ Guarantees, for one group's stream:
   once (group commit) and never span two files; when `append` returns, the batch is durable;
 - a failed append leaves the file as it was (a partial write is truncated away) and raises;
 - a torn final line left by a crash is cut off when the stream is opened, and reported;
+- the seq of the stream's first line is recorded before it is written (`.wal-start.json`), so
+  a stream that later lost its head is known to have (`lcg.wal.layout.start_gap`);
 - a commit that spans several groups appends one batch per group, each marked with the seqs
   of all of them (`Wal.plan_commit`); a crash between two of those appends leaves some groups
   with their batch and others without: `Wal.open_all` cuts the batches of such a commit from
@@ -32,6 +34,7 @@ from lcg.timeutil import to_wal
 from lcg.wal import lock
 from lcg.wal.layout import (
     Bounds,
+    adopt_start,
     ensure_generation,
     fsync_dir,
     group_dir,
@@ -39,6 +42,7 @@ from lcg.wal.layout import (
     ordered_files,
     read_bounds,
     read_generation,
+    write_start,
 )
 from lcg.wal.reader import parse_line
 from lcg.wal.records import CommitMark, Op, WalRecord, encode_batch
@@ -197,6 +201,9 @@ class GroupStream:
         torn = repair_torn_tail(group_id, directory)
         bounds = read_bounds(directory)
         self.next_seq = 0 if bounds.max_seq is None else bounds.max_seq + 1
+        self._started = bounds.max_seq is not None  # the start record is written, or adopted
+        if self._started:
+            adopt_start(directory)
         self.torn_tail = None if torn is None else replace(torn, first_seq=self.next_seq)
         self._session = secrets.token_hex(3)
         self._counter = 0
@@ -246,6 +253,12 @@ class GroupStream:
                 self.rotations += 1
                 self.rotated.append((previous, self._path))
         assert self._file is not None
+        if not self._started:  # before the first line: a head lost later is then known
+            try:
+                write_start(self.directory, first)
+            except OSError as exc:
+                raise WalError(f"{self.directory}: {exc}") from exc
+            self._started = True
         start = self._file.tell()
         try:
             self._file.write(blob)

@@ -137,3 +137,58 @@ async def test_a_batch_that_cannot_be_applied_is_reported_in_status(
         assert [n["name"] for n in nodes["nodes"]] == ["Ada"]
     finally:
         engine.close()
+
+
+async def test_a_deleted_first_wal_file_is_reported_at_open(settings: Settings) -> None:
+    """No gap between two files shows it: the start record the writer keeps does, before a
+    rebuild (the database deleted) would lose what the file held without a word."""
+    engine = open_engine(settings)
+    try:
+        for n in range(3):
+            await commit_episode(engine, n, [3 * n + 1, 3 * n + 2, 3 * n + 3])
+    finally:
+        engine.close()
+    files = ordered_files(group_dir(settings.wal_dir, GROUP))
+    assert len(files) == 3
+    files[0].unlink()  # seqs 0..7
+    start = {"group_id": GROUP, "kind": "wal_start_missing", "file": files[1].name}
+    start |= {"first_seq": 0, "last_seq": 7}
+
+    engine = open_engine(settings)
+    try:
+        assert await problems(engine) == [start]
+    finally:
+        engine.close()
+    delete_database_files(settings.db_path)
+    engine = open_engine(settings)
+    try:
+        assert await problems(engine) == [start]  # a whole replay keeps it: it cannot re-find it
+        await dispatch(engine, "knowledge_assert_entity", {"name": "Ada", "group_id": GROUP})
+        assert await problems(engine) == [start]
+    finally:
+        engine.close()
+
+
+async def test_a_stream_from_before_start_records_is_adopted_not_flagged(
+    settings: Settings,
+) -> None:
+    engine = open_engine(settings)
+    try:
+        for n in range(2):
+            await commit_episode(engine, n, [3 * n + 1, 3 * n + 2, 3 * n + 3])
+    finally:
+        engine.close()
+    directory = group_dir(settings.wal_dir, GROUP)
+    (directory / ".wal-start.json").unlink()  # as an older lcg left it
+    engine = open_engine(settings)
+    try:
+        assert await problems(engine) == []
+    finally:
+        engine.close()
+    assert (directory / ".wal-start.json").stat().st_mode & 0o777 == 0o600
+    ordered_files(directory)[0].unlink()
+    engine = open_engine(settings)
+    try:
+        assert [p["kind"] for p in await problems(engine)] == ["wal_start_missing"]
+    finally:
+        engine.close()
