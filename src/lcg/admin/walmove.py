@@ -5,7 +5,15 @@ The export directory is laid out as a WAL root (`DIR/<enc(group)>/<file>.jsonl`)
 group named `00000000_000000_export_0000.jsonl`, holding every whole batch of the group's WAL in
 seq order, each line in the canonical encoding (`encode_line`): what replay applies, read the
 way replay reads it (a torn tail or a batch with an unreadable line is left out, and counted).
-The same WAL exports to the same bytes from either store.
+The same WAL exports to the same bytes from either store. Beside it, `.wal-start.json` holds the
+seq the source stream began at (`lcg.wal.layout.write_start`), and the result lists, per group,
+the `problems` the read met (seqs no line holds, `seq_gap`; a head the stream lost,
+`wal_start_missing`; batches with a line failing its checksum or unreadable,
+`batch_not_applied`; a torn tail): an export never hides that its WAL is incomplete.
+
+Import refuses a directory whose WAL is incomplete in any of those ways (nothing is imported)
+unless `accept_damage` is given (`lcg wal import --accept-damage`): then what reads whole is
+loaded and the replay at import reports the gaps in `wal_problems`, as for any stream.
 
 Import loads such a directory into groups that hold nothing yet (no WAL line, no row): on Kuzu
 it copies each group's file into the workspace WAL and catches the group up from it (the bulk
@@ -23,7 +31,7 @@ from typing import Any
 from lcg.engine import Engine, exclusive
 from lcg.errors import InvalidRequestError
 from lcg.fsmodes import open_private, private_dir
-from lcg.wal.layout import fsync_dir, group_dir, list_groups
+from lcg.wal.layout import fsync_dir, group_dir, list_groups, read_start, start_gap, write_start
 from lcg.wal.reader import ReadStats, iter_records
 from lcg.wal.records import Op, WalRecord, encode_line
 
@@ -48,6 +56,28 @@ def _batches(records: list[WalRecord]) -> Iterator[list[WalRecord]]:
         raise ValueError("a WAL batch without its last line")
 
 
+def _problems(stats: ReadStats, head: tuple[str, int, int] | None) -> list[dict[str, Any]]:
+    """What a read of a stream met that leaves it incomplete, in `wal_problems`' shapes."""
+    out: list[dict[str, Any]] = []
+    if head is not None:
+        file, first, last = head
+        out.append(
+            {"kind": "wal_start_missing", "file": file, "first_seq": first, "last_seq": last}
+        )
+    out += [
+        {"kind": "seq_gap", "file": file, "first_seq": first, "last_seq": last}
+        for file, first, last in stats.gaps
+    ]
+    out += [{"kind": "batch_not_applied", **loss.to_wire()} for loss in stats.lost]
+    if stats.unparseable:
+        out.append({"kind": "unreadable_lines", "lines": stats.unparseable})
+    if stats.torn_tail or stats.incomplete_batch_lines:
+        out.append({"kind": "torn_tail", "lines": stats.torn_tail + stats.incomplete_batch_lines})
+    if stats.unrecognised:
+        out.append({"kind": "unknown_operation_lines", "lines": stats.unrecognised})
+    return out
+
+
 def export_wal(engine: Engine, target: Path) -> dict[str, Any]:
     """Write every group's WAL under `target` (which must not exist, or be an empty directory).
 
@@ -67,6 +97,9 @@ def export_wal(engine: Engine, target: Path) -> dict[str, Any]:
             records, stats = exclusive.mode(engine).wal_records(group)
             if not records:
                 continue
+            source = engine.parts.wal.directory(group)  # a server's stream keeps no files
+            head = start_gap(source) if source.is_dir() else None
+            start = read_start(source) if source.is_dir() else None
             directory = group_dir(target, group)
             private_dir(directory)
             path = directory / EXPORT_FILE
@@ -75,32 +108,36 @@ def export_wal(engine: Engine, target: Path) -> dict[str, Any]:
                     f.write(_line(r))
                 f.flush()
                 os.fsync(f.fileno())
-            fsync_dir(directory)
+            write_start(directory, records[0].seq if start is None else start)
             out[group] = {
                 "lines": len(records),
                 "first_seq": records[0].seq,
                 "last_seq": records[-1].seq,
                 "lines_left_out": stats.torn_tail + stats.unparseable + stats.corrupt_batch_lines,
+                "problems": _problems(stats, head),
             }
     if target.is_dir():
         fsync_dir(target)
     return {"directory": str(target), "backend": exclusive.store(engine).backend, "groups": out}
 
 
-def _read_export(source: Path) -> dict[str, list[WalRecord]]:
+def _read_export(source: Path, accept_damage: bool) -> dict[str, list[WalRecord]]:
     """Every group's records of an export directory, refusing one that replay would not
-    apply whole."""
+    apply whole, or that lacks seqs (unless `accept_damage`)."""
     if not source.is_dir():
         raise InvalidRequestError(f"{source} is not a directory", field="directory")
     found: dict[str, list[WalRecord]] = {}
     for group in list_groups(source):
         stats = ReadStats()
-        records = list(iter_records(group_dir(source, group), stats=stats))
-        bad = stats.torn_tail + stats.unparseable + stats.unrecognised + stats.corrupt_batch_lines
-        if bad:
+        directory = group_dir(source, group)
+        records = list(iter_records(directory, stats=stats))
+        problems = _problems(stats, start_gap(directory))
+        if problems and not accept_damage:
             raise InvalidRequestError(
-                f"group {group!r}: {bad} WAL lines of {source} cannot be applied (torn, "
-                "unreadable or of an unknown operation): nothing was imported",
+                f"group {group!r}: the WAL of {source} is incomplete ("
+                + "; ".join(_describe(p) for p in problems[:5])
+                + "): nothing was imported; `lcg wal import --accept-damage` loads what reads "
+                "whole",
                 field="directory",
             )
         if records:
@@ -110,14 +147,22 @@ def _read_export(source: Path) -> dict[str, list[WalRecord]]:
     return found
 
 
-def import_wal(engine: Engine, source: Path) -> dict[str, Any]:
+def _describe(problem: dict[str, Any]) -> str:
+    kind = problem["kind"]
+    if "lines" in problem:
+        return f"{kind}: {problem['lines']} lines"
+    return f"{kind}: seqs {problem['first_seq']}..{problem['last_seq']} ({problem['file']})"
+
+
+def import_wal(engine: Engine, source: Path, *, accept_damage: bool = False) -> dict[str, Any]:
     """Load an export directory into the engine's store (groups that hold nothing yet).
 
     Raises:
-        InvalidRequestError: the directory is not a readable export, or a group it holds
-            already has WAL lines or rows here (nothing is imported then).
+        InvalidRequestError: the directory is not a readable export, its WAL is incomplete
+            (torn, unreadable or failing checksums, seqs missing; unless `accept_damage`), or a
+            group it holds already has WAL lines or rows here (nothing is imported then).
     """
-    found = _read_export(source)
+    found = _read_export(source, accept_damage)
     with engine.writer() as writer:
         with writer.connection() as view:
             for group in found:

@@ -251,15 +251,21 @@ def export_(ctx: click.Context, directory: str) -> None:
 
 @wal.command(name="import")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.option(
+    "--accept-damage",
+    is_flag=True,
+    help="Import a WAL with seqs missing or lines unreadable: what reads whole is loaded, "
+    "and the replay reports the rest in wal_problems (refused without it).",
+)
 @click.pass_context
-def import_(ctx: click.Context, directory: str) -> None:
+def import_(ctx: click.Context, directory: str, accept_damage: bool) -> None:
     """Load a `lcg wal export` DIRECTORY into this workspace's store (groups still empty)."""
     from lcg.admin.walmove import import_wal
 
     engine = _local_engine(ctx)
     try:
         with _bar("import") as _:
-            result = import_wal(engine, Path(directory).resolve())
+            result = import_wal(engine, Path(directory).resolve(), accept_damage=accept_damage)
         _print(result)
     finally:
         engine.close()
