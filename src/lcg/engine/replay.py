@@ -8,6 +8,11 @@ Two modes, one result:
   position; a transaction that fails is retried one WAL batch per transaction, so one bad line
   costs only its own batch and no WAL batch is ever applied in part.
 
+Neither serves a fact without its endpoints: the bulk fold leaves out the facts whose entities
+it does not hold, an incremental batch the fact upserts whose endpoints neither the store nor
+the batch holds, and a replayed raw `cypher.exec` is followed, in its transaction, by the
+removal of the facts it left without an endpoint (`ReplayReport.dangling`).
+
 Nothing is dropped silently: unparseable lines, unknown operations, failed operations and no-ops
 are counted, and failures are sampled by (operation, error). A WAL batch with an unreadable
 line or an unknown operation is not applied at all (the reader passes it over and reports it
@@ -32,9 +37,10 @@ from lcg.embedding.base import Embedder
 from lcg.embedding.vectors import embed_for_bulk, embed_plan, plan_for_changes, plan_for_rows
 from lcg.errors import StorageError
 from lcg.gcpause import no_gc
+from lcg.models import Fact
 from lcg.storage.backend import GraphBackend, GraphReader
 from lcg.storage.crossgroup import POINTER_KEY
-from lcg.wal.changes import decode_all
+from lcg.wal.changes import EntityUpsert, FactUpsert, decode_all
 from lcg.wal.fold import FoldedGroup, fold
 from lcg.wal.reader import LostBatch, ReadStats, iter_records
 from lcg.wal.records import Op, WalRecord
@@ -349,12 +355,38 @@ def _leave_out_dangling(folded: FoldedGroup) -> list[str]:
     for uuid, fact in folded.facts.items():
         if fact.source_uuid in folded.entities and fact.target_uuid in folded.entities:
             continue
-        if POINTER_KEY in fact.attributes and POINTER_KEY in json.loads(fact.attributes):
+        if _crosses_groups(fact):
             continue
         out.append(uuid)
     for uuid in out:
         del folded.facts[uuid]
     return out
+
+
+def _crosses_groups(fact: Fact) -> bool:
+    return POINTER_KEY in fact.attributes and POINTER_KEY in json.loads(fact.attributes)
+
+
+def _without_dangling(
+    store: GraphBackend, group_id: str, ops: list[Op]
+) -> tuple[list[Op], list[str]]:
+    """The batch's operations without the fact upserts whose endpoints neither the store nor
+    the batch holds, and those facts' uuids: an incremental replay leaves them out as the
+    bulk one does (their entities were in WAL lines lost or missing)."""
+    changes = decode_all(ops, group_id)
+    facts = [
+        (i, c.fact)
+        for i, c in enumerate(changes)
+        if isinstance(c, FactUpsert) and not _crosses_groups(c.fact)
+    ]
+    if not facts:
+        return ops, []
+    made = {c.entity.uuid for c in changes if isinstance(c, EntityUpsert)}
+    wanted = {u for _, f in facts for u in (f.source_uuid, f.target_uuid)} - made
+    with store.read_for_write() as conn:
+        held = made | set(conn.entities_by_uuids(wanted)) if wanted else made
+    out = {i: f.uuid for i, f in facts if f.source_uuid not in held or f.target_uuid not in held}
+    return [op for i, op in enumerate(ops) if i not in out], list(out.values())
 
 
 class _Beside(threading.Thread):
@@ -379,15 +411,19 @@ def _apply_batch(
     embedder: Embedder,
     batch: Sequence[WalRecord],
     generation: str | None,
-) -> None:
-    ops = [Op(r.op, r.data) for r in batch]
+) -> list[str]:
+    """Apply the records in one transaction; the facts left out without their endpoints."""
+    ops, dangling = _without_dangling(store, group_id, [Op(r.op, r.data) for r in batch])
     plan = plan_for_changes(decode_all(ops, group_id))
     with store.transaction() as tx:
         tx.apply_ops(group_id, ops)
+        if any(op.name == "cypher.exec" for op in ops):  # raw: it may delete an endpoint
+            dangling += tx.drop_dangling_facts()
         stored = tx.stored_text_hashes(plan.keys())
         tx.put_embeddings(embed_plan(plan, embedder, stored), stored)
         tx.delete_embeddings(plan.stale)
         write_position(tx, group_id, batch[-1].seq, generation)
+    return dangling
 
 
 def _incremental(
@@ -407,7 +443,7 @@ def _incremental(
         if not pending:
             return
         try:
-            _apply_batch(store, group_id, embedder, pending, generation)
+            report.dangling += _apply_batch(store, group_id, embedder, pending, generation)
             _committed(report, pending)
         except (StorageError, ValueError) as exc:
             report.transactions_rolled_back += 1
@@ -420,7 +456,9 @@ def _incremental(
             else:
                 for batch in batches:  # isolate the failing WAL batch(es), never part of one
                     try:
-                        _apply_batch(store, group_id, embedder, batch, generation)
+                        report.dangling += _apply_batch(
+                            store, group_id, embedder, batch, generation
+                        )
                         _committed(report, batch)
                     except (StorageError, ValueError) as one_exc:
                         report.transactions_rolled_back += 1

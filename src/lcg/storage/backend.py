@@ -287,6 +287,11 @@ class GraphWriter(GraphReader, Protocol):
         """Recreate the derived hops of cross-group facts whose endpoints exist."""
         ...
 
+    def drop_dangling_facts(self) -> list[str]:
+        """Delete the facts (not cross-group) whose source or target entity does not exist,
+        with their hops and embeddings; their uuids (after a raw `cypher.exec` replayed)."""
+        ...
+
 
 @runtime_checkable
 class GraphBackend(Protocol):

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lcg.models import Fact
-from lcg.storage.graph import FACT_COLS, _fact
+from lcg.storage.graph import FACT_COLS, _fact, delete_embeddings
 from lcg.storage.store import Conn
 
 __all__ = [
     "POINTER_KEY",
     "active_facts_touching",
+    "drop_dangling_facts",
     "episodes_mentioning",
     "pointer_facts",
     "rewire_hops",
@@ -58,6 +59,24 @@ def episodes_mentioning(conn: Conn, entity_uuids: Iterable[str], group_id: str) 
         {"u": list(entity_uuids), "g": group_id},
     )
     return [r[0] for r in rows]
+
+
+def drop_dangling_facts(conn: Conn) -> list[str]:
+    """Delete the facts whose source or target entity does not exist (with their hops and
+    embeddings), cross-group facts excepted (their endpoints may live in other groups), and
+    return their uuids: what a raw statement replayed from the WAL may leave behind, taken
+    out as a bulk replay leaves such facts out."""
+    found = conn.rows(
+        "MATCH (f:Fact) WHERE NOT contains(f.attributes, $k) AND ("
+        "NOT EXISTS { MATCH (a:Entity) WHERE a.uuid = f.source_uuid } "
+        "OR NOT EXISTS { MATCH (b:Entity) WHERE b.uuid = f.target_uuid }) RETURN f.uuid",
+        {"k": f'"{POINTER_KEY}"'},
+    )
+    uuids = [str(row[0]) for row in found]
+    if uuids:
+        conn.run("UNWIND $u AS x MATCH (f:Fact {uuid: x}) DETACH DELETE f", {"u": uuids})
+        delete_embeddings(conn, [f"fact:{u}" for u in uuids])
+    return uuids
 
 
 def rewire_hops(conn: Conn) -> None:

@@ -240,6 +240,9 @@ class KuzuWriter(KuzuReader):
     def rewire_hops(self) -> None:
         crossgroup.rewire_hops(self.conn)
 
+    def drop_dangling_facts(self) -> list[str]:
+        return crossgroup.drop_dangling_facts(self.conn)
+
 
 class KuzuBackend:
     """`GraphBackend` over an open `Store` (which the engine may still use directly)."""

@@ -383,7 +383,20 @@ def start_gap(directory: Path) -> tuple[str, int, int] | None:
         head = first_seq(path)
         if head is None:
             continue
-        return (path.name, start, head - 1) if head > start else None
+        if head <= start or _first_line_seq(path) != head:
+            # An unreadable first line may hold the seqs before `head`: a read reports that
+            # batch (`batch_not_applied`), so it is not a lost head.
+            return None
+        return path.name, start, head - 1
+    return None
+
+
+def _first_line_seq(path: Path) -> int | None:
+    """The seq of a file's first non-blank line, None when that line does not verify."""
+    with path.open("rb") as fh:
+        for line in fh:
+            if line.strip():
+                return _seq_of(line)
     return None
 
 

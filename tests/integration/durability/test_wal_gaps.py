@@ -9,11 +9,12 @@ from graph_invariants import assert_no_dangling_rows
 from rebuild_jobs import rebuild_and_wait
 from wal_faults import GROUP, commit_episode, lines, problems, relate, seqs, uid
 
-from lcg import Settings, open_engine
+from lcg import Fact, Settings, open_engine
+from lcg.models import DEFAULT_GROUP_ID
 from lcg.service.registry import dispatch
 from lcg.storage.store import delete_database_files
 from lcg.wal.layout import PROBLEMS_FILE, group_dir, ordered_files
-from lcg.wal.records import Op
+from lcg.wal.records import Op, fact_op
 from lcg.wal.writer import Wal
 
 pytestmark = pytest.mark.anyio
@@ -190,5 +191,79 @@ async def test_a_stream_from_before_start_records_is_adopted_not_flagged(
     engine = open_engine(settings)
     try:
         assert [p["kind"] for p in await problems(engine)] == ["wal_start_missing"]
+    finally:
+        engine.close()
+
+
+def _fact_line(n: int, source: int, target: int) -> Op:
+    return fact_op(
+        Fact(uid(30_000 + n), GROUP, uid(source), uid(target), "KNOWS", f"{source} knows {target}")
+    )
+
+
+async def test_a_tail_replay_leaves_out_a_fact_whose_endpoint_is_missing(
+    settings: Settings,
+) -> None:
+    """The database is behind its WAL (its last batch never reached it), and that batch holds
+    a fact to an entity no line restores: the tail replay leaves the fact out, as a bulk one
+    would, and says so."""
+    engine = open_engine(settings)
+    try:
+        await commit_episode(engine, 0, [1, 2, 3])
+    finally:
+        engine.close()
+    wal = Wal(settings.wal_dir)
+    try:  # appended with no database commit: what a tail replay applies at the next open
+        wal.append(GROUP, [_fact_line(1, 1, 99), _fact_line(2, 1, 2)])
+    finally:
+        wal.close()
+    engine = open_engine(settings)
+    try:
+        assert_no_dangling_rows(engine, "a tail replay over a fact to a missing entity")
+        with engine.reader() as conn:
+            kept = conn.facts_by_uuids([uid(30_001), uid(30_002)])
+        assert sorted(kept) == [uid(30_002)]
+        assert await problems(engine) == [
+            {
+                "group_id": GROUP,
+                "kind": "fact_without_endpoints",
+                "file": None,
+                "first_seq": None,
+                "last_seq": None,
+                "count": 1,
+                "facts": [uid(30_001)],
+            }
+        ]
+    finally:
+        engine.close()
+
+
+async def test_a_replayed_raw_statement_that_deletes_an_endpoint_leaves_no_fact_without_it(
+    settings: Settings,
+) -> None:
+    engine = open_engine(settings)
+    try:
+        await commit_episode(engine, 0, [1, 2, 3])  # facts 1->2, 2->3, 3->1
+    finally:
+        engine.close()
+    wal = Wal(settings.wal_dir)
+    try:
+        query = f"MATCH (e:Entity) WHERE e.uuid = '{uid(2)}' DETACH DELETE e"
+        wal.append(DEFAULT_GROUP_ID, [Op("cypher.exec", {"query": query})])
+    finally:
+        wal.close()
+    engine = open_engine(settings)
+    try:
+        assert_no_dangling_rows(engine, "a replayed statement deleting an endpoint")
+        with engine.reader() as conn:
+            kept = conn.facts_by_uuids([uid(20_000), uid(20_001), uid(20_002)])
+        assert sorted(kept) == [uid(20_002)]  # 3 -> 1
+        (found,) = await problems(engine)
+        assert (found["group_id"], found["kind"], found["count"]) == (
+            DEFAULT_GROUP_ID,
+            "fact_without_endpoints",
+            2,
+        )
+        assert sorted(found["facts"]) == [uid(20_000), uid(20_001)]
     finally:
         engine.close()

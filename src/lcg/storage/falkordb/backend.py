@@ -871,6 +871,12 @@ class FalkorWriter(FalkorReader):
     def rewire_hops(self) -> None:
         """Nothing: cross-group hops are not kept on this backend (module docstring)."""
 
+    def drop_dangling_facts(self) -> list[str]:
+        """None to drop: `cypher.exec`, the raw statement that can delete an entity under its
+        facts, is refused on this backend; the fact upserts a replay sends are filtered
+        before the transaction (lcg.engine.replay)."""
+        return []
+
     def flush(self) -> None:
         for group_id, statements in self.pending.items():
             if statements:
