@@ -984,6 +984,7 @@ def snapshot_damage(base: Base, root: Path) -> Scenario:
                 "health": health.get("state"),
                 "health_after_reads": after.get("state"),
                 "problems": [p.get("kind") for p in problems(st)],
+                "derived_damaged": _derived_damaged(st),
                 "wrong_answers": wrong,
                 "answers": len(expected),
             }
@@ -993,13 +994,28 @@ def snapshot_damage(base: Base, root: Path) -> Scenario:
     sc.detected = sum(
         1
         for o in outcomes
-        if o["health"] != "healthy" or o["health_after_reads"] != "healthy" or o["problems"]
+        if o["health"] != "healthy"
+        or o["health_after_reads"] != "healthy"
+        or o["problems"]
+        or o["derived_damaged"]
     )
     sc.repaired = sum(1 for o in outcomes if o["wrong_answers"] == 0)
     sc.lost = sum(o["wrong_answers"] for o in outcomes)
     sc.gaps["wrong_answers_served"] = sc.lost
     sc.details["outcomes"] = outcomes
     return sc
+
+
+def _derived_damaged(st: dict[str, Any]) -> int:
+    """What `knowledge_status.derived_indexes` counts as found damaged (0 when absent)."""
+    found = st.get("derived_indexes") if isinstance(st, dict) else None
+    if not isinstance(found, dict):
+        return 0
+    total = 0
+    for key in ("search_snapshots_damaged", "temporal_rows_damaged", "name_index_damaged"):
+        value = found.get(key)
+        total += len(value) if isinstance(value, list) else int(value or 0)
+    return total
 
 
 # -- (d) the single-writer lock and the bounds file ----------------------------------------

@@ -72,7 +72,10 @@ async def status(engine: Engine) -> dict[str, Any]:
                 "wal_groups": wal_groups,
                 "wal_problems": exclusive.wal_problems(engine).wal_problems(conn),
                 # What the saved derived indexes' checksums found (lcg.search.sealed).
-                "derived_indexes": engine.parts.search.integrity(),
+                "derived_indexes": {
+                    **engine.parts.search.integrity(),
+                    "name_index_damaged": engine.names.damaged,
+                },
                 "indices_built": engine.state.indices_built,
                 "name_index_trusted": engine.names.trusted,
                 "name_index_fallback_scans": 0,

@@ -8,12 +8,13 @@ Saved next to the database (`<db dir>/name-index/`, written when the engine clos
 open reads it back instead of scanning every entity (at 500k entities the scan and the Python
 objects per row were ~40% of an open). The copy is used only when its stamp equals
 what the database says now (every group's recorded WAL position and the entity count, as the
-caller computes it) and its digest matches its bytes; anything else is a log line and the scan.
+caller computes it) and its files and stamp pass their SHA-256 digests (`lcg.search.sealed`, as
+the search snapshot and the temporal rows); anything else is a log line and the scan, and a copy
+that failed its digests is counted (`NameIndex.damaged`, `knowledge_status.derived_indexes`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import logging
@@ -33,13 +34,14 @@ from lcg.errors import InvalidRequestError
 from lcg.fsmodes import open_private, private_dir, write_private
 from lcg.gcpause import no_gc
 from lcg.models import Entity, normalize_name
+from lcg.search import sealed
 from lcg.storage.backend import GraphReader
 
 __all__ = ["NameIndex", "NameRow", "Names", "name_rows_of", "names_stamp"]
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: sealed (lcg.search.sealed) stamp and files; 1 carried the data's blake2b
 _NO_TIME = -(2**63)  # the order key of an entity without created_at: before every other
 _UNIX = datetime(1970, 1, 1)  # naive on purpose: created_at is compared without its zone
 
@@ -112,6 +114,7 @@ class NameIndex:
         self._key_of: dict[str, tuple[str, str]] = {}
         self.trusted = True
         self.changed = True  # since the last `save` or `restore` (a saved copy is current)
+        self.damaged = 0  # saved copies that failed their digests (`restore`), rebuilt
 
     def load(self, rows: Iterable[NameRow]) -> None:
         """Replace the index with `rows`: the same result as `put` of each row in turn (a later
@@ -204,42 +207,46 @@ class NameIndex:
             with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as fh:
                 np.savez(fh, **arrays)  # type: ignore[arg-type]  # numpy's stub: str keys
             tmp.replace(data)
-        digest = hashlib.blake2b(data.read_bytes(), digest_size=16).hexdigest()
+        files = sealed.digests(directory, "stamp.json")
         tmp_meta = directory / "stamp.json.tmp"
-        write_private(tmp_meta, json.dumps({"format": FORMAT, "digest": digest, **stamp}))
+        write_private(tmp_meta, sealed.dumps({"format": FORMAT, **stamp, "files": files}))
         tmp_meta.replace(meta)
         self.changed = False
 
     def restore(self, directory: Path, stamp: dict[str, Any]) -> bool:
         """Replace the index with the copy under `directory` if its stamp is `stamp` and its
-        bytes are the ones saved; whether it did (else the index is unchanged)."""
-        try:
-            saved = json.loads((directory / "stamp.json").read_text())
-        except FileNotFoundError:
+        files are the ones saved (`lcg.search.sealed`); whether it did (else the index is
+        unchanged). A copy that fails its digests, or that passes them and still does not
+        read, is counted in `damaged` (a copy merely stale, or missing, is not)."""
+        saved, damaged = sealed.read(directory / "stamp.json")
+        if damaged:
+            return self._damaged(directory, "its stamp fails its digest")
+        if saved is None or saved.get("format") != FORMAT:
             return False
-        except (OSError, ValueError) as exc:
-            logger.warning("name index snapshot unreadable (%s): read from the database", exc)
-            return False
-        if not isinstance(saved, dict) or saved.get("format") != FORMAT:
-            return False
-        digest = saved.pop("digest", None)
+        files = saved.pop("files", None)
         saved.pop("format")
         if saved != stamp:
             logger.info("name index snapshot is stale: read from the database")
             return False
+        if not sealed.intact(directory, files):
+            return self._damaged(directory, "a file fails its digest")
         try:
             raw = (directory / "names.npz").read_bytes()
-            if hashlib.blake2b(raw, digest_size=16).hexdigest() != digest:
-                raise ValueError("its bytes are not the ones saved")
             with no_gc():
                 by_key, key_of = _read_saved(raw)
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-            logger.warning("name index snapshot unusable (%s): read from the database", exc)
-            return False
+            return self._damaged(directory, str(exc))
         self._by_key, self._key_of = by_key, key_of
         self.trusted = True
         self.changed = False
         return True
+
+    def _damaged(self, directory: Path, why: str) -> bool:
+        logger.warning(
+            "name index snapshot %s unusable (%s): read from the database", directory, why
+        )
+        self.damaged += 1
+        return False
 
 
 def _read_saved(
@@ -285,6 +292,11 @@ class Names:
     def trusted(self) -> bool:
         """Whether the name index is complete (raw Cypher writes make it fall back to scans)."""
         return self._index.trusted
+
+    @property
+    def damaged(self) -> int:
+        """Saved copies that failed their digests at an open (each rebuilt from the store)."""
+        return self._index.damaged
 
     def lookup(self, group_id: str, name: str) -> list[tuple[str, bool]]:
         """(uuid, is_merged) of the entities with this name in the group, earliest first."""

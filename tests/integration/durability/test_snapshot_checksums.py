@@ -15,6 +15,7 @@ import pytest
 
 from lcg import Engine, Settings, open_engine
 from lcg.admin import status as admin_status
+from lcg.models import DEFAULT_GROUP_ID
 from lcg.service.registry import dispatch
 from lcg.storage.kuzu_backend import KuzuReader
 
@@ -173,5 +174,58 @@ async def test_health_is_not_healthy_while_damaged_temporal_rows_are_not_replace
         await anyio.to_thread.run_sync(held.ready)
         assert held.builds == 1 and not held.known_bad
         assert (await admin_status.health(engine))["healthy"] is True
+    finally:
+        engine.close()
+
+
+def _swap_first_and_last_uuid(path: Path) -> None:
+    """A well-formed edit: the file still loads, each row now names another entity."""
+    arrays = dict(np.load(path))
+    blob, ends = arrays["uuid_blob"].copy(), arrays["uuid_ends"]
+    starts = [0, *ends[:-1].tolist()]
+    first = blob[starts[0] : ends[0]].copy()
+    last = blob[starts[-1] : ends[-1]].copy()
+    assert len(first) == len(last)  # uuids: one length
+    blob[starts[0] : ends[0]], blob[starts[-1] : ends[-1]] = last, first
+    arrays["uuid_blob"] = blob
+    with path.open("wb") as handle:
+        np.savez(handle, **arrays)
+
+
+@pytest.mark.parametrize("what", ["names.npz", "stamp.json"])
+async def test_a_damaged_name_index_snapshot_is_rebuilt_and_reported(
+    settings: Settings, what: str
+) -> None:
+    engine = open_engine(settings)
+    try:
+        await _write(engine)
+        lookups = [engine.names.lookup(DEFAULT_GROUP_ID, f"Saturn stage {i}") for i in (0, 11)]
+        assert all(lookups)
+        assert (await _status(engine))["derived_indexes"]["name_index_damaged"] == 0
+    finally:
+        engine.close()
+    saved = settings.db_path.parent / "name-index"
+    if what == "names.npz":
+        _swap_first_and_last_uuid(saved / what)
+    else:  # its stamp edited to still match the database, its digest left as it was
+        stamp = json.loads((saved / what).read_text())
+        stamp["files"]["names.npz"] = "0" * 64
+        (saved / what).write_text(json.dumps(stamp))
+    engine = open_engine(settings)
+    try:
+        assert [
+            engine.names.lookup(DEFAULT_GROUP_ID, f"Saturn stage {i}") for i in (0, 11)
+        ] == lookups
+        status = await _status(engine)
+        assert status["derived_indexes"]["name_index_damaged"] == 1
+        assert status["name_index_trusted"] is True
+    finally:
+        engine.close()
+    engine = open_engine(settings)  # the close saved a sound copy again
+    try:
+        assert (await _status(engine))["derived_indexes"]["name_index_damaged"] == 0
+        assert [
+            engine.names.lookup(DEFAULT_GROUP_ID, f"Saturn stage {i}") for i in (0, 11)
+        ] == lookups
     finally:
         engine.close()
