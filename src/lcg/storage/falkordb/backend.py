@@ -23,6 +23,10 @@ statement matches nothing: `GroupMovedError`, nothing applied. EXEC never rolls 
 (measured), so a statement that fails after the XADD leaves the stream ahead of the graph; the
 commit then raises `StorageError` and is not acknowledged (the outcome is unknown to the caller:
 the lines are in the stream), and `catch_up` applies the stream from the graph's position.
+Nor does EXEC stop at a failed statement: the rest of the transaction runs, the advance
+included, so a commit (or a catch-up) whose reply holds an error for one statement sets the
+position back to the batch's first seq (`REWIND`) before it raises: the graph never claims
+seqs whose rows it lacks, and the next catch-up applies the batch again.
 
 A Redis Cluster (several seed nodes in the URL, or one node that says `cluster_enabled:1`):
 reads go through redis-py's `RedisCluster`, which routes each command by its key and fans a
@@ -1097,6 +1101,13 @@ class FalkorBackend:
             if isinstance(reply, Exception):
                 raise StorageError(f"FalkorDB refused a statement of group {group_id!r}: {reply}")
 
+    def _rewind(self, group_id: str, position: int) -> None:
+        """Set the group's position back to `position` if it is past it (`cy.REWIND`): after
+        a MULTI/EXEC in which a statement failed and the advance still ran. Any commit made
+        meanwhile at the later position is applied again by catch-up (its operations are
+        upserts and deletes by uuid, in stream order)."""
+        self.execute_group(group_id, [(cy.REWIND, {"lcg_pos": position})])
+
     def write_global_meta(self, entries: dict[str, str | None]) -> None:
         try:
             pipe = self.client.pipeline(transaction=True)
@@ -1156,6 +1167,16 @@ class FalkorBackend:
                 raise GroupMovedError(c.group_id, position, FalkorReader(self).position(c.group_id))
             raise StorageError(f"FalkorDB refused the WAL append of {c.group_id!r}: {xadd}")
         failed = [q for q in queries if isinstance(q, Exception)]
+        if failed and _stat(queries[-1], "Properties set") >= 1:
+            # EXEC ran the statements after the one that failed, the advance included:
+            # the graph would claim seqs whose rows it lacks, and catch-up would start
+            # after them. Set it back, so catch-up applies the batch again.
+            self._rewind(c.group_id, c.first_seq)
+            raise StorageError(
+                f"group {c.group_id!r}: a statement of seqs {c.first_seq}..{c.last_seq} "
+                f"failed ({failed[0]}); the WAL stream holds them and the graph's position "
+                f"is set back to {c.first_seq}: FalkorBackend.catch_up applies them again"
+            )
         if failed or _stat(queries[-1], "Properties set") < 1:
             # The stream took the lines and the graph did not (all of them): not acknowledged.
             reason = failed[0] if failed else "the graph was not at the stream's position"
@@ -1284,7 +1305,11 @@ class FalkorBackend:
             statements = [cy.guarded(st, position) for st in cy.op_statements(group_id, ops)]
             nxt = batch[-1].seq + 1
             statements.append((cy.ADVANCE, {"lcg_pos": position, "lcg_next": nxt}))
-            self.execute_group(group_id, statements)
+            try:
+                self.execute_group(group_id, statements)
+            except StorageError:  # the advance may have run after the statement that failed
+                self._rewind(group_id, position)
+                raise
             applied += len(batch)
             position = nxt
         return applied

@@ -72,6 +72,9 @@ POSITION_NODE = "LcgPosition"
 ENSURE_POSITION = f"MERGE (p:{POSITION_NODE}) ON CREATE SET p.pos = 0"
 _GUARD = f"MATCH (lcg_guard:{POSITION_NODE}) WHERE lcg_guard.pos = $lcg_pos WITH lcg_guard "
 ADVANCE = f"MATCH (p:{POSITION_NODE}) WHERE p.pos = $lcg_pos SET p.pos = $lcg_next"
+# The position set back to $lcg_pos when it is past it: after an EXEC that ran the advance
+# but not every statement before it (Redis runs the rest of a transaction after an error).
+REWIND = f"MATCH (p:{POSITION_NODE}) WHERE p.pos > $lcg_pos SET p.pos = $lcg_pos"
 
 ENTITY_COLS = (
     "e.uuid, e.group_id, e.name, e.labels, e.summary, e.attributes, e.created_at, e.merged_into"
