@@ -14,7 +14,8 @@ graph served afterwards is the one before the fault) and lost. Scenarios:
   mixed with single-entity writes. After each restart: acknowledged writes lost, partial
   episodes (an episode whose WAL batch is not all in the database, or a batch of which only
   some rows are), seqs that two WAL lines carry.
-- `wal_bit_flips`, `wal_truncated_tail`, `wal_deleted_middle_file`, `wal_dropped_line`: damage
+- `wal_bit_flips`, `wal_truncated_tail`, `wal_deleted_middle_file`, `wal_deleted_first_file`,
+  `wal_dropped_line`: damage
   to a stopped workspace's WAL (`--flips` single-bit flips at seeded positions), the database
   deleted (so the WAL is all there is, except for the truncated tail: there the database keeps
   the write the WAL lost). Detected, the graph served unchanged (repaired), facts served whose
@@ -841,6 +842,20 @@ def wal_deleted_middle_file(base: Base, root: Path) -> Scenario:
     return sc
 
 
+def wal_deleted_first_file(base: Base, root: Path) -> Scenario:
+    """The first WAL file deleted, database deleted: no gap between two files shows it, the
+    start record the writer keeps does (`wal_start_missing`)."""
+    sc = Scenario("wal_deleted_first_file")
+    ws = _copy(base, root, "firstfile", with_db=False)
+    files = _files(ws)
+    victim = files[0]
+    victim.unlink()
+    o = observe(ws, base)
+    o.note = f"deleted {victim.name}, the first of {len(files)} files"
+    _tally(sc, [o])
+    return sc
+
+
 def wal_dropped_line(base: Base, root: Path) -> Scenario:
     """One line taken out of the WAL — a single-entity write that a later fact points at — and
     the database deleted."""
@@ -1478,6 +1493,7 @@ NAMES = (
     "wal_bit_flips",
     "wal_truncated_tail",
     "wal_deleted_middle_file",
+    "wal_deleted_first_file",
     "wal_dropped_line",
     "snapshot_damage",
     "wal_lock_theft",
@@ -1539,6 +1555,7 @@ def main() -> int:
         "wal_bit_flips": lambda: wal_bit_flips(needs_base(), root, rng, flips),
         "wal_truncated_tail": lambda: wal_truncated_tail(needs_base(), root),
         "wal_deleted_middle_file": lambda: wal_deleted_middle_file(needs_base(), root),
+        "wal_deleted_first_file": lambda: wal_deleted_first_file(needs_base(), root),
         "wal_dropped_line": lambda: wal_dropped_line(needs_base(), root),
         "snapshot_damage": lambda: snapshot_damage(needs_base(), root),
         "wal_lock_theft": lambda: wal_lock_theft(root),
