@@ -45,6 +45,7 @@ from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
 from lcg.engine.replay import ReplayReport, applied_position, replay_group
 from lcg.engine.walproblems import WalProblems
+from lcg.engine.walscan import WalScan
 from lcg.errors import UnavailableError
 from lcg.extraction.llm import LlmClient
 from lcg.extraction.select import LlmSlot
@@ -177,6 +178,7 @@ class Engine:
             follows=mode.follows,
         )
         self._indices_built = False
+        self._scan = WalScan(wal, self._problems, self._write_lock)  # started after the open
         self._jobs = jobs if jobs is not None else JobTable()
         self._checkpointer = Checkpointer(
             mode.journal, self._write_lock, settings.checkpoint_wal_bytes
@@ -296,6 +298,7 @@ class Engine:
         # A background rebuild commits per batch and holds the write lock while it runs: wait
         # for it to end rather than closing the store under it (jobs are not resumed later).
         self._jobs.join()
+        self._scan.stop()
         self._follow.stop()
         self._checkpointer.stop()  # after the checkpoint it may be running
         with self._write_lock:
@@ -502,6 +505,7 @@ def open_engine(
             with engine.reader() as conn:
                 settle(carry, conn, mode.wal_states, engine.parts.events)
         engine._follow.start()  # server mode: other processes' commits (lcg.engine.follow)
+        engine._scan.start()  # the WAL's checksums, read through in the background
     except BaseException:
         with contextlib.suppress(Exception):
             engine.close()

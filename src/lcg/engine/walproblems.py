@@ -36,10 +36,12 @@ from lcg.wal.layout import (
     start_gap,
     write_problems,
 )
+from lcg.wal.reader import LostBatch
 from lcg.wal.writer import TornTail, Wal
 
 __all__ = [
     "AHEAD",
+    "DAMAGED",
     "DANGLING",
     "FAILED",
     "GAP",
@@ -63,8 +65,9 @@ START = "wal_start_missing"  # the stream's first seqs are gone: its first file 
 FAILED = "batch_failed"  # a readable batch that could not be applied (a bad timestamp, ...)
 SHORT = "store_missing_applied_rows"  # applied batches whose rows the store lacked (replayed)
 DANGLING = "fact_without_endpoints"  # facts a replay left out: their endpoints were not restored
+DAMAGED = "wal_line_damaged"  # an applied batch's line fails its checksum (lcg.engine.walscan)
 # What a replay of the whole stream finds again (and so replaces); the others it cannot.
-_REDERIVED = (LOST, GAP, FAILED, DANGLING)
+_REDERIVED = (LOST, GAP, FAILED, DANGLING, DAMAGED)
 _SAMPLE = 20  # fact uuids named in a DANGLING entry
 
 
@@ -271,6 +274,35 @@ class WalProblems:
                 self.events.emit("wal_seq_gap", group_id=group_id, **entry)
             if fresh:
                 self._keep(group_id, [*known, *fresh])
+
+    def record_damaged(self, group_id: str, lost: Sequence[LostBatch]) -> None:
+        """(Write lock held.) Keep the batches the background checksum pass found with an
+        unreadable line (`lcg.engine.walscan`) that no replay has reported already: the
+        database holds them, a rebuild from the WAL would not (`DAMAGED`)."""
+        with self._store().read_for_write() as conn:
+            known = self.losses(conn, group_id)
+        seen = {
+            (x.get("first_seq"), x.get("last_seq"))
+            for x in known
+            if x.get("kind") in (LOST, DAMAGED)
+        }
+        fresh = [
+            {"kind": DAMAGED, **loss.to_wire()}
+            for loss in lost
+            if (loss.first_seq, loss.last_seq) not in seen
+        ]
+        for entry in fresh:
+            logger.error(
+                "group %r: WAL batch seq %s..%s in %s has a line that fails its checksum; the "
+                "database holds the batch, a rebuild from the WAL would not",
+                group_id,
+                entry["first_seq"],
+                entry["last_seq"],
+                entry["file"],
+            )
+            self.events.emit("wal_line_damaged", group_id=group_id, **entry)
+        if fresh:
+            self._keep(group_id, [*known, *fresh])
 
     def record_torn(self, torn: TornTail) -> None:
         """(Write lock held.) Keep a torn tail cut at startup for `knowledge_status`."""
