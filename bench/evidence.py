@@ -38,8 +38,9 @@ Simplifications, each next to what it costs or was measured at (docs/search.md, 
 "Context", has the tables):
 - evidence is counted per episode: a passage line of the episode in the block carries it, a fact
   citing the episode does not (before, get_context carried 0.0 by this count: it quoted no text);
-- baselines pack whole turns or releases (their raw text), get_context quotes 400-character
-  windows: the comparison is of what each hands a reader inside the same 2,000 tokens;
+- baselines pack whole turns or releases (their raw text), get_context quotes windows of at
+  most 150 characters (`lcg.temporal.evidence.QUOTE_CHARS`): the comparison is of what each
+  hands a reader inside the same 2,000 tokens;
 - changelog questions are made from the files' structure and are easy for BM25 (0.92 of them
   all@10 on the full run): 1.1x its share is out of reach there, BEAM is the harder test;
 - dense baseline latency excludes embedding the query (lcg's methods include it);
