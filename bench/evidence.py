@@ -1,6 +1,6 @@
 """Does what lcg hands back carry the evidence? Prints one JSON object.
 
-    python bench/evidence.py [--quick] [--embedder hash|onnx] [--budget 2000]
+    python bench/evidence.py [--quick] [--embedder hash|onnx] [--budget 2000] [--losses]
 
 Two corpora of text nobody on the team wrote, with ground truth from their own structure:
 
@@ -38,12 +38,20 @@ Simplifications, each next to what it costs or was measured at (docs/search.md, 
 "Context", has the tables):
 - evidence is counted per episode: a passage line of the episode in the block carries it, a fact
   citing the episode does not (before, get_context carried 0.0 by this count: it quoted no text);
-- baselines pack whole turns or releases (their raw text), get_context quotes 400-character
-  windows: the comparison is of what each hands a reader inside the same 2,000 tokens;
+- baselines pack whole turns or releases (their raw text), get_context quotes windows of at
+  most 150 characters (`lcg.temporal.evidence.QUOTE_CHARS`): the comparison is of what each
+  hands a reader inside the same 2,000 tokens;
 - changelog questions are made from the files' structure and are easy for BM25 (0.92 of them
   all@10 on the full run): 1.1x its share is out of reach there, BEAM is the harder test;
 - dense baseline latency excludes embedding the query (lcg's methods include it);
 - `--grid` replaces module constants in-process (calibration only, never a user setting).
+
+`--losses`: a per-question loss analysis of get_context on BEAM (under `losses` in the output):
+for each evidence turn it did not carry, the rank lcg's own passage ranking gives it
+(`lcg.temporal.evidence.find_passages`, the first 200) in buckets (1-30 ranked but not fitted,
+31-50, 51-100, 101-200, not ranked), per question kind; how many lost turns sit next to a carried
+one in the chat (the turn before or after it); and the lost turns of the worst questions, with
+the question, each turn's rank and its first words.
 
 `--quick`: three BEAM conversations and the httpx changelog. `--embedder onnx` needs
 `LCG_EMBEDDING_MODEL_PATH` (an ONNX model directory, see docs/embeddings.md).
@@ -373,6 +381,60 @@ def _mean(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# -- loss analysis -------------------------------------------------------------------------------
+
+_BUCKETS = ((30, "1-30"), (50, "31-50"), (100, "51-100"), (200, "101-200"))
+_DEPTH = 200
+
+
+class Losses:
+    """Where get_context's lost evidence ranks in lcg's own passage ranking (`--losses`)."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, dict[str, int]] = {}
+        self.worst: list[dict[str, Any]] = []
+
+    def add(
+        self,
+        engine: Any,
+        corpus: Corpus,
+        q: Question,
+        carried: Sequence[str],
+        key_of: dict[str, str],
+    ) -> None:
+        from lcg.temporal.evidence import find_passages
+
+        ranked = find_passages(engine, q.text, [corpus.group], [], None, limit=_DEPTH)
+        rank = {key_of[p.episode.uuid]: i + 1 for i, p in enumerate(ranked)}
+        order = {d.key: i for i, d in enumerate(corpus.docs)}
+        held = {order[k] for k in carried if k in order}
+        row = self.kinds.setdefault(q.kind, {"evidence": 0, "carried": 0, "next_to_carried": 0})
+        lost: list[dict[str, Any]] = []
+        for key in dict.fromkeys(q.evidence):
+            row["evidence"] += 1
+            if key in carried:
+                row["carried"] += 1
+                continue
+            at = rank.get(key)
+            bucket = next((name for top, name in _BUCKETS if at is not None and at <= top), None)
+            row[bucket or "not ranked"] = row.get(bucket or "not ranked", 0) + 1
+            row["next_to_carried"] += bool({order[key] - 1, order[key] + 1} & held)
+            doc = corpus.by_key[key]
+            lost.append({"turn": key, "rank": at, "source": doc.source, "text": doc.text[:100]})
+        if lost:
+            self.worst.append(
+                {"kind": q.kind, "question": q.text, "evidence": len(q.evidence), "lost": lost}
+            )
+
+    def summary(self, examples: int = 8) -> dict[str, Any]:
+        total: dict[str, int] = {}
+        for row in self.kinds.values():
+            for k, v in row.items():
+                total[k] = total.get(k, 0) + v
+        worst = sorted(self.worst, key=lambda w: (-len(w["lost"]), w["question"]))[:examples]
+        return {"all": total, **self.kinds, "worst": worst}
+
+
 # -- the run -------------------------------------------------------------------------------------
 
 
@@ -398,14 +460,19 @@ async def ingest(engine: Any, corpus: Corpus) -> float:
 
 
 async def measure(
-    engine: Any, corpus: Corpus, tally: Tally, budget: int, lcg_only: bool = False
+    engine: Any,
+    corpus: Corpus,
+    tally: Tally,
+    budget: int,
+    lcg_only: bool = False,
+    losses: Losses | None = None,
 ) -> None:
 
     docs = corpus.docs
     key_of = {d.uuid: d.key for d in docs}
     if lcg_only:
         for q in corpus.questions:
-            await _lcg(engine, corpus, q, tally, budget, key_of)
+            await _lcg(engine, corpus, q, tally, budget, key_of, losses)
         return
     bm25 = Bm25([d.text for d in docs])
     embedder = engine.parts.embedder
@@ -429,11 +496,17 @@ async def measure(
         ):
             ranked = [docs[i] for i in ranking]
             tally.add(name, q, [d.key for d in ranked], pack(q.text, ranked, budget), ms)
-        await _lcg(engine, corpus, q, tally, budget, key_of)
+        await _lcg(engine, corpus, q, tally, budget, key_of, losses)
 
 
 async def _lcg(
-    engine: Any, corpus: Corpus, q: Question, tally: Tally, budget: int, key_of: dict[str, str]
+    engine: Any,
+    corpus: Corpus,
+    q: Question,
+    tally: Tally,
+    budget: int,
+    key_of: dict[str, str],
+    losses: Losses | None = None,
 ) -> None:
     """lcg's two read methods, with their defaults, on one question."""
     from lcg.service.registry import dispatch
@@ -474,6 +547,8 @@ async def _lcg(
         ctx["included_episode_ids"] = []
     carried = [key_of[u] for u in ctx.get("included_episode_ids", []) if u in key_of]
     tally.add("lcg.get_context", q, None, carried, ms)
+    if losses is not None:
+        losses.add(engine, corpus, q, carried, key_of)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -510,11 +585,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             episodes = sum(len(c.docs) for c in corpora)
             out["episodes"] = episodes
             out["ingest_ms_per_episode"] = round(1000 * ingest_s / max(episodes, 1), 1)
-            out.update(_families(engine, corpora, args.budget))
+            out.update(_families(engine, corpora, args.budget, losses=args.losses))
             grid: dict[str, Any] = {}
             for row in filter(None, args.grid.split(";")):
                 kept = _apply(row.split(","))
-                grid[row] = _families(engine, corpora, args.budget, lcg_only=True)
+                grid[row] = _families(
+                    engine, corpora, args.budget, lcg_only=True, losses=args.losses
+                )
                 _apply([f"{k}={v}" for k, v in kept.items()])
             if grid:
                 out["grid"] = grid
@@ -537,19 +614,26 @@ def _apply(settings: Sequence[str]) -> dict[str, Any]:
 
 
 def _families(
-    engine: Any, corpora: list[Corpus], budget: int, lcg_only: bool = False
+    engine: Any,
+    corpora: list[Corpus],
+    budget: int,
+    lcg_only: bool = False,
+    losses: bool = False,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for family in ("beam", "changelogs"):
         tally = Tally()
+        lost = Losses() if losses and family == "beam" else None
         chosen = [c for c in corpora if c.name.startswith(family)]
         for c in chosen:
-            anyio.run(measure, engine, c, tally, budget, lcg_only)
+            anyio.run(measure, engine, c, tally, budget, lcg_only, lost)
         out[family] = {
             "corpora": len(chosen),
             "episodes": sum(len(c.docs) for c in chosen),
             "methods": tally.summary(),
         }
+        if lost is not None:
+            out[family]["losses"] = lost.summary()
     return out
 
 
@@ -559,6 +643,11 @@ def main() -> None:
     parser.add_argument("--embedder", default="hash")
     parser.add_argument("--budget", type=int, default=2000)
     parser.add_argument("--per-changelog", type=int, default=40)
+    parser.add_argument(
+        "--losses",
+        action="store_true",
+        help="a per-question loss analysis of get_context on BEAM (module docstring)",
+    )
     parser.add_argument(
         "--grid",
         default="",

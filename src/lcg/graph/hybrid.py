@@ -34,7 +34,6 @@ from lcg.search.partition import WINDOW, View
 from lcg.search.rows import RowCache
 from lcg.search.scoring import bm25_idf, bm25_scores, mmr, rrf, top_k
 from lcg.search.strategy import HYBRID_RRF, Strategy
-from lcg.search.text import STOPWORDS, tokens
 from lcg.storage.backend import GraphReader
 from lcg.timefilter import CURRENT, TimeFilter
 
@@ -83,17 +82,13 @@ class Hit:
 
 @dataclass(frozen=True)
 class _Query:
-    terms: list[int]
-    unknown: int  # query words (not stopwords) that no document ever held
+    terms: dict[int, float]  # term id -> its weight in the query (lcg.search.text)
+    unknown: float  # the weight of the query words (not stopwords) no document ever held
     vector: npt.NDArray[np.float32] | None
 
 
 def _prepare(index: SearchIndex, text: str, strategy: Strategy) -> _Query:
-    terms = index.vocab.query(text) if strategy.lexical else []
-    unknown = 0
-    if strategy.lexical:
-        words = {w for w in tokens(text) if w not in STOPWORDS}
-        unknown = sum(1 for w in words if not index.vocab.query(w))
+    terms, unknown = index.vocab.query_terms(text) if strategy.lexical else ({}, 0.0)
     vector = index.embed_query(text) if strategy.vector else None
     return _Query(terms, unknown, vector)
 
@@ -101,17 +96,19 @@ def _prepare(index: SearchIndex, text: str, strategy: Strategy) -> _Query:
 def _lexical(
     views: list[tuple[str, View]],
     masks: list[Mask],
-    terms: list[int],
+    terms: Mapping[int, float],
     pool: int,
-    unknown: int = 0,
+    unknown: float = 0.0,
     coverage: float = LEXICAL_COVERAGE,
     rest: float = 0.0,
 ) -> list[tuple[str, str, int, float]]:
-    """BM25 top `pool` over all views, with collection statistics summed across them.
+    """BM25 top `pool` over all views, with collection statistics summed across them; `terms`:
+    term id -> the share of its idf it weighs (lcg.search.text.Vocabulary.query_terms).
 
     Only documents holding at least `coverage` of the query's idf weight are candidates
-    (lcg.search.floor); `unknown` query words count with the highest idf. Windows of one uuid
-    are one hit, at its best window, scoring that plus `rest` times the others."""
+    (lcg.search.floor); `unknown` (the weight of the query words no document holds) counts
+    with the highest idf. Windows of one uuid are one hit, at its best window, scoring that
+    plus `rest` times the others."""
     if not terms:
         return []
     postings = [[v.postings(t) for t in terms] for _, v in views]
@@ -120,7 +117,7 @@ def _lexical(
     if n_docs == 0 or total == 0:
         return []
     df = np.array([sum(len(p[i][0]) for p in postings) for i in range(len(terms))])
-    idf = bm25_idf(n_docs, df)
+    idf = bm25_idf(n_docs, df) * np.fromiter(terms.values(), dtype=np.float64, count=len(terms))
     avgdl = total / n_docs
     weight = float(idf.sum()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
     hits: list[tuple[str, str, int, float]] = []

@@ -131,15 +131,16 @@ def _stemmer() -> Stemmer.Stemmer:
 
 
 def query_weights(index: SearchIndex, query: str, groups: Sequence[str] | None) -> dict[int, float]:
-    """Term id -> idf over the episodes of `groups`, for the query's indexed terms."""
-    terms = index.vocab.query(query)
+    """Term id -> idf over the episodes of `groups` times the term's weight in the query
+    (lcg.search.text.Vocabulary.query_terms), for the query's indexed terms."""
+    terms = index.vocab.query_terms(query)[0]
     if not terms:
         return {}
     views = index.views("episode", groups)
     n_docs = max(1, sum(v.live_docs for _, v in views))
     df = np.array([sum(len(v.postings(t)[0]) for _, v in views) for t in terms], dtype=np.int64)
     idf = bm25_idf(n_docs, df)
-    return {t: float(x) for t, x in zip(terms, idf.tolist(), strict=True)}
+    return {t: float(x) * terms[t] for t, x in zip(terms, idf.tolist(), strict=True)}
 
 
 def passage_scores(
@@ -154,8 +155,7 @@ def passage_scores(
     weights = query_weights(index, query, groups)
     views = dict(index.views("episode", sorted({g for g, _, _ in hits})))
     n_docs = max(1, sum(v.live_docs for _, v in index.views("episode", groups)))
-    words = {w for w in tokens(query) if w not in STOPWORDS}
-    unknown = sum(1 for w in words if not index.vocab.query(w))
+    unknown = index.vocab.query_terms(query)[1]
     total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
     out: list[float] = []
     for group, doc, cosine in hits:

@@ -7,6 +7,12 @@ Unlike Kuzu's default, digits are kept: "Apollo 11" and "Apollo 13" are differen
 
 Terms get dense integer ids from one `Vocabulary` per search index; ids are never reused, so a
 posting list built at any time stays valid.
+
+A query's terms are weighed (`Vocabulary.query_terms`): the words a question uses to ask about
+what was said rather than to name what it was about ("summarize", "in which order", "mentioned
+throughout our conversations", `QUESTION_WORDS`) weigh `QUESTION_WEIGHT` of their idf, so that a
+rare one of them ("summary" in a chat that never says it) does not outrank the topic; a query of
+only such words keeps their full weight. Indexed text is not affected.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
-__all__ = ["STOPWORDS", "Vocabulary", "tokens"]
+__all__ = ["QUESTION_WEIGHT", "QUESTION_WORDS", "STOPWORDS", "Vocabulary", "tokens"]
 
 _WORD = re.compile(r"[^\W_]+")
 # For ASCII text (the common case) the same split, twice as fast: every ASCII character that is
@@ -50,7 +56,22 @@ STOPWORDS = frozenset((
     "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
     "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves",
 ))
+# Words that ask about a conversation or a set of notes instead of naming a topic: requests
+# ("summarize", "list", "walk me through"), the record itself ("conversations", "sessions",
+# "mentioned", "brought up", "discussed") and its extent ("throughout", "across", "so far").
+QUESTION_WORDS = frozenset((
+    "across", "aspects", "brought", "chat", "chats", "chronological", "chronologically",
+    "comprehensive", "conversation", "conversations", "describe", "discuss", "discussed",
+    "discussing", "discussion", "discussions", "far", "give", "items", "list", "mention",
+    "mentioned", "mentioning", "mentions", "order", "overview", "please", "provide", "recall",
+    "recap", "remind", "sequence", "session", "sessions", "summaries", "summarise",
+    "summarised", "summarize", "summarized", "summary", "talk", "talked", "tell", "throughout",
+    "various", "walk",
+))
 # fmt: on
+# The share of its idf a question word weighs in a query (a topic word weighs all of it).
+# Measured with bench/evidence.py (docs/search.md, "Context").
+QUESTION_WEIGHT = 0.25
 
 Ids = npt.NDArray[np.int64]
 
@@ -147,13 +168,28 @@ class Vocabulary:
 
     def query(self, text: str) -> list[int]:
         """Distinct term ids of a query, in order; words never indexed are dropped."""
-        out: dict[int, None] = {}
-        for word in tokens(text):
+        return list(self.query_terms(text)[0])
+
+    def query_terms(self, text: str) -> tuple[dict[int, float], float]:
+        """A query's distinct term ids, in order, each with its weight (module docstring: 1,
+        or `QUESTION_WEIGHT` for a term only question words give), and the summed weight of
+        its words no text ever held (stopwords are neither)."""
+        found: list[tuple[int | None, float]] = []
+        for word in dict.fromkeys(tokens(text)):
             term = self._word_ids.get(word)
             if term is None:
                 with self._lock:  # a PyStemmer object is not thread-safe
                     stem = self._stemmer.stemWord(word)
                 term = self._term_ids.get(stem)
-            if term is not None and term >= 0:
-                out[term] = None
-        return list(out)
+            if term is None or term >= 0:
+                found.append((term, QUESTION_WEIGHT if word in QUESTION_WORDS else 1.0))
+        if all(w < 1.0 for _, w in found):  # only question words: they are the topic
+            found = [(t, 1.0) for t, _ in found]
+        weights: dict[int, float] = {}
+        unknown = 0.0
+        for term, w in found:
+            if term is None:
+                unknown += w
+            else:
+                weights[term] = max(weights.get(term, 0.0), w)
+        return weights, unknown

@@ -151,3 +151,26 @@ async def test_passages_never_push_the_block_over_its_budget(
     got = await _call(engine, "knowledge_get_context", query=query, token_budget=256)
     assert math.ceil(len(got["context"].encode()) / 4) == got["token_estimate"] <= 256
     assert got["included_episode_ids"] and got["omitted_passages"] > 0
+
+
+async def test_a_rare_question_word_does_not_outrank_the_topic(engine: Engine) -> None:
+    # "summary" is in one turn, "quokka" and "colony" in four: by idf alone that one turn,
+    # which shares nothing with the topic, would rank first.
+    for i in range(4):
+        await _episode(
+            engine, f"ep-quokka-{i}", f"The quokka colony grew by {i + 2} pups.", MARCH, "user turn"
+        )
+    for i in range(5):
+        await _episode(engine, f"ep-filler-{i}", f"Lunch was soup number {i}.", MARCH, "user turn")
+    await _episode(
+        engine, "ep-summary", "Here is a summary of the Friday menu.", MARCH, "assistant turn"
+    )
+    query = "Give me a summary of the quokka colony throughout our conversations"
+    found = await _call(engine, "knowledge_search_passages", query=query)
+    ranked = [p["uuid"] for p in found["passages"]]
+    assert set(ranked[:4]) == {f"ep-quokka-{i}" for i in range(4)}, ranked
+    got = await _call(engine, "knowledge_get_context", query=query)
+    assert got["included_episode_ids"][:4] == ranked[:4]
+    # A query of question words alone keeps their weight: the turn that holds them is found.
+    alone = await _call(engine, "knowledge_search_passages", query="give me the summary")
+    assert [p["uuid"] for p in alone["passages"]][:1] == ["ep-summary"]

@@ -81,3 +81,22 @@ def test_the_separator_is_no_word_of_the_saved_vocabulary() -> None:
     again = Vocabulary()
     again.restore(saved)
     assert again.analyze(["small man"])[1].tolist() == vocab.analyze(["small man"])[1].tolist()
+
+
+def test_question_words_weigh_less_than_the_topic() -> None:
+    vocab = Vocabulary()
+    vocab.analyze(["a summary of the quokka order", "quokka orders"])
+    ids = vocab.export()["words"]
+    weights, unknown = vocab.query_terms("Summarize the quokka summary, in order, and wombats")
+    assert weights == {
+        ids["summary"]: text_mod.QUESTION_WEIGHT,
+        ids["quokka"]: 1.0,
+        ids["order"]: text_mod.QUESTION_WEIGHT,
+    }
+    # "summarize" and "wombats" were never indexed: a question word and a topic word.
+    assert unknown == pytest.approx(text_mod.QUESTION_WEIGHT + 1.0)
+    # A topic word that stems like a question word keeps its weight ("orders", "order").
+    assert vocab.query_terms("quokka orders in order")[0][ids["order"]] == 1.0
+    # Only question words: they are the topic, at full weight.
+    assert vocab.query_terms("the summary, in order")[0] == {ids["summary"]: 1.0, ids["order"]: 1.0}
+    assert vocab.query("summary of quokka") == [ids["summary"], ids["quokka"]]
