@@ -18,7 +18,8 @@ The checks: string dictionary growth per checkpoint, a NULL written after a chec
 update, native memory kept per CHECKPOINT and per COPY, the cost of an UNWIND key lookup as
 the table grows (and of an IN-list), writes after ROLLBACK, CHECKPOINT after a rolled-back
 failed COPY, the file lock after close() with a live prepared statement, the reference count
-of DATE/TIMESTAMP values read, and a soak of small writes each followed by a checkpoint.
+of DATE/TIMESTAMP values read, a soak of small writes each followed by a checkpoint, and the
+buffer pool kept by live `UNION ALL` lookup statements.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ EXPECTED: dict[str, dict[str, bool]] = {
         "close_with_statement": True,
         "timestamp_refs": True,
         "small_write_soak": False,
+        "union_statement_pool": True,
     },
     "kuzu": {
         "dictionary_growth": True,
@@ -71,6 +73,7 @@ EXPECTED: dict[str, dict[str, bool]] = {
         "close_with_statement": False,
         "timestamp_refs": True,
         "small_write_soak": True,
+        "union_statement_pool": False,
     },
 }
 
@@ -425,6 +428,50 @@ def small_write_soak(db: Db, quick: bool) -> dict[str, Any]:
     }
 
 
+def union_statement_pool(db: Db, quick: bool) -> dict[str, Any]:
+    """Live prepared statements of 16 primary-key lookups joined by `UNION ALL`, each executed
+    once and kept (as a connection's statement cache keeps them), in a 64 MB buffer pool:
+    LadybugDB 0.22 keeps ~4.5 MB of pool per statement, so the 14th fails (and a whole-table
+    read after a few); Kuzu keeps none. The same keys by one `UNWIND` statement each keep none."""
+    db = Db(db.m, db.path.with_name("union.db"), pool=64 * 1024 * 1024)
+    rows = 20_000 if quick else 100_000
+    _fill(db, rows, lambda i: f"row {i} with words enough to fill a column chunk of strings")
+    statements = 40 if quick else 120
+    kept: list[Any] = []
+
+    def kept_until_full(union: bool) -> int | None:
+        kept.clear()
+        for s in range(statements):
+            keys = [f"k{(s * 16 + i) % rows:07d}" for i in range(16)]
+            if union:
+                query = " UNION ALL ".join(
+                    f"MATCH (t:T {{uuid: $u{i}}}) RETURN t.uuid, t.s, {s} AS s" for i in range(16)
+                )
+                params: dict[str, Any] = {f"u{i}": k for i, k in enumerate(keys)}
+            else:
+                query = f"UNWIND $keys AS u MATCH (t:T {{uuid: u}}) RETURN t.uuid, t.s, {s} AS s"
+                params = {"keys": keys}
+            statement = db.conn._prepare(query)
+            try:
+                db.conn.execute(statement, params).close()
+            except RuntimeError:
+                return s
+            kept.append(statement)
+        return None
+
+    union_failed_at = kept_until_full(union=True)
+    kept.clear()
+    unwind_failed_at = kept_until_full(union=False)
+    kept.clear()
+    return {
+        "statements": statements,
+        "pool_mb": 64,
+        "union_failed_at": union_failed_at,
+        "unwind_failed_at": unwind_failed_at,
+        "defect": union_failed_at is not None,
+    }
+
+
 CHECKS: dict[str, Callable[[Db, bool], dict[str, Any]]] = {
     f.__name__: f
     for f in (
@@ -439,6 +486,7 @@ CHECKS: dict[str, Callable[[Db, bool], dict[str, Any]]] = {
         close_with_statement,
         timestamp_refs,
         small_write_soak,
+        union_statement_pool,
     )
 }
 

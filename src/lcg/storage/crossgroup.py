@@ -52,13 +52,20 @@ def active_facts_touching(conn: Conn, entity_uuids: Iterable[str]) -> list[Fact]
 
 
 def episodes_mentioning(conn: Conn, entity_uuids: Iterable[str], group_id: str) -> list[str]:
-    """Uuids of the group's episodes that mention any of the entities, sorted."""
-    rows = conn.rows(
-        "UNWIND $u AS x MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {uuid: x}) "
-        "WHERE ep.group_id = $g RETURN DISTINCT ep.uuid ORDER BY ep.uuid",
-        {"u": list(entity_uuids), "g": group_id},
+    """Uuids of the group's episodes that mention any of the entities, sorted (one statement
+    per key on LadybugDB, `point_rows(lookup=False)`: the `UNWIND` is a scan there, 457 ms CPU
+    for 16 entities at 1M facts)."""
+    rows = conn.point_rows(
+        "MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {uuid: $u}) WHERE ep.group_id = $g "
+        "RETURN DISTINCT ep.uuid",
+        "UNWIND $keys AS u MATCH (ep:Episode)-[:MENTIONS]->(e:Entity {uuid: u}) "
+        "WHERE ep.group_id = $g RETURN DISTINCT ep.uuid",
+        list(dict.fromkeys(entity_uuids)),
+        {"g": group_id},
+        table="Entity",
+        lookup=False,
     )
-    return [r[0] for r in rows]
+    return sorted({r[0] for r in rows})
 
 
 def drop_dangling_facts(conn: Conn) -> list[str]:

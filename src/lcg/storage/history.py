@@ -132,7 +132,7 @@ def facts_around(
     many = (
         f"MATCH (e:Entity)-[:RELATES_TO]-(f:Fact) {_where('e.uuid IN $keys', clause)} RETURN f.uuid"
     )
-    found = conn.point_rows(one, many, keys, params, table="Entity")
+    found = conn.point_rows(one, many, keys, params, table="Entity", lookup=False)
     uuids = list(dict.fromkeys(row[0] for row in found))
     rows = conn.point_rows(
         f"MATCH (f:Fact {{uuid: $u}}) RETURN {FACT_COLS}",
@@ -197,7 +197,12 @@ def _union_rows(conn: Conn, branch: str, keys: Sequence[str]) -> list[list[Any]]
     """`branch`, a statement on one primary key `$u`, for every key: one statement per
     `_UNION_MAX` keys, the branches joined by `UNION ALL` (each a primary-key lookup: an
     `UNWIND $keys ... MATCH {uuid: u}` is a hash join that scans the table, seconds at 1M
-    facts), so Kuzu's per-statement cost is paid once per 16 keys."""
+    facts), so Kuzu's per-statement cost is paid once per 16 keys. On LadybugDB (an engine with
+    `unwind_lookups`) one statement per key instead: it keeps ~4.5 MB of buffer pool per live
+    16-branch statement (`graph._union_by_uuid`), and an `UNWIND` of these patterns scans (at
+    1M facts it filled the pool); one by one, 16 facts' rows cost 3.2 ms CPU there."""
+    if conn.traits.unwind_lookups:
+        return [row for key in keys for row in conn.rows(branch, {"u": key})]
     out: list[list[Any]] = []
     for start in range(0, len(keys), _UNION_MAX):
         chunk = keys[start : start + _UNION_MAX]

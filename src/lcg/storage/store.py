@@ -44,6 +44,7 @@ import logging
 import queue
 import re
 import shutil
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -449,13 +450,19 @@ class Conn:
         entry[1] -= 1
         return entry[0]
 
-    def point_limit(self, table: str, per_key_ms: float = _POINT_MS, columns: int = 1) -> int:
+    def point_limit(
+        self, table: str, per_key_ms: float = _POINT_MS, columns: int = 1, *, lookup: bool = True
+    ) -> int:
         """The most keys worth handling one prepared statement per key (`per_key_ms` each) in
         `table` rather than one `UNWIND` that scans the table and carries `columns` of each
         row (see `_UNWIND_BASE_MS`). On an engine whose `UNWIND` finds keys through the
-        primary-key index (LadybugDB: 64 keys in 0.44 ms at 200k rows) that is one key."""
+        primary-key index (LadybugDB: 64 keys in 0.44 ms at 200k rows) that is one key when the
+        many-key statement is such a node lookup (`lookup`); one that follows relationships from
+        the keys is planned as a scan there (1M facts, 16 keys: provenance by `UNWIND` 313 ms
+        CPU against 1.9 ms one by one, `facts_around` by `IN` 99 ms against 3.4 ms), so then
+        every key goes one by one."""
         if self.traits.unwind_lookups:
-            return 1
+            return 1 if lookup else sys.maxsize
         per_row = _UNWIND_MS_PER_ROW + _UNWIND_MS_PER_ROW_COLUMN * max(1, columns)
         unwind_ms = _UNWIND_BASE_MS + self.table_rows(table) * per_row
         return int(unwind_ms / per_key_ms)
@@ -469,15 +476,17 @@ class Conn:
         *,
         table: str,
         columns: int = 1,
+        lookup: bool = True,
     ) -> list[list[Any]]:
         """Rows for each key: `one` matches a primary key `$u` of `table`, `many` is the same
         query over `UNWIND $keys AS u`; both return `columns` columns. Up to
-        `point_limit(table)` keys are looked up one by one with the connection's prepared
-        statement; more go in one `many` query. `params` are passed to both."""
+        `point_limit(table, lookup=lookup)` keys are looked up one by one with the connection's
+        prepared statement; more go in one `many` query (`lookup`: `many` only matches nodes
+        by key, it follows no relationship). `params` are passed to both."""
         if not keys:
             return []
         extra = params or {}
-        if len(keys) > self.point_limit(table, columns=columns):
+        if len(keys) > self.point_limit(table, columns=columns, lookup=lookup):
             return self.rows(many, {**extra, "keys": list(keys)})
         out: list[list[Any]] = []
         for key in keys:

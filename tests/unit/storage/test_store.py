@@ -11,7 +11,7 @@ import pytest
 
 from lcg.errors import StorageError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
-from lcg.storage import graph, history
+from lcg.storage import graph, history, search_rows
 from lcg.storage import store as store_module
 from lcg.storage.schema import FULLTEXT_INDEXES, MIGRATIONS
 from lcg.storage.store import EngineMismatchError, Store, database_engine, default_engine, pool_mb
@@ -408,5 +408,42 @@ def test_a_failed_bulk_copy_into_a_fresh_database_leaves_a_working_store(
             tx.run("MERGE (m:Meta {key: $k}) SET m.value = $v", {"k": "dup", "v": "3"})
         with store.read() as r:
             assert r.scalar("MATCH (m:Meta {key: $k}) RETURN m.value", {"k": "dup"}) == "3"
+    finally:
+        store.close()
+
+
+def test_hit_lookups_keep_no_buffer_pool_a_whole_group_read_needs(tmp_path: Path) -> None:
+    """Search hits are read back by uuid with cached statements of every key count (1-16) on
+    each connection, for entities, facts with their hops and the provenance of endpoints; a
+    whole-group column read (the search index's rebuild) must still fit in the pool after.
+    LadybugDB 0.22 keeps ~4.5 MB of pool per live 16-branch `UNION ALL` statement: at 1M facts
+    the statement caches filled the pool and `fact_columns` failed ("the buffer pool is full")."""
+    store = Store(tmp_path / "db", buffer_pool_mb=64)
+    try:
+        n, m = 5_000, 1_000  # entities, facts (a fact costs ~4 ms to write here)
+        entities = [
+            _entity(f"e{i:05d}", f"name {i}", f"summary of entity {i} " * 3) for i in range(n)
+        ]
+        facts = [
+            _fact(f"f{i:05d}", f"e{i:05d}", f"e{(i + 1) % n:05d}", f"fact {i} " * 4)
+            for i in range(m)
+        ]
+        with store.transaction() as tx:
+            for lo in range(0, n, 500):
+                graph.upsert_entities(tx, entities[lo : lo + 500])
+            graph.upsert_facts(tx, facts)
+        for _ in range(2):  # every reader connection of the pool, as concurrent reads use them
+            with store.read() as r:
+                for count in range(1, 17):
+                    for start in range(0, 48, 16):
+                        keys = [f"{i:05d}" for i in range(start * count, start * count + count)]
+                        assert len(graph.entities_of_hits(r, [f"e{k}" for k in keys])) == count
+                        assert len(graph.facts_of_hits(r, [f"f{k}" for k in keys])) == count
+                        fact_keys = [f"f{k}" for k in keys]
+                        rows = history._union_rows(r, history._UNION_ROW_OUT, fact_keys)
+                        assert len(rows) == count
+        with store.read() as r:
+            assert len(search_rows.fact_columns(r, "g", 2**62, -(2**62)).uuid) == m
+            assert len(search_rows.entity_columns(r, "g").uuid) == n
     finally:
         store.close()
