@@ -174,3 +174,28 @@ async def test_a_rare_question_word_does_not_outrank_the_topic(engine: Engine) -
     # A query of question words alone keeps their weight: the turn that holds them is found.
     alone = await _call(engine, "knowledge_search_passages", query="give me the summary")
     assert [p["uuid"] for p in alone["passages"]][:1] == ["ep-summary"]
+
+
+async def test_hybrid_mmr_passage_search_moves_a_different_passage_up(engine: Engine) -> None:
+    # Three turns say the same thing; a fourth says something else about the quokka. Fused by
+    # rank, the three repeats come first; maximal marginal relevance (hybrid_mmr, lambda 0.5)
+    # puts the different one right after the first repeat.
+    for i in range(3):
+        await _episode(
+            engine, f"ep-same-{i}", "The quokka colony in Perth grew by two pups.", MARCH, "user"
+        )
+    await _episode(
+        engine, "ep-other", "A quokka was seen near the ferry dock at dawn.", MARCH, "user"
+    )
+    query = "quokka colony Perth pups"
+    for min_score in (None, 0.0):
+        extra = {} if min_score is None else {"min_score": min_score}
+        fused = await _call(engine, "knowledge_search_passages", query=query, **extra)
+        diverse = await _call(
+            engine, "knowledge_search_passages", query=query, search_strategy="hybrid_mmr", **extra
+        )
+        fused_ids = [p["uuid"] for p in fused["passages"]]
+        diverse_ids = [p["uuid"] for p in diverse["passages"]]
+        assert fused_ids[3:] == ["ep-other"], (min_score, fused_ids)
+        assert diverse_ids[1] == "ep-other", (min_score, diverse_ids)
+        assert sorted(diverse_ids) == sorted(fused_ids)
