@@ -4,9 +4,10 @@ facts it shows were read from.
 `find_passages` ranks episodes by hybrid passage search (BM25 + vector, fused by reciprocal rank,
 each list on its own evidence: lcg.search.floor) and appends the episodes the seed facts cite; an
 episode recorded after the reference instant (`as_of`) is never quoted. Each passage quotes the
-window of its episode that holds the most of the query's weight (lcg.search.passages), with the
-window's offsets, the episode's date, name and source description, so every line names its
-source. `pack_passages` writes them into a byte allowance, best first; one that does not fit is
+piece of its episode that holds the most of the query's weight (lcg.search.passages), cut from
+the index window the search found the episode by (`Hit.window`; an episode a fact cites: from
+its whole text), with the piece's offsets in the episode, the episode's date, name and source
+description, so every line names its source. `pack_passages` writes them into a byte allowance, best first; one that does not fit is
 skipped and later, shorter ones may still fit (`MISFITS` as in lcg.temporal.context).
 """
 
@@ -46,20 +47,22 @@ QUOTE_CHARS = 150
 # Episodes whose cut into quote windows is kept (the same episodes answer many questions of a
 # conversation; cutting a long one is most of a quote's cost).
 CUTS_KEPT = 4096
-_CUTS: OrderedDict[tuple[str, int], tuple[str, list[tuple[int, int]]]] = OrderedDict()
+_CUTS: OrderedDict[tuple[str, int, int, int], tuple[str, list[tuple[int, int]]]] = OrderedDict()
 _CUTS_LOCK = threading.Lock()
 
 
-def _cut(episode: Episode, size: int) -> list[tuple[int, int]]:
-    """`windows(episode.content, size)`, kept for the last `CUTS_KEPT` episodes (by uuid, and
-    only while the content is the same)."""
-    key = (episode.uuid, size)
+def _cut(episode: Episode, size: int, span: tuple[int, int]) -> list[tuple[int, int]]:
+    """`windows` of `episode.content[span]` at `size`, as offsets in the whole content, kept
+    for the last `CUTS_KEPT` (episode, span) pairs (by uuid, and only while the content is the
+    same)."""
+    key = (episode.uuid, size, *span)
     with _CUTS_LOCK:
         held = _CUTS.get(key)
         if held is not None and held[0] == episode.content:
             _CUTS.move_to_end(key)
             return held[1]
-    pieces = windows(episode.content, size)
+    lo, hi = span
+    pieces = [(lo + a, lo + b) for a, b in windows(episode.content[lo:hi], size)]
     with _CUTS_LOCK:
         _CUTS[key] = (episode.content, pieces)
         while len(_CUTS) > CUTS_KEPT:
@@ -69,19 +72,32 @@ def _cut(episode: Episode, size: int) -> list[tuple[int, int]]:
 
 class Passage:
     """The window `[start, end)` of an episode's content that best matches the query, chosen
-    on first use (a packing reads only the passages it tries: ~30 of `MAX_PASSAGES`)."""
+    on first use (a packing reads only the passages it tries: ~30 of `MAX_PASSAGES`) among the
+    pieces of `span`: the index window the search found the episode by (`Hit.window`), or the
+    whole content (an episode a fact cites)."""
 
-    __slots__ = ("_stems", "_window", "episode")
+    __slots__ = ("_span", "_stems", "_window", "episode")
 
-    def __init__(self, episode: Episode, stems: Mapping[str, float]) -> None:
+    def __init__(
+        self,
+        episode: Episode,
+        stems: Mapping[str, float],
+        span: tuple[int, int] | None = None,
+    ) -> None:
         self.episode = episode
         self._stems = stems
+        size = len(episode.content)
+        lo, hi = span if span is not None else (0, size)
+        self._span = (max(0, min(lo, size)), max(0, min(hi, size)))
+        if self._span[0] >= self._span[1]:  # the content changed since the index cut it
+            self._span = (0, size)
         self._window: tuple[int, int] | None = None
 
     def _bounds(self) -> tuple[int, int]:
         if self._window is None:
             content = self.episode.content
-            w = best_window(content, self._stems, QUOTE_CHARS, _cut(self.episode, QUOTE_CHARS))
+            pieces = _cut(self.episode, QUOTE_CHARS, self._span)
+            w = best_window(content, self._stems, QUOTE_CHARS, pieces)
             self._window = (w.start, w.end)
         return self._window
 
@@ -117,6 +133,7 @@ def find_passages(
     limit = MAX_PASSAGES if limit is None else limit
     hits = hybrid.episode_hits(engine, query, groups, limit, HYBRID_RRF)
     episodes = [ep for ep, _ in hits]
+    spans = {ep.uuid: hit.window for ep, hit in hits if hit.window is not None}
     seen = {ep.uuid for ep in episodes}
     cited = [u for f in facts for u in f.episodes if u not in seen]
     if cited:
@@ -130,7 +147,7 @@ def find_passages(
     if as_of is not None:
         episodes = [ep for ep in episodes if (_when(ep) or as_of) <= as_of]
     stems = query_stems(index, query, groups)
-    return [Passage(ep, stems) for ep in episodes if ep.content.strip()]
+    return [Passage(ep, stems, spans.get(ep.uuid)) for ep in episodes if ep.content.strip()]
 
 
 def passage_line(label: str, p: Passage) -> str:

@@ -12,8 +12,10 @@ import pytest
 
 from lcg import Engine
 from lcg.engine import EpisodeCommit
+from lcg.graph import hybrid
 from lcg.models import Entity, Episode
 from lcg.search.passages import WINDOW_CHARS
+from lcg.search.strategy import HYBRID_RRF
 from lcg.service.registry import dispatch
 from lcg.temporal import context
 
@@ -199,3 +201,27 @@ async def test_hybrid_mmr_passage_search_moves_a_different_passage_up(engine: En
         assert fused_ids[3:] == ["ep-other"], (min_score, fused_ids)
         assert diverse_ids[1] == "ep-other", (min_score, diverse_ids)
         assert sorted(diverse_ids) == sorted(fused_ids)
+
+
+async def test_context_quotes_from_the_window_the_search_found(engine: Engine) -> None:
+    # Three index windows: a long paragraph that says the query's words twice (the piece a
+    # scan of the whole text would quote: repeats score more), filler, and a short closing
+    # paragraph that says them once. The short one is the episode's best window in the index
+    # (BM25 favours a short document, the vector too): the quote is cut from it.
+    repeats = (
+        f"{FILLER}{FILLER}The quokka migration came up twice: the quokka migration again. "
+        f"{FILLER}{FILLER}"
+    )
+    closing = "The quokka migration is done."
+    text = f"{repeats}\n\n{(FILLER * 6).strip()}\n\n{closing}"
+    await _episode(engine, "ep-long", text, MARCH, "user turn")
+    await _episode(engine, "ep-other", FILLER, MARCH, "assistant turn")
+    query = "quokka migration"
+    hits = hybrid.episode_hits(engine, query, [G], 5, HYBRID_RRF)
+    start = text.index(closing)
+    assert hits[0][1].window == (start, len(text))  # the premise: the index found it there
+    got = await _call(engine, "knowledge_get_context", query=query)
+    line = next(x for x in got["context"].splitlines() if "(episode ep-long" in x)
+    assert closing in line and "came up twice" not in line, line
+    assert line.endswith(f"(episode ep-long, chars {start}-{len(text)} of {len(text)})")
+    assert text[start : len(text)] == closing
