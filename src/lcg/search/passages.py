@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import Stemmer
 
 from lcg.search.index import SearchIndex
@@ -158,13 +159,19 @@ def passage_scores(
     unknown = index.vocab.query_terms(query)[1]
     total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
     out: list[float] = []
+    # A term's postings once per group, not once per hit (each read scans the partition's
+    # delta: get_context scores its 40 hits).
+    posted: dict[tuple[str, int], npt.NDArray[np.int64]] = {}
     for group, doc, cosine in hits:
         view = views.get(group)
         held = 0.0
         if view is not None and total > 0:
             docs = view.windows_of(doc)  # the episode's windows: what it holds, in any of them
             for term, w in weights.items():
-                if bool(np.isin(view.postings(term)[0], docs).any()):
+                found = posted.get((group, term))
+                if found is None:
+                    found = posted[(group, term)] = view.postings(term)[0]
+                if bool(np.isin(docs, found).any()):
                     held += w
         out.append(max(cosine, held / total if total > 0 else 0.0))
     return out

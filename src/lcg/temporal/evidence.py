@@ -2,7 +2,8 @@
 facts it shows were read from.
 
 `find_passages` ranks episodes by hybrid passage search (BM25 + vector, fused by reciprocal rank,
-each list on its own evidence: lcg.search.floor) and appends the episodes the seed facts cite; an
+each list on its own evidence: lcg.search.floor), keeps those scoring at least `RELATIVE_FLOOR`
+of the best one, and appends the episodes the seed facts cite; an
 episode recorded after the reference instant (`as_of`) is never quoted. Each passage quotes the
 piece of its episode that holds the most of the query's weight (lcg.search.passages), cut from
 the index window the search found the episode by (`Hit.window`; an episode a fact cites: from
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from lcg.graph import hybrid
 from lcg.models import Episode, Fact
-from lcg.search.passages import best_window, query_stems, windows
+from lcg.search.passages import best_window, passage_scores, query_stems, windows
 from lcg.search.strategy import HYBRID_RRF
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_PASSAGES",
     "QUOTE_CHARS",
+    "RELATIVE_FLOOR",
     "Passage",
     "find_passages",
     "pack_passages",
@@ -44,6 +46,13 @@ MISFITS = 8
 # sentence or two of it that hold the most of the query's weight, so a block reaches further
 # down the ranking. Measured with bench/evidence.py (docs/search.md, "Context").
 QUOTE_CHARS = 150
+# A passage search hit is quoted only if its score (lcg.search.passages.passage_scores: the
+# better of its cosine and the share of the query's idf weight it holds) is at least this share
+# of the best hit's, so the budget is not topped up with barely related episodes. The largest
+# that lowers neither share of `python bench/evidence.py --quick` (`hash`; BEAM / changelogs
+# budget share, one ingest, load 8-15): 0 0.672 / 1.0; 0.1, 0.2, 0.22, 0.25, 0.28 0.672 / 1.0;
+# 0.3 0.663 / 1.0; 0.4 0.646; 0.5 0.601 / 0.987; 0.7 0.403 / 0.868 (docs/search.md, "Context").
+RELATIVE_FLOOR = 0.28
 # Episodes whose cut into quote windows is kept (the same episodes answer many questions of a
 # conversation; cutting a long one is most of a quote's cost).
 CUTS_KEPT = 4096
@@ -132,6 +141,12 @@ def find_passages(
     index = engine.parts.search
     limit = MAX_PASSAGES if limit is None else limit
     hits = hybrid.episode_hits(engine, query, groups, limit, HYBRID_RRF)
+    if hits and RELATIVE_FLOOR > 0:
+        scores = passage_scores(
+            index, query, groups, [(h.group_id, h.doc, h.cosine) for _, h in hits]
+        )
+        least = RELATIVE_FLOOR * max(scores)
+        hits = [hit for hit, score in zip(hits, scores, strict=True) if score >= least]
     episodes = [ep for ep, _ in hits]
     spans = {ep.uuid: hit.window for ep, hit in hits if hit.window is not None}
     seen = {ep.uuid for ep in episodes}

@@ -17,7 +17,7 @@ from lcg.models import Entity, Episode
 from lcg.search.passages import WINDOW_CHARS
 from lcg.search.strategy import HYBRID_RRF
 from lcg.service.registry import dispatch
-from lcg.temporal import context
+from lcg.temporal import context, evidence
 
 pytestmark = pytest.mark.anyio
 
@@ -225,3 +225,27 @@ async def test_context_quotes_from_the_window_the_search_found(engine: Engine) -
     assert closing in line and "came up twice" not in line, line
     assert line.endswith(f"(episode ep-long, chars {start}-{len(text)} of {len(text)})")
     assert text[start : len(text)] == closing
+
+
+async def test_context_quotes_no_barely_related_episode_to_fill_its_budget(engine: Engine) -> None:
+    # Three turns answer; six others share only "island", a word every turn says. The budget
+    # holds them all, but their scores are far below the best passage's: not quoted.
+    for i in range(3):
+        await _episode(
+            engine,
+            f"ep-answer-{i}",
+            f"The quokka colony on Rottnest island had {i + 3} pups.",
+            MARCH,
+            "user turn",
+        )
+    for i in range(6):
+        text = f"Ferry timetables, parking fees and weather: Zanzibar island logistics {i}."
+        await _episode(engine, f"ep-island-{i}", text, MARCH, "chat")
+    query = "how many pups did the quokka colony on Rottnest island have"
+    found = await _call(engine, "knowledge_search_passages", query=query, num_results=20)
+    scores = {p["uuid"]: p["score"] for p in found["passages"]}
+    best = max(scores.values())
+    weak = {u for u in scores if u.startswith("ep-island")}
+    assert weak and all(scores[u] < evidence.RELATIVE_FLOOR * best for u in weak), scores
+    got = await _call(engine, "knowledge_get_context", query=query)
+    assert sorted(got["included_episode_ids"]) == [f"ep-answer-{i}" for i in range(3)]
