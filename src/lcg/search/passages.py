@@ -159,19 +159,23 @@ def passage_scores(
     unknown = index.vocab.query_terms(query)[1]
     total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
     out: list[float] = []
-    # A term's postings once per group, not once per hit (each read scans the partition's
-    # delta: get_context scores its 40 hits).
-    posted: dict[tuple[str, int], npt.NDArray[np.int64]] = {}
+    # Per group and term, which documents hold it: read once, not once per hit (get_context
+    # scores its 40 hits; a postings read scans the partition's delta, `np.isin` per hit
+    # and term was most of the cost).
+    posted: dict[tuple[str, int], npt.NDArray[np.bool_]] = {}
     for group, doc, cosine in hits:
         view = views.get(group)
         held = 0.0
         if view is not None and total > 0:
             docs = view.windows_of(doc)  # the episode's windows: what it holds, in any of them
             for term, w in weights.items():
-                found = posted.get((group, term))
-                if found is None:
-                    found = posted[(group, term)] = view.postings(term)[0]
-                if bool(np.isin(docs, found).any()):
+                holds = posted.get((group, term))
+                if holds is None:
+                    found = view.postings(term)[0]
+                    holds = np.zeros(max(view.n, int(found.max(initial=-1)) + 1), dtype=bool)
+                    holds[found] = True
+                    posted[(group, term)] = holds
+                if bool(holds[docs[docs < len(holds)]].any()):
                     held += w
         out.append(max(cosine, held / total if total > 0 else 0.0))
     return out
