@@ -515,8 +515,10 @@ def episode_hits(
     floor: float | None = None,
 ) -> list[tuple[Episode, Hit]]:
     """Ranked episodes with their hits (fused score, cosine similarity of the best window,
-    the offsets of the best window); `floor` as in `_rank` (knowledge_search_passages passes
-    its `min_score`; without one, lcg.search.floor's `passage_floor`)."""
+    the offsets of the best window), reordered by maximal marginal relevance over the best
+    windows' vectors when the strategy asks (`hybrid_mmr`, as entities and facts); `floor` as
+    in `_rank` (knowledge_search_passages passes its `min_score`; without one,
+    lcg.search.floor's `passage_floor`)."""
     index = engine.parts.search
     ranked, views, cosine = _rank(
         index,
@@ -533,6 +535,8 @@ def episode_hits(
         vector_weight=PASSAGE_VECTOR_WEIGHT,
         vector_depth=PASSAGE_VECTOR_DEPTH,
     )
+    if strategy.mmr_lambda is not None:  # over the best windows' vectors
+        ranked = _mmr(ranked, views, "episode", strategy.mmr_lambda)
     hits = [
         Hit(h.uuid, h.group_id, h.doc, h.score, cosine(h), _window(views[h.group_id], h.doc))
         for h in ranked[:limit]

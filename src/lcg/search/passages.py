@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import Stemmer
 
 from lcg.search.index import SearchIndex
@@ -158,13 +159,23 @@ def passage_scores(
     unknown = index.vocab.query_terms(query)[1]
     total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
     out: list[float] = []
+    # Per group and term, which documents hold it: read once, not once per hit (get_context
+    # scores its 40 hits; a postings read scans the partition's delta, `np.isin` per hit
+    # and term was most of the cost).
+    posted: dict[tuple[str, int], npt.NDArray[np.bool_]] = {}
     for group, doc, cosine in hits:
         view = views.get(group)
         held = 0.0
         if view is not None and total > 0:
             docs = view.windows_of(doc)  # the episode's windows: what it holds, in any of them
             for term, w in weights.items():
-                if bool(np.isin(view.postings(term)[0], docs).any()):
+                holds = posted.get((group, term))
+                if holds is None:
+                    found = view.postings(term)[0]
+                    holds = np.zeros(max(view.n, int(found.max(initial=-1)) + 1), dtype=bool)
+                    holds[found] = True
+                    posted[(group, term)] = holds
+                if bool(holds[docs[docs < len(holds)]].any()):
                     held += w
         out.append(max(cosine, held / total if total > 0 else 0.0))
     return out

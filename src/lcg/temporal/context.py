@@ -43,7 +43,7 @@ from lcg.search.index import ALWAYS, NEVER, SearchIndex, micros
 from lcg.search.partition import View
 from lcg.temporal import asof
 from lcg.temporal.evidence import Passage, find_passages, pack_passages
-from lcg.temporal.timeline import fact_status
+from lcg.temporal.timeline import fact_status, successions
 from lcg.timefilter import CURRENT, TimeFilter
 from lcg.timeutil import now, to_read_format
 
@@ -65,6 +65,7 @@ __all__ = [
     "get_context",
     "pack",
     "split_budget",
+    "successor_of",
 ]
 
 MAX_FRONTIER = 64
@@ -134,9 +135,20 @@ def _window(f: Fact) -> str:
     return f"{start} → {end}"
 
 
-def _fact_line(label: str, f: Fact, ends: tuple[str, str], current: bool, at: datetime) -> str:
+def _fact_line(
+    label: str,
+    f: Fact,
+    ends: tuple[str, str],
+    current: bool,
+    at: datetime,
+    successor: Callable[[Fact], Fact | None] | None = None,
+) -> str:
     if current and f.invalid_at is not None and at < f.invalid_at <= now():
         state = f"valid then; ENDED since, was valid {_window(f)}"  # a past read (`as_of`)
+        after = successor(f) if successor is not None else None
+        if after is not None:
+            start = to_read_format(after.valid_at) or "?"
+            state += f"; then: {_clip(after.fact, 300)} (fact {after.uuid}, from {start})"
     elif current:
         state = f"valid {_window(f)}" if f.valid_at or f.invalid_at else "valid"
     elif f.valid_at is not None and f.valid_at > at:
@@ -163,6 +175,7 @@ def pack(
     omitted_facts: int = 0,
     fact_of: Callable[[Candidate], Fact | None] | None = None,
     cites: Mapping[str, Sequence[str]] | None = None,
+    successor: Callable[[Fact], Fact | None] | None = None,
 ) -> Packed:
     """Pack ranked entities and facts into a block of at most `token_budget` estimated tokens.
 
@@ -175,7 +188,8 @@ def pack(
     `facts` may be candidates, whose rows `fact_of` reads when a line is written (one it cannot
     read counts as omitted); `entities` may likewise read its rows on first use. `cites`:
     entity uuid -> labels of the quoted passages whose episodes mention it (its line cites them;
-    get_context passes them for the lead entities).
+    get_context passes them for the lead entities). `successor`: the fact that superseded an
+    ENDED-since fact of a past read, named on its line (`successor_of`).
     """
     cited = cites or {}
     limit = token_budget * 4
@@ -227,7 +241,12 @@ def pack(
             continue
         names = [labels.get(u) or f"E{len(labels) + fresh.index(u) + 1}" for u in ends]
         line = _fact_line(
-            f"F{len(fact_lines) + 1}", full, (names[0], names[1]), is_current.get(f.uuid, False), at
+            f"F{len(fact_lines) + 1}",
+            full,
+            (names[0], names[1]),
+            is_current.get(f.uuid, False),
+            at,
+            successor,
         )
         size = len(line.encode())
         if add_nodes(ends, size):
@@ -546,6 +565,12 @@ async def get_context(
                     known = {u for u in wanted if u in entities}
                 return known
 
+            def successor(fact: Fact) -> Fact | None:
+                # Named only where the read may show it: held now (the read's `known_at`) and,
+                # as a NOT YET VALID fact, known by `as_of` (no text of a later episode).
+                found = successor_of(index, views, conn, fact, visible.known_at)
+                return found if found is not None and admit(found) else None
+
             found = _expand(index, views, existing, seed_nodes, seed_facts, hops, visible, at)
             rows = _Rows(
                 conn,
@@ -568,6 +593,7 @@ async def get_context(
                 omitted_facts=found.cut_facts,
                 fact_of=rows.fact,
                 cites=_citations(asof.mentions(index, conn, lead), first[1]) if first[1] else None,
+                successor=successor,
             )
 
     packed = await anyio.to_thread.run_sync(read)
@@ -588,6 +614,41 @@ async def get_context(
         "omitted_passages": len(passages) - len(episode_ids),
         "as_of": to_read_format(as_of),
     }
+
+
+def successor_of(
+    index: SearchIndex,
+    views: Sequence[tuple[str, View]],
+    conn: GraphReader,
+    fact: Fact,
+    known_at: datetime | None,
+) -> Fact | None:
+    """The fact that superseded `fact`: of the same subject and predicate, starting when it
+    ended, linked by lcg.temporal.timeline's rule (`successions`), and held by the graph at
+    `known_at` (default now: a read that does not know the future is not shown it). Found on
+    the search index's fact columns; None if there is none."""
+    source, name = index.known_code(fact.source_uuid), index.known_code(fact.name)
+    view = next((v for g, v in views if g == fact.group_id), None)
+    if fact.invalid_at is None or source is None or name is None or view is None:
+        return None
+    cols = view.columns
+    held = TimeFilter(known_at=known_at or now(), include_invalidated=True).mask(
+        cols["valid_at"], cols["invalid_at"], cols["created_at"], cols["expired_at"]
+    )
+    docs = np.flatnonzero(
+        view.live()
+        & held
+        & (cols["source"] == source)
+        & (cols["name"] == name)
+        & (cols["valid_at"] == micros(fact.invalid_at, 0))
+    )
+    uuids = [view.uuids[d] for d in docs.tolist() if view.uuids[d] != fact.uuid]
+    if not uuids:
+        return None
+    found = conn.facts_by_uuids(uuids)
+    linked = successions([fact, *found.values()]).get(fact.uuid, [])
+    after = [found[u] for u in linked if u in found and found[u].source_uuid == fact.source_uuid]
+    return after[0] if after else None
 
 
 def _citations(

@@ -2,11 +2,13 @@
 facts it shows were read from.
 
 `find_passages` ranks episodes by hybrid passage search (BM25 + vector, fused by reciprocal rank,
-each list on its own evidence: lcg.search.floor) and appends the episodes the seed facts cite; an
+each list on its own evidence: lcg.search.floor), keeps those scoring at least `RELATIVE_FLOOR`
+of the best one, and appends the episodes the seed facts cite; an
 episode recorded after the reference instant (`as_of`) is never quoted. Each passage quotes the
-window of its episode that holds the most of the query's weight (lcg.search.passages), with the
-window's offsets, the episode's date, name and source description, so every line names its
-source. `pack_passages` writes them into a byte allowance, best first; one that does not fit is
+piece of its episode that holds the most of the query's weight (lcg.search.passages), cut from
+the index window the search found the episode by (`Hit.window`; an episode a fact cites: from
+its whole text), with the piece's offsets in the episode, the episode's date, name and source
+description, so every line names its source. `pack_passages` writes them into a byte allowance, best first; one that does not fit is
 skipped and later, shorter ones may still fit (`MISFITS` as in lcg.temporal.context).
 """
 
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from lcg.graph import hybrid
 from lcg.models import Episode, Fact
-from lcg.search.passages import best_window, query_stems, windows
+from lcg.search.passages import best_window, passage_scores, query_stems, windows
 from lcg.search.strategy import HYBRID_RRF
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_PASSAGES",
     "QUOTE_CHARS",
+    "RELATIVE_FLOOR",
     "Passage",
     "find_passages",
     "pack_passages",
@@ -43,23 +46,32 @@ MISFITS = 8
 # sentence or two of it that hold the most of the query's weight, so a block reaches further
 # down the ranking. Measured with bench/evidence.py (docs/search.md, "Context").
 QUOTE_CHARS = 150
+# A passage search hit is quoted only if its score (lcg.search.passages.passage_scores: the
+# better of its cosine and the share of the query's idf weight it holds) is at least this share
+# of the best hit's, so the budget is not topped up with barely related episodes. The largest
+# that lowers neither share of `python bench/evidence.py --quick` (`hash`; BEAM / changelogs
+# budget share, one ingest, load 8-15): 0 0.672 / 1.0; 0.1, 0.2, 0.22, 0.25, 0.28 0.672 / 1.0;
+# 0.3 0.663 / 1.0; 0.4 0.646; 0.5 0.601 / 0.987; 0.7 0.403 / 0.868 (docs/search.md, "Context").
+RELATIVE_FLOOR = 0.28
 # Episodes whose cut into quote windows is kept (the same episodes answer many questions of a
 # conversation; cutting a long one is most of a quote's cost).
 CUTS_KEPT = 4096
-_CUTS: OrderedDict[tuple[str, int], tuple[str, list[tuple[int, int]]]] = OrderedDict()
+_CUTS: OrderedDict[tuple[str, int, int, int], tuple[str, list[tuple[int, int]]]] = OrderedDict()
 _CUTS_LOCK = threading.Lock()
 
 
-def _cut(episode: Episode, size: int) -> list[tuple[int, int]]:
-    """`windows(episode.content, size)`, kept for the last `CUTS_KEPT` episodes (by uuid, and
-    only while the content is the same)."""
-    key = (episode.uuid, size)
+def _cut(episode: Episode, size: int, span: tuple[int, int]) -> list[tuple[int, int]]:
+    """`windows` of `episode.content[span]` at `size`, as offsets in the whole content, kept
+    for the last `CUTS_KEPT` (episode, span) pairs (by uuid, and only while the content is the
+    same)."""
+    key = (episode.uuid, size, *span)
     with _CUTS_LOCK:
         held = _CUTS.get(key)
         if held is not None and held[0] == episode.content:
             _CUTS.move_to_end(key)
             return held[1]
-    pieces = windows(episode.content, size)
+    lo, hi = span
+    pieces = [(lo + a, lo + b) for a, b in windows(episode.content[lo:hi], size)]
     with _CUTS_LOCK:
         _CUTS[key] = (episode.content, pieces)
         while len(_CUTS) > CUTS_KEPT:
@@ -69,19 +81,32 @@ def _cut(episode: Episode, size: int) -> list[tuple[int, int]]:
 
 class Passage:
     """The window `[start, end)` of an episode's content that best matches the query, chosen
-    on first use (a packing reads only the passages it tries: ~30 of `MAX_PASSAGES`)."""
+    on first use (a packing reads only the passages it tries: ~30 of `MAX_PASSAGES`) among the
+    pieces of `span`: the index window the search found the episode by (`Hit.window`), or the
+    whole content (an episode a fact cites)."""
 
-    __slots__ = ("_stems", "_window", "episode")
+    __slots__ = ("_span", "_stems", "_window", "episode")
 
-    def __init__(self, episode: Episode, stems: Mapping[str, float]) -> None:
+    def __init__(
+        self,
+        episode: Episode,
+        stems: Mapping[str, float],
+        span: tuple[int, int] | None = None,
+    ) -> None:
         self.episode = episode
         self._stems = stems
+        size = len(episode.content)
+        lo, hi = span if span is not None else (0, size)
+        self._span = (max(0, min(lo, size)), max(0, min(hi, size)))
+        if self._span[0] >= self._span[1]:  # the content changed since the index cut it
+            self._span = (0, size)
         self._window: tuple[int, int] | None = None
 
     def _bounds(self) -> tuple[int, int]:
         if self._window is None:
             content = self.episode.content
-            w = best_window(content, self._stems, QUOTE_CHARS, _cut(self.episode, QUOTE_CHARS))
+            pieces = _cut(self.episode, QUOTE_CHARS, self._span)
+            w = best_window(content, self._stems, QUOTE_CHARS, pieces)
             self._window = (w.start, w.end)
         return self._window
 
@@ -116,7 +141,14 @@ def find_passages(
     index = engine.parts.search
     limit = MAX_PASSAGES if limit is None else limit
     hits = hybrid.episode_hits(engine, query, groups, limit, HYBRID_RRF)
+    if hits and RELATIVE_FLOOR > 0:
+        scores = passage_scores(
+            index, query, groups, [(h.group_id, h.doc, h.cosine) for _, h in hits]
+        )
+        least = RELATIVE_FLOOR * max(scores)
+        hits = [hit for hit, score in zip(hits, scores, strict=True) if score >= least]
     episodes = [ep for ep, _ in hits]
+    spans = {ep.uuid: hit.window for ep, hit in hits if hit.window is not None}
     seen = {ep.uuid for ep in episodes}
     cited = [u for f in facts for u in f.episodes if u not in seen]
     if cited:
@@ -130,7 +162,7 @@ def find_passages(
     if as_of is not None:
         episodes = [ep for ep in episodes if (_when(ep) or as_of) <= as_of]
     stems = query_stems(index, query, groups)
-    return [Passage(ep, stems) for ep in episodes if ep.content.strip()]
+    return [Passage(ep, stems, spans.get(ep.uuid)) for ep in episodes if ep.content.strip()]
 
 
 def passage_line(label: str, p: Passage) -> str:

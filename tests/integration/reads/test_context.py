@@ -14,6 +14,7 @@ from lcg.engine import EpisodeCommit, Invalidation
 from lcg.errors import InvalidRequestError
 from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import dispatch
+from lcg.temporal import context
 
 # The method tests run on the embedded store and on a FalkorDB server (conftest).
 BOTH_STORAGES = True
@@ -226,13 +227,38 @@ async def test_as_of_shifts_what_counts_as_current(hosted: Engine) -> None:
     text = result["context"]
     line_a = next(x for x in text.splitlines() if "(fact f-a;" in x)
     line_b = next(x for x in text.splitlines() if "(fact f-b;" in x)
-    # Valid then, and it ended since: the read says so with its window.
+    # Valid then, and it ended since: the read says so with its window and what replaced it.
     assert (
-        "[valid then; ENDED since, was valid 2024-01-01 00:00:00 → 2024-06-01 00:00:00]" in line_a
+        "[valid then; ENDED since, was valid 2024-01-01 00:00:00 → 2024-06-01 00:00:00; then: "
+        "Project X is hosted at repo B (fact f-b, from 2024-06-01 00:00:00)]" in line_a
     )
     assert "NOT YET VALID" in line_b
     assert result["included_fact_ids"][0] == "f-a"
     assert result["as_of"] == "2024-03-01 00:00:00"
+
+
+async def test_an_ended_fact_names_its_successor_only_as_the_read_knows_it(
+    hosted: Engine,
+) -> None:
+    index = hosted.parts.search
+    with hosted.reader() as conn:
+        f_a = conn.facts_by_uuids(["f-a"])["f-a"]
+        views = index.views("fact", [G])
+        # Known since C2 (the commit that superseded f-a): a read that knows only C1 is not
+        # shown it.
+        for known_at in (None, C2):
+            found = context.successor_of(index, views, conn, f_a, known_at)
+            assert found is not None and found.uuid == "f-b", known_at
+        assert context.successor_of(index, views, conn, f_a, C1) is None
+    # A successor withdrawn since is not named; the ended fact keeps its window.
+    await hosted.commit_episode(
+        EpisodeCommit(G, _episode("ep-9", C2), [], [], [Invalidation("f-b", None, C2)])
+    )
+    result = await _context(
+        hosted, query="Project X hosted at repo", token_budget=2000, as_of="2024-03-01T00:00:00Z"
+    )
+    line_a = next(x for x in result["context"].splitlines() if "(fact f-a;" in x)
+    assert "ENDED since, was valid 2024-01-01 00:00:00 → 2024-06-01 00:00:00]" in line_a
 
 
 async def test_withdrawn_facts_are_never_context(hosted: Engine) -> None:

@@ -12,10 +12,12 @@ import pytest
 
 from lcg import Engine
 from lcg.engine import EpisodeCommit
+from lcg.graph import hybrid
 from lcg.models import Entity, Episode
 from lcg.search.passages import WINDOW_CHARS
+from lcg.search.strategy import HYBRID_RRF
 from lcg.service.registry import dispatch
-from lcg.temporal import context
+from lcg.temporal import context, evidence
 
 pytestmark = pytest.mark.anyio
 
@@ -174,3 +176,76 @@ async def test_a_rare_question_word_does_not_outrank_the_topic(engine: Engine) -
     # A query of question words alone keeps their weight: the turn that holds them is found.
     alone = await _call(engine, "knowledge_search_passages", query="give me the summary")
     assert [p["uuid"] for p in alone["passages"]][:1] == ["ep-summary"]
+
+
+async def test_hybrid_mmr_passage_search_moves_a_different_passage_up(engine: Engine) -> None:
+    # Three turns say the same thing; a fourth says something else about the quokka. Fused by
+    # rank, the three repeats come first; maximal marginal relevance (hybrid_mmr, lambda 0.5)
+    # puts the different one right after the first repeat.
+    for i in range(3):
+        await _episode(
+            engine, f"ep-same-{i}", "The quokka colony in Perth grew by two pups.", MARCH, "user"
+        )
+    await _episode(
+        engine, "ep-other", "A quokka was seen near the ferry dock at dawn.", MARCH, "user"
+    )
+    query = "quokka colony Perth pups"
+    for min_score in (None, 0.0):
+        extra = {} if min_score is None else {"min_score": min_score}
+        fused = await _call(engine, "knowledge_search_passages", query=query, **extra)
+        diverse = await _call(
+            engine, "knowledge_search_passages", query=query, search_strategy="hybrid_mmr", **extra
+        )
+        fused_ids = [p["uuid"] for p in fused["passages"]]
+        diverse_ids = [p["uuid"] for p in diverse["passages"]]
+        assert fused_ids[3:] == ["ep-other"], (min_score, fused_ids)
+        assert diverse_ids[1] == "ep-other", (min_score, diverse_ids)
+        assert sorted(diverse_ids) == sorted(fused_ids)
+
+
+async def test_context_quotes_from_the_window_the_search_found(engine: Engine) -> None:
+    # Three index windows: a long paragraph that says the query's words twice (the piece a
+    # scan of the whole text would quote: repeats score more), filler, and a short closing
+    # paragraph that says them once. The short one is the episode's best window in the index
+    # (BM25 favours a short document, the vector too): the quote is cut from it.
+    repeats = (
+        f"{FILLER}{FILLER}The quokka migration came up twice: the quokka migration again. "
+        f"{FILLER}{FILLER}"
+    )
+    closing = "The quokka migration is done."
+    text = f"{repeats}\n\n{(FILLER * 6).strip()}\n\n{closing}"
+    await _episode(engine, "ep-long", text, MARCH, "user turn")
+    await _episode(engine, "ep-other", FILLER, MARCH, "assistant turn")
+    query = "quokka migration"
+    hits = hybrid.episode_hits(engine, query, [G], 5, HYBRID_RRF)
+    start = text.index(closing)
+    assert hits[0][1].window == (start, len(text))  # the premise: the index found it there
+    got = await _call(engine, "knowledge_get_context", query=query)
+    line = next(x for x in got["context"].splitlines() if "(episode ep-long" in x)
+    assert closing in line and "came up twice" not in line, line
+    assert line.endswith(f"(episode ep-long, chars {start}-{len(text)} of {len(text)})")
+    assert text[start : len(text)] == closing
+
+
+async def test_context_quotes_no_barely_related_episode_to_fill_its_budget(engine: Engine) -> None:
+    # Three turns answer; six others share only "island", a word every turn says. The budget
+    # holds them all, but their scores are far below the best passage's: not quoted.
+    for i in range(3):
+        await _episode(
+            engine,
+            f"ep-answer-{i}",
+            f"The quokka colony on Rottnest island had {i + 3} pups.",
+            MARCH,
+            "user turn",
+        )
+    for i in range(6):
+        text = f"Ferry timetables, parking fees and weather: Zanzibar island logistics {i}."
+        await _episode(engine, f"ep-island-{i}", text, MARCH, "chat")
+    query = "how many pups did the quokka colony on Rottnest island have"
+    found = await _call(engine, "knowledge_search_passages", query=query, num_results=20)
+    scores = {p["uuid"]: p["score"] for p in found["passages"]}
+    best = max(scores.values())
+    weak = {u for u in scores if u.startswith("ep-island")}
+    assert weak and all(scores[u] < evidence.RELATIVE_FLOOR * best for u in weak), scores
+    got = await _call(engine, "knowledge_get_context", query=query)
+    assert sorted(got["included_episode_ids"]) == [f"ep-answer-{i}" for i in range(3)]
