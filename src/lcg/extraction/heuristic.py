@@ -100,6 +100,7 @@ _YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
 # `sentences` splits a text in windows of about this many characters: one regex call over a
 # whole 15 MB line held the GIL for over a second, stalling the service's event loop.
 _SPLIT_WINDOW = 64 * 1024
+_TWO_NON_SPACES = re.compile(r"\S\S")
 
 
 def _windows(text: str) -> list[str]:
@@ -108,13 +109,12 @@ def _windows(text: str) -> list[str]:
     a cut, so splitting each piece gives the same pieces as splitting the whole, with each
     piece that straddles a cut in two parts."""
     out: list[str] = []
-    start, n = 0, len(text)
-    while n - start > _SPLIT_WINDOW:
-        cut = start + _SPLIT_WINDOW
-        while cut < n and (text[cut - 1].isspace() or text[cut].isspace()):
-            cut += 1
-        if cut >= n:
+    start = 0
+    while len(text) - start > _SPLIT_WINDOW:
+        pair = _TWO_NON_SPACES.search(text, start + _SPLIT_WINDOW - 1)
+        if pair is None:
             break
+        cut = pair.start() + 1
         out.append(text[start:cut])
         start = cut
     out.append(text[start:])
