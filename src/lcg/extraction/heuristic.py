@@ -97,9 +97,39 @@ _DATE_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
 
 
+# `sentences` splits a text in windows of about this many characters: one regex call over a
+# whole 15 MB line held the GIL for over a second, stalling the service's event loop.
+_SPLIT_WINDOW = 64 * 1024
+_TWO_NON_SPACES = re.compile(r"\S\S")
+
+
+def _windows(text: str) -> list[str]:
+    """`text` cut in pieces of about `_SPLIT_WINDOW` characters, each cut between two
+    non-space characters: no `_SENTENCE_END` match (a run of spaces) or its look-around spans
+    a cut, so splitting each piece gives the same pieces as splitting the whole, with each
+    piece that straddles a cut in two parts."""
+    out: list[str] = []
+    start = 0
+    while len(text) - start > _SPLIT_WINDOW:
+        pair = _TWO_NON_SPACES.search(text, start + _SPLIT_WINDOW - 1)
+        if pair is None:
+            break
+        cut = pair.start() + 1
+        out.append(text[start:cut])
+        start = cut
+    out.append(text[start:])
+    return out
+
+
 def sentences(text: str) -> list[str]:
     """The text split into sentences (and lines); blank pieces dropped."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+    pieces: list[str] = []
+    for i, window in enumerate(_windows(text)):
+        parts = _SENTENCE_END.split(window)
+        if i:  # the window's first part continues the previous window's last
+            parts[0] = pieces.pop() + parts[0]
+        pieces += parts
+    return [s.strip() for s in pieces if s and s.strip()]
 
 
 def _is_cap(token: str) -> bool:
@@ -376,6 +406,14 @@ _SPEAKER = re.compile(r"^([A-Za-z][\w .'-]{0,30}?)\s*:\s+(\S.*)$")
 _CODE_CHARS = re.compile(r"[{}()\[\];=<>_`|\\/*]")
 
 
+def _code_chars(line: str) -> int:
+    """How many of `_CODE_CHARS` the line holds, counted window by window (see `sentences`)."""
+    return sum(
+        len(_CODE_CHARS.findall(line, i, i + _SPLIT_WINDOW))
+        for i in range(0, len(line), _SPLIT_WINDOW)
+    )
+
+
 def _person(name: str) -> bool:
     return bool(_PERSONISH.fullmatch(name)) and not _ORGISH.search(name)
 
@@ -549,7 +587,7 @@ class _Reader:
             if line.startswith(("#", "|", ">")) or _HEADER.match(line) or line.endswith(":"):
                 continue
             line = _BULLET.sub("", line).replace("**", "").replace("__", "")
-            if len(_CODE_CHARS.findall(line)) * 8 > len(line):
+            if _code_chars(line) * 8 > len(line):
                 continue  # code, a table or a path, not prose
             if (m := _LABEL.match(line)) is not None:
                 line = line[m.end() :]  # "Legacy: Euclid's Elements remained ...": a label

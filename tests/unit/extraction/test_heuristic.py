@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import random
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from lcg.extraction import heuristic
 from lcg.extraction.heuristic import find_date, heuristic_entities, heuristic_facts, heuristic_graph
 from lcg.ontology import EntityType, Ontology, RelationType
 
@@ -265,3 +270,45 @@ def test_relation_types_map_onto_the_ontologys_declared_types() -> None:
         ("JOINED", "EMPLOYED_BY")
     ]
     assert {e["name"]: e["type"] for e in found["entities"]}["search team"] == "Team"
+
+
+def _split_whole(text: str) -> list[str]:
+    """What `sentences` gave when it split the whole text in one regex call."""
+    return [s.strip() for s in heuristic._SENTENCE_END.split(text) if s and s.strip()]
+
+
+def test_sentences_cut_in_windows_are_the_sentences_of_the_whole_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(heuristic, "_SPLIT_WINDOW", 7)  # a cut in nearly every text below
+    rng = random.Random(20261207)
+    alphabet = ["a", "B", "7", '"', "(", ".", "!", "?", " ", "  ", "\t", "\n", "\r\n", "x.Y"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(60)))
+        assert heuristic.sentences(text) == _split_whole(text), repr(text)
+
+
+class _Spy:
+    """`_SENTENCE_END` that notes the longest string one call of it was given."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.longest = 0
+
+    def split(self, text: str) -> list[str]:
+        self.longest = max(self.longest, len(text))
+        return self.pattern.split(text)
+
+
+def test_a_huge_line_is_split_without_one_regex_call_over_all_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One call over a 15 MB line held the GIL for over a second: the service's event loop
+    # (health_check) waited as long.
+    spy = _Spy(heuristic._SENTENCE_END)
+    monkeypatch.setattr(heuristic, "_SENTENCE_END", spy)
+    text = "Alice Smith works at Acme Corporation in Berlin since 2019. " * 20_000  # 1.2 MB
+    found = heuristic.sentences(text)
+    assert len(found) == 20_000
+    assert set(found) == {"Alice Smith works at Acme Corporation in Berlin since 2019."}
+    assert spy.longest < 100_000  # windows of about 64 KB
