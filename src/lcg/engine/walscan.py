@@ -7,7 +7,10 @@ would then lose that batch. `WalScan` reads every group's stream once after the 
 without delaying the open or `health_check`; each batch it finds damaged is recorded in
 `wal_problems` (kind `wal_line_damaged`, `WalProblems.record_damaged`, which takes the write
 lock only for that write). Cost, measured on a 120,000-line WAL (59 MB): 0.78 s of CPU time
-(docs/reliability.md).
+(docs/reliability.md). The pass is paced (`_CHUNK`, `_REST`) to about a quarter of one core:
+unpaced, on a 1M-fact workspace (1.6M lines, ~10 s of CPU) it shared the GIL with the first
+minute of reads and multiplied their CPU time by 3-4 (bench/scale.py: find_entities 42 ms CPU
+p50 against 10-14, an ingested episode 189 ms against 25-40).
 
 Lines appended while the pass reads are read or not; a batch being written is at worst seen
 torn at the stream's end, which is not recorded (only batches with an unreadable line).
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -27,6 +31,10 @@ from lcg.wal.writer import Wal
 __all__ = ["WalScan"]
 
 logger = logging.getLogger(__name__)
+
+# Every `_CHUNK` lines the pass sleeps `_REST` times the CPU time it spent on them.
+_CHUNK = 2_000
+_REST = 3.0
 
 
 class WalScan(threading.Thread):
@@ -41,11 +49,16 @@ class WalScan(threading.Thread):
 
     def run(self) -> None:
         try:
+            mark = time.thread_time()
             for group_id in self._wal.groups():
                 stats = ReadStats()
                 for _ in iter_records(self._wal.directory(group_id), stats=stats):
                     self.scanned_lines += 1
-                    if self._stopping.is_set():
+                    if self.scanned_lines % _CHUNK == 0:
+                        if self._stopping.wait((time.thread_time() - mark) * _REST):
+                            return
+                        mark = time.thread_time()
+                    elif self._stopping.is_set():
                         return
                 if stats.lost:
                     self.found[group_id] = stats.lost
