@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "Timing",
     "cpu_seconds",
@@ -35,7 +37,9 @@ __all__ = [
     "latency_ms",
     "machine",
     "ms",
+    "peak_rss_mb",
     "percentile",
+    "percentile_linear",
     "percentile_ms",
     "rss_kb",
     "rss_mb",
@@ -50,6 +54,15 @@ def percentile(values: Sequence[float], q: float) -> float:
         raise ValueError("percentile of no values")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def percentile_linear(values: Sequence[float], q: float) -> float:
+    """The percentile interpolated linearly between the two nearest ranks (numpy's default
+    method), `q` in 0..1, for the scripts whose figures were published that way. Raises
+    ValueError on no values."""
+    if not values:
+        raise ValueError("percentile of no values")
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q * 100))
 
 
 def ms(seconds: float) -> float:
@@ -102,6 +115,11 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return round(int(line.split()[1]) / 1024, 1)
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MiB, unrounded (`ru_maxrss`)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def rss_kb(pid: int) -> dict[str, int]:

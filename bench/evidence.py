@@ -78,6 +78,7 @@ import anyio
 import numpy as np
 import Stemmer
 
+from common import percentile_linear
 from lcg.search.text import STOPWORDS
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
@@ -319,10 +320,9 @@ def pack(query: str, docs: Sequence[Doc], budget: int) -> list[str]:
     return kept
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    return round(float(np.percentile(np.array(values), q)), 2)
+def _ms_at(values: list[float], q: float) -> float:
+    """A latency percentile as printed: to 0.01 ms, 0.0 for no values."""
+    return round(percentile_linear(values, q), 2) if values else 0.0
 
 
 class Tally:
@@ -363,9 +363,9 @@ class Tally:
             for kind in kinds:
                 per[kind] = _mean([r for r in rows if r["kind"] == kind])
             ms = self.ms[method]
-            per["p50_ms"], per["p95_ms"] = _pct(ms, 50), _pct(ms, 95)
+            per["p50_ms"], per["p95_ms"] = _ms_at(ms, 0.5), _ms_at(ms, 0.95)
             if method in self.cpu:
-                per["cpu_p50_ms"] = _pct(self.cpu[method], 50)
+                per["cpu_p50_ms"] = _ms_at(self.cpu[method], 0.5)
             out[method] = per
         if self.errors:
             out["errors"] = self.errors

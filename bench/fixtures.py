@@ -1,6 +1,7 @@
 """The workloads several benchmarks share: the Apollo corpus as `knowledge_process_chunk`
 parameters, the scripted LLM server in a process of its own, a JSON-RPC line client for the
-socket of `lcg serve`, Zipf-distributed text and a dense synthetic embedder.
+socket of `lcg serve`, Zipf-distributed text, a dense synthetic embedder, and a WAL shaped like
+ingestion output written in the engine's record format (`write_wal`).
 
 A benchmark script imports it as `fixtures` (a script's own folder is first on `sys.path`);
 timing, percentiles and the JSON envelope are in `common`.
@@ -14,6 +15,7 @@ import json
 import multiprocessing
 import random
 import socket
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,16 +23,21 @@ from typing import Any
 
 import numpy as np
 
+from lcg.config import Settings
 from lcg.embedding.base import EmbedderIdentity, Vectors
 from lcg.embedding.hashing import HashEmbedder
 from lcg.extraction.providers.openai_compat import OpenAICompatProvider
+from lcg.models import Entity, Episode, Fact
 from lcg.testing.heuristic_llm import heuristic_responder
 from lcg.testing.scripted_llm import ScriptedLlmServer
+from lcg.wal.records import Op, entity_op, episode_op, fact_op
+from lcg.wal.writer import Wal
 
 __all__ = [
     "CORPUS",
     "START",
     "SYLLABLES",
+    "WORDS",
     "Conn",
     "LlmServer",
     "SyntheticEmbedder",
@@ -39,7 +46,9 @@ __all__ = [
     "chunk",
     "llm_server",
     "scripted_client",
+    "sentence",
     "vocabulary",
+    "write_wal",
 ]
 
 CORPUS = Path(__file__).resolve().parents[1] / "examples" / "apollo" / "corpus_prose.jsonl"
@@ -169,3 +178,114 @@ class SyntheticEmbedder:
 
     def embed(self, texts: list[str]) -> Vectors:
         return np.asarray(self._hash.embed(texts) @ self._rotation, dtype=np.float32)
+
+
+WORDS = [
+    "apollo",
+    "lunar",
+    "module",
+    "command",
+    "service",
+    "saturn",
+    "rocket",
+    "orbit",
+    "crew",
+    "mission",
+    "launch",
+    "pad",
+    "astronaut",
+    "engineer",
+    "pilot",
+    "spacecraft",
+    "capsule",
+    "booster",
+    "stage",
+    "telemetry",
+    "splashdown",
+    "recovery",
+    "guidance",
+    "computer",
+    "heat",
+    "shield",
+    "parachute",
+    "docking",
+    "rendezvous",
+]
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def write_wal(settings: Settings, episodes: int, groups: int = 3) -> int:
+    """A WAL shaped like ingestion output, written with the engine's record format."""
+    rng = random.Random(2)
+    wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
+    base = datetime(2020, 1, 1, tzinfo=UTC)
+    pool: dict[str, list[Entity]] = {f"g{g}": [] for g in range(groups)}
+    ops_total = 0
+    for i in range(episodes):
+        group = f"g{i % groups}"
+        when = base + timedelta(hours=i)
+        ep = Episode(
+            uuid=str(uuid.uuid4()),
+            group_id=group,
+            name=f"chunk-{i}",
+            content=sentence(rng, 60),
+            source_description=f"notes/{i // 10}.md:chunk-{i}",
+            source_file=f"notes/{i // 10}.md",
+            chunk_id=f"chunk-{i}",
+            created_at=when,
+            valid_at=when,
+        )
+        ents = []
+        for _ in range(4):
+            if pool[group] and rng.random() < 0.5:  # half the mentions are recurring entities
+                old = rng.choice(pool[group])
+                ents.append(
+                    Entity(
+                        old.uuid,
+                        group,
+                        old.name,
+                        old.labels,
+                        sentence(rng, 14),
+                        created_at=old.created_at,
+                    )
+                )
+            else:
+                e = Entity(
+                    str(uuid.uuid4()),
+                    group,
+                    f"{rng.choice(WORDS).title()} {i}",
+                    ("Entity", "Thing"),
+                    sentence(rng, 14),
+                    created_at=when,
+                )
+                pool[group].append(e)
+                ents.append(e)
+        facts = [
+            Fact(
+                str(uuid.uuid4()),
+                group,
+                ents[k].uuid,
+                ents[(k + 1) % 4].uuid,
+                "RELATED_TO",
+                sentence(rng, 12),
+                relation_type="RELATED_TO",
+                episodes=(ep.uuid,),
+                valid_at=when,
+                created_at=when,
+            )
+            for k in range(4)
+        ]
+        ops = [entity_op(e) for e in ents] + [fact_op(f) for f in facts] + [episode_op(ep)]
+        ops.append(
+            Op(
+                "mentions.add",
+                {"episode": ep.uuid, "entities": list(dict.fromkeys(e.uuid for e in ents))},
+            )
+        )
+        wal.append(group, ops)
+        ops_total += len(ops)
+    wal.close()
+    return ops_total

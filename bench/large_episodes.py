@@ -31,13 +31,13 @@ from typing import Any
 import anyio
 
 from common import emit
+from fixtures import write_wal
 from lcg import Settings, open_engine
 from lcg.engine import applied, exclusive
 from lcg.models import Entity, Fact
 from lcg.testing.episode_kills import episode_commit
 from lcg.wal.records import entity_op, fact_op
 from lcg.wal.writer import Wal
-from wal_store import write_wal
 
 SETTINGS: dict[str, Any] = {"embedder": "hash", "kuzu_buffer_pool_mb": 512}
 

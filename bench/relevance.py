@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from typing import Any
 import anyio
 import numpy as np
 
+from common import peak_rss_mb, rss_kb, rss_mb
 from relevance_judgments import QUERIES, Query
 
 CORPUS = Path(__file__).resolve().parent.parent / "examples" / "apollo" / "corpus_prose.jsonl"
@@ -69,17 +69,6 @@ def _articles(limit: int) -> list[dict[str, Any]]:
             if not row.get("_header"):
                 out.append(row)
     return out[:limit]
-
-
-def _rss_mb() -> tuple[float, float]:
-    """(current, peak) resident set size of this process, in MB."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    current = peak
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                current = int(line.split()[1]) / 1024
-    return round(current, 1), round(peak, 1)
 
 
 def _norm(name: str) -> str:
@@ -247,7 +236,6 @@ def scripted_responder(articles: list[dict[str, Any]]) -> Callable[[dict[str, An
 
 def _serve_rss(home: Path) -> dict[str, Any]:
     """`lcg serve` on `home` (the child's embedder settings): RSS after every judged query."""
-    from common import rss_kb
     from fixtures import Conn
 
     sock_dir = Path(tempfile.mkdtemp(dir="/tmp", prefix="lcg-rel-"))
@@ -357,7 +345,7 @@ def child(
             started = time.perf_counter()
             episodes = anyio.run(_ingest, engine, corpus)
             ingest_s = time.perf_counter() - started
-            rss_after_ingest = _rss_mb()
+            rss_after_ingest = rss_mb()
             results = anyio.run(_queries, engine)
             out: dict[str, Any] = {
                 "embedder": embedder,
@@ -370,9 +358,9 @@ def child(
                 "entities": _summarise(results["entities"], "entities"),
                 "passages": _summarise(results["passages"], "passages"),
                 "embedding_cost": _embedding_cost(engine),
-                "rss_mb_after_ingest": rss_after_ingest[0],
-                "rss_mb_end": _rss_mb()[0],
-                "rss_mb_peak": _rss_mb()[1],
+                "rss_mb_after_ingest": rss_after_ingest,
+                "rss_mb_end": rss_mb(),
+                "rss_mb_peak": round(peak_rss_mb(), 1),
             }
             if calibrate:
                 out["calibration"] = _calibrate(engine)

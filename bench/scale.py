@@ -42,7 +42,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -58,7 +57,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from common import percentile, percentile_ms, rss_kb, rss_mb, store_settings
+from common import peak_rss_mb, percentile, percentile_ms, rss_kb, rss_mb, store_settings
 from fixtures import Conn, SyntheticEmbedder, Text, articles, chunk, llm_server, scripted_client
 from lcg import Settings, open_engine
 from lcg.admin import status as admin_status
@@ -204,7 +203,7 @@ def build(root: Path, n_facts: int, embedder: str) -> dict[str, Any]:
         "rebuild_s": round(rebuild_s, 1),
         "rebuild_ops_per_s": round(ops / rebuild_s),
         "rebuild_cpu_s": round(rebuild_cpu_s, 1),
-        "rebuild_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "rebuild_peak_rss_mb": round(peak_rss_mb()),
         "built": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     done.write_text(json.dumps(figures))
@@ -354,7 +353,7 @@ def measure(root: Path, n_facts: int, embedder: str, n_articles: int, queries: i
                 "episodes": status["episode_count"],
             }
             out["rss_mb_end"] = rss_mb()
-            out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+            out["peak_rss_mb"] = round(peak_rss_mb(), 1)
             out["index_mb"] = round(engine.parts.search.nbytes() / 2**20, 1)
             if _wanted("recall"):
                 out["vector_recall"] = vector_recall(engine, max(5, queries // 5))
@@ -398,7 +397,7 @@ def rebuild(root: Path, embedder: str, keep_cache: bool) -> None:
                 ),
                 "healthy": health["healthy"],
                 "rss_mb_after": rss_mb(),
-                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                "peak_rss_mb": round(peak_rss_mb()),
             }
         finally:
             engine.close()

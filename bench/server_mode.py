@@ -81,7 +81,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from common import latency_ms
+from common import latency_ms, rss_kb
 from lcg.storage.backend import GraphBackend
 from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.store import Store
@@ -413,10 +413,8 @@ def _cpu_s(pid: int) -> float:
 
 
 def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    """A server's resident memory now, in MiB to 0.1 (0.0 once it has exited)."""
+    return round(rss_kb(pid).get("VmRSS", 0) / 1024, 1)
 
 
 def _llm_proc(ready: Any, stop: Any) -> None:

@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import rss_kb
 from fixtures import Conn  # one JSON-RPC line client for the socket benchmarks
 
 READS: tuple[tuple[str, float], ...] = (
@@ -82,10 +83,8 @@ PER_METHOD = tuple(m for m, _ in READS)  # --per-method: each read of the mix, i
 
 
 def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    """The server's resident memory now, in MiB (0.0 once it has exited)."""
+    return rss_kb(pid).get("VmRSS", 0) / 1024
 
 
 def _start(

@@ -29,58 +29,19 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
 
+from fixtures import WORDS, sentence, write_wal
 from lcg import Settings, open_engine
 from lcg.admin import rebuild
 from lcg.admin import status as admin_status
-from lcg.models import Entity, Episode, Fact
 from lcg.service.registry import Context, dispatch
 from lcg.storage.store import delete_database_files
 from lcg.wal.layout import group_dir
 from lcg.wal.reader import iter_records
-from lcg.wal.records import Op, encode_line, entity_op, episode_op, fact_op
-from lcg.wal.writer import Wal
-
-WORDS = [
-    "apollo",
-    "lunar",
-    "module",
-    "command",
-    "service",
-    "saturn",
-    "rocket",
-    "orbit",
-    "crew",
-    "mission",
-    "launch",
-    "pad",
-    "astronaut",
-    "engineer",
-    "pilot",
-    "spacecraft",
-    "capsule",
-    "booster",
-    "stage",
-    "telemetry",
-    "splashdown",
-    "recovery",
-    "guidance",
-    "computer",
-    "heat",
-    "shield",
-    "parachute",
-    "docking",
-    "rendezvous",
-]
-
-
-def sentence(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+from lcg.wal.records import Op, encode_line
 
 
 def bench_asserts(home: Path, count: int) -> dict[str, float]:
@@ -129,80 +90,6 @@ def bench_asserts(home: Path, count: int) -> dict[str, float]:
         "wal_bytes_per_entity": round(statistics.mean(sizes["entity.upsert"]), 1),
         "wal_bytes_per_fact": round(statistics.mean(sizes["fact.upsert"]), 1),
     }
-
-
-def write_wal(settings: Settings, episodes: int, groups: int = 3) -> int:
-    """A WAL shaped like ingestion output, written with the engine's record format."""
-    rng = random.Random(2)
-    wal = Wal(settings.wal_dir, settings.wal_max_bytes_per_file, settings.wal_max_events_per_file)
-    base = datetime(2020, 1, 1, tzinfo=UTC)
-    pool: dict[str, list[Entity]] = {f"g{g}": [] for g in range(groups)}
-    ops_total = 0
-    for i in range(episodes):
-        group = f"g{i % groups}"
-        when = base + timedelta(hours=i)
-        ep = Episode(
-            uuid=str(uuid.uuid4()),
-            group_id=group,
-            name=f"chunk-{i}",
-            content=sentence(rng, 60),
-            source_description=f"notes/{i // 10}.md:chunk-{i}",
-            source_file=f"notes/{i // 10}.md",
-            chunk_id=f"chunk-{i}",
-            created_at=when,
-            valid_at=when,
-        )
-        ents = []
-        for _ in range(4):
-            if pool[group] and rng.random() < 0.5:  # half the mentions are recurring entities
-                old = rng.choice(pool[group])
-                ents.append(
-                    Entity(
-                        old.uuid,
-                        group,
-                        old.name,
-                        old.labels,
-                        sentence(rng, 14),
-                        created_at=old.created_at,
-                    )
-                )
-            else:
-                e = Entity(
-                    str(uuid.uuid4()),
-                    group,
-                    f"{rng.choice(WORDS).title()} {i}",
-                    ("Entity", "Thing"),
-                    sentence(rng, 14),
-                    created_at=when,
-                )
-                pool[group].append(e)
-                ents.append(e)
-        facts = [
-            Fact(
-                str(uuid.uuid4()),
-                group,
-                ents[k].uuid,
-                ents[(k + 1) % 4].uuid,
-                "RELATED_TO",
-                sentence(rng, 12),
-                relation_type="RELATED_TO",
-                episodes=(ep.uuid,),
-                valid_at=when,
-                created_at=when,
-            )
-            for k in range(4)
-        ]
-        ops = [entity_op(e) for e in ents] + [fact_op(f) for f in facts] + [episode_op(ep)]
-        ops.append(
-            Op(
-                "mentions.add",
-                {"episode": ep.uuid, "entities": list(dict.fromkeys(e.uuid for e in ents))},
-            )
-        )
-        wal.append(group, ops)
-        ops_total += len(ops)
-    wal.close()
-    return ops_total
 
 
 def bench_rebuild(home: Path, episodes: int, opens: int) -> dict[str, float]:

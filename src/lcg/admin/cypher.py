@@ -17,7 +17,7 @@ from lcg.engine import Batch, Engine
 from lcg.errors import InvalidRequestError
 from lcg.models import DEFAULT_GROUP_ID
 from lcg.storage.backend import GraphReader
-from lcg.wal.records import Op
+from lcg.wal.changes import CypherExec, encode
 
 __all__ = ["check_statement", "is_mutation", "query_cypher"]
 
@@ -117,7 +117,7 @@ async def query_cypher(engine: Engine, query: str) -> dict[str, Any]:
     def run(tx: GraphReader) -> None:  # in the commit's transaction, before the WAL append
         rows.extend(tx.rows(query))
 
-    batch = Batch(DEFAULT_GROUP_ID, [Op("cypher.exec", {"query": query})], apply=run)
+    batch = Batch(DEFAULT_GROUP_ID, [encode(CypherExec(query))], apply=run)
     await engine.write(lambda conn: (None, [batch]))
     return {"rows": _stringify_rows(rows)}
 

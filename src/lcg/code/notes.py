@@ -20,6 +20,7 @@ from typing import Any
 
 from lcg.engine import Engine
 from lcg.storage.backend import GraphReader
+from lcg.wal.changes import MentionsAdd, encode
 from lcg.wal.records import Op
 
 __all__ = ["link_notes", "names_in"]
@@ -88,7 +89,7 @@ def _plan(conn: GraphReader, group_id: str) -> tuple[dict[str, Any], list[tuple[
         }
         missing = sorted(wanted - have)
         if missing:
-            ops.append(Op("mentions.add", {"episode": episode, "entities": missing}))
+            ops.append(encode(MentionsAdd(episode, tuple(missing))))
             linked += len(missing)
     return {"notes_linked": len(ops), "mentions_added": linked}, [(group_id, ops)] if ops else []
 

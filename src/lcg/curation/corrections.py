@@ -28,8 +28,8 @@ from lcg.curation.merge import MergeRequest, exact_name_matches, merge_locked
 from lcg.engine.follow import retrying
 from lcg.errors import ConfigError, ConflictError, NotFoundError
 from lcg.fsmodes import write_private
-from lcg.timeutil import now, to_wal
-from lcg.wal.records import Op
+from lcg.timeutil import now
+from lcg.wal.changes import FactInvalidate, encode
 
 if TYPE_CHECKING:
     from lcg.engine import Engine, Writer
@@ -256,8 +256,8 @@ def _apply_one(engine: Engine, w: Writer, e: _Entry, dry_run: bool) -> None:
             if fact is None:
                 raise NotFoundError("edge", edge, f"edge not found: {edge}")
             if not dry_run:
-                stamp = to_wal(now())
-                op = Op("fact.invalidate", {"uuid": edge, "invalid_at": stamp, "expired_at": stamp})
+                at = now()
+                op = encode(FactInvalidate(edge, at, at))
                 w.commit([(fact.group_id, [op])])
             return
         if e.kind != "same_as":

@@ -23,7 +23,8 @@ import anyio.to_thread
 from lcg.engine.follow import retrying
 from lcg.models import DEFAULT_GROUP_ID, Entity, Fact
 from lcg.storage.backend import GraphReader
-from lcg.timeutil import now, to_wal
+from lcg.timeutil import now
+from lcg.wal.changes import FactInvalidate, MentionsAdd, encode
 from lcg.wal.records import Op, entity_op, fact_op
 
 if TYPE_CHECKING:
@@ -225,12 +226,7 @@ def _plan(
         ops.append(entity_op(replace(canonical, created_at=earliest)))
     live_copies = [c for c in copies if c.uuid not in invalidated]
     ops += [fact_op(c) for c in live_copies]
-    stamp = to_wal(at)
-    ops += [
-        Op("fact.invalidate", {"uuid": u, "invalid_at": stamp, "expired_at": stamp})
-        for u in invalidated
-        if u in facts
-    ]
+    ops += [encode(FactInvalidate(u, at, at)) for u in invalidated if u in facts]
     for alias in active:
         attrs = json.loads(alias.attributes or "{}")
         attrs["merged_into"] = canonical.uuid
@@ -247,5 +243,5 @@ def _plan(
             )
         )
     mentions = conn.episodes_mentioning([a.uuid for a in active], group)
-    ops += [Op("mentions.add", {"episode": ep, "entities": [canonical.uuid]}) for ep in mentions]
+    ops += [encode(MentionsAdd(ep, (canonical.uuid,))) for ep in mentions]
     return ops

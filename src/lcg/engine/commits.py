@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from lcg.errors import InvalidRequestError
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
 from lcg.storage.backend import Commit, GraphBackend, GraphReader, GraphWriter
 from lcg.timeutil import now, to_wal
+from lcg.wal.changes import Change, EpisodeDelete, GroupPurge, decode_all
 from lcg.wal.layout import encode_group
 from lcg.wal.reader import parse_line
 from lcg.wal.records import Op, encode_batch, entity_op, episode_op, fact_op
@@ -68,6 +69,12 @@ class Batch:
     `apply`, when given, applies the operations in the commit's transaction instead of
     `GraphWriter.apply_ops` (a raw statement whose rows its caller keeps: lcg.admin.cypher).
     `new`: uuids of rows the operations create that the caller minted (`EpisodeCommit.new`).
+    `changes`: the operations decoded once (`lcg.wal.changes`), for the stamp checks below and
+    the in-memory projections once the batch is durable; `decoded` hands over a decoding the
+    caller already made.
+
+    Raises:
+        WalOpError: an operation does not decode (nothing is committed).
     """
 
     group_id: str
@@ -76,6 +83,11 @@ class Batch:
     stale: list[str] = field(default_factory=list)
     apply: Callable[[GraphWriter], object] | None = None
     new: frozenset[str] = frozenset()
+    decoded: InitVar[list[Change] | None] = None
+    changes: list[Change] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self, decoded: list[Change] | None) -> None:
+        self.changes = decoded if decoded is not None else decode_all(self.ops, self.group_id)
 
 
 def check_commit_shape(commit: EpisodeCommit) -> None:
@@ -206,7 +218,7 @@ def first_vectors(tx: GraphWriter, batch: Batch) -> bool:
     A group the store has no applied position for has never had a commit: it holds no
     vectors, and asking the store (a scan of the Embedding table for the group, ~0.4 s CPU
     at 1M facts) is skipped, which a new group's first episode otherwise paid."""
-    if any(op.name == "group.purge" for op in batch.ops):
+    if any(isinstance(c, GroupPurge) for c in batch.changes):
         stamp.clear_stamp(tx, batch.group_id)
     if not batch.vectors:
         return False
@@ -221,7 +233,7 @@ def settle_stamp(tx: GraphWriter, batch: Batch, first: bool, identity: EmbedderI
     if first:
         stamp.write_stamp(tx, batch.group_id, identity)
     elif not batch.vectors and (
-        batch.stale or any(op.name == "episode.delete" for op in batch.ops)
+        batch.stale or any(isinstance(c, EpisodeDelete) for c in batch.changes)
     ):
         stamp.clear_if_empty(tx, batch.group_id)  # the last vectors may have gone
 
@@ -231,7 +243,7 @@ def stamp_meta(r: GraphReader, batch: Batch, identity: EmbedderIdentity) -> dict
     `GraphBackend.commit`, which reads cannot see into): the group's stamp entry the batch sets
     or clears, decided from the state before it."""
     key = stamp.stamp_key(batch.group_id)
-    purged = any(op.name == "group.purge" for op in batch.ops)
+    purged = any(isinstance(c, GroupPurge) for c in batch.changes)
     stamped = not purged and r.get_meta(key, batch.group_id) is not None
     if batch.vectors:
         if stamped:
@@ -239,11 +251,7 @@ def stamp_meta(r: GraphReader, batch: Batch, identity: EmbedderIdentity) -> dict
         empty = purged or not r.embedding_hashes(batch.group_id, limit=1)
         return {key: stamp.encode_stamp(identity)} if empty else {}
     gone = set(batch.stale) | {
-        f"episode:{u}"
-        for op in batch.ops
-        if op.name == "episode.delete"
-        for u in [op.data.get("uuid")]
-        if isinstance(u, str)
+        f"episode:{c.uuid}" for c in batch.changes if isinstance(c, EpisodeDelete)
     }
     if purged:
         return {key: None}

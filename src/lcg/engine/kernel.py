@@ -356,7 +356,7 @@ class Engine:
         vectors = embed_plan(plan, self.parts.embedder, cache_only=cache_only)
         if not cache_only:  # the windows of long episodes, into the cache `apply` reads them from
             self._search.embed_windows(changes)
-        return Batch(group_id, ops, vectors, plan.stale)
+        return Batch(group_id, ops, vectors, plan.stale, decoded=changes)
 
     def _commit(
         self, batches: Sequence[Batch], logged: Sequence[bytes] | None = None
@@ -378,8 +378,8 @@ class Engine:
 
     def _committed(self, batch: Batch, first: int, last: int) -> None:
         """A batch is durable: the in-memory projections take its operations, decoded once
-        (the store applied them, so they decode)."""
-        changes = decode_all(batch.ops, batch.group_id)
+        (`Batch.changes`)."""
+        changes = batch.changes
         index_names(self._names, batch.group_id, changes, self._catchup.reload_names)
         self._search.apply(batch.group_id, changes, batch.vectors)
 

@@ -14,6 +14,7 @@ from lcg.curation.pointers import unbind_plan
 from lcg.engine import Engine
 from lcg.errors import InvalidRequestError
 from lcg.storage.backend import GraphReader
+from lcg.wal.changes import EpisodeDelete, GroupPurge, encode
 from lcg.wal.records import Op
 
 __all__ = ["delete_by_group", "delete_by_source", "delete_chunk_episode", "delete_episode"]
@@ -24,7 +25,7 @@ Batches = list[tuple[str, list[Op]]]
 def _episode_deletes(matches: list[tuple[str, str]]) -> Batches:
     by_group: dict[str, list[Op]] = {}
     for ep_uuid, gid in matches:
-        by_group.setdefault(gid, []).append(Op("episode.delete", {"uuid": ep_uuid}))
+        by_group.setdefault(gid, []).append(encode(EpisodeDelete(ep_uuid)))
     return list(by_group.items())
 
 
@@ -98,7 +99,7 @@ async def delete_by_group(
         if dry_run:
             return result, []
         purges = [
-            (g, [Op("group.purge", {})])
+            (g, [encode(GroupPurge())])
             for g, n in zip(group_ids, counts, strict=True)
             if any(n.values())
         ]

@@ -4,6 +4,12 @@
 `lcg.storage.graph.apply_ops` to an empty group (the rebuild-equivalence property test holds
 the two to that). A stream containing `cypher.exec` cannot be folded (its effect is only known
 to the database) and is reported as such, so the caller replays it operation by operation.
+
+It dispatches on operation names, not on the typed changes of `lcg.wal.changes`: this is the
+hot path of a full rebuild, and a fold through `decode` (a change object per line, then a
+`match`) measured 1.79 s of CPU against 1.35 s for this one on the same 200,000 operations
+(20,000 episodes of bench/wal_store.py's WAL, median of 5, same final rows), 33% slower,
+about 5% of a whole rebuild (~25,000 operations/s).
 """
 
 from __future__ import annotations
