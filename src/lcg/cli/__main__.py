@@ -1,5 +1,5 @@
 """`python -m lcg.cli`: the same entry point as the `lcg` script."""
 
-from lcg.cli.main import main
+from lcg.cli.entry import main
 
 main()
