@@ -15,7 +15,7 @@ CITATION = re.compile(
             "DESIGN" + r" ?§",
             "PLATFORM" + r"\.md",
             "shared/" + "notes",
-            r"\b" + "issue" + r"s? \d+",
+            r"(?i:\b" + "issue" + r"s? #?\d+)",
         )
     )
 )
@@ -27,7 +27,8 @@ def test_nothing_cites_a_document_outside_the_repository_or_an_issue_number() ->
     found = []
     for tree in TREES:
         for path in sorted((ROOT / tree).rglob("*")):
-            if not path.is_file() or path.suffix not in SUFFIXES:
+            # Symlinks lead into examples/: third-party text, whose own bibliography cites journal issues by number.
+            if not path.is_file() or path.is_symlink() or path.suffix not in SUFFIXES:
                 continue
             for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
                 if CITATION.search(line):

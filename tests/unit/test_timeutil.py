@@ -135,7 +135,7 @@ def test_now_is_aware_utc() -> None:
 
 
 def test_a_wire_timestamp_may_be_a_bare_date_meaning_its_midnight_utc() -> None:
-    # Issue 14 item 7: `since: "2025-05-01"` is how a person types a time.
+    # `since: "2025-05-01"` is how a person types a time.
     assert parse_wire_timestamp("1969-07-20") == datetime(1969, 7, 20, tzinfo=UTC)
     assert parse_wire_timestamp(" 2025-05-01 ") == datetime(2025, 5, 1, tzinfo=UTC)
     assert parse_wire_timestamp("1969-07-20T20:17:40Z") == MOON

@@ -87,8 +87,9 @@ def _llama_cpp_python(fmt: dict[str, Any] | None, body: dict[str, Any]) -> Rejec
 # `schema`) and `json_schema` (`json_schema.schema`) both become a grammar; "text" is plain.
 # Another type is an std::invalid_argument, which the server answers with HTTP 400
 # {"error": {"code": 400, "message": ..., "type": "invalid_request_error"}} (format_error_response
-# with ERROR_TYPE_INVALID_REQUEST). Message text as quoted in llama.cpp issue #9522 / ik_llama.cpp
-# #778, with json_schema added to the list by #9527.
+# with ERROR_TYPE_INVALID_REQUEST). Message text as quoted in
+# https://github.com/ggml-org/llama.cpp/issues/9522, with json_schema added to the list by
+# https://github.com/ggml-org/llama.cpp/pull/9527.
 def _llama_server(fmt: dict[str, Any] | None, body: dict[str, Any]) -> Rejection | None:
     kind = _type(fmt)
     if fmt is None or kind in {"text", "json_object", "json_schema"}:
@@ -102,8 +103,9 @@ def _llama_server(fmt: dict[str, Any] | None, body: dict[str, Any]) -> Rejection
 
 
 # -- llama.cpp `llama-server` before PR #9527 (builds up to ~b3800, September 2024) -------------
-# llama.cpp issue #9522 (build 3777) and ik_llama.cpp issue #778 quote the answer to json_schema
-# verbatim: HTTP 500 {"error": {"code": 500, "message": "response_format type must be one of
+# https://github.com/ggml-org/llama.cpp/issues/9522 (build 3777) and
+# https://github.com/ikawrakow/ik_llama.cpp/issues/778 quote the answer to json_schema verbatim:
+# HTTP 500 {"error": {"code": 500, "message": "response_format type must be one of
 # \"text\" or \"json_object\", but got: json_schema", "type": "server_error"}} (a
 # std::runtime_error). Forks (ik_llama.cpp) shipped it for a year longer. The second 500 shape.
 def _llama_server_b3800(fmt: dict[str, Any] | None, body: dict[str, Any]) -> Rejection | None:
@@ -184,7 +186,7 @@ PROFILES: dict[str, ServerProfile] = {
             "llama-server-b3800",
             frozenset({"text", "json_object"}),
             _llama_server_b3800,
-            "llama.cpp issue #9522; ik_llama.cpp issue #778",
+            "github.com/ggml-org/llama.cpp/issues/9522; github.com/ikawrakow/ik_llama.cpp/issues/778",
         ),
         ServerProfile(
             "ollama",

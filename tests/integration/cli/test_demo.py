@@ -34,7 +34,7 @@ def test_demo_ingests_articles_offline_queries_them_and_rebuilds_identically(
 def test_the_embedder_fallback_warning_is_printed_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Issue 14 item 7: the demo opened two engines, each choosing (and warning about) the embedder.
+    # The demo opened two engines, each choosing (and warning about) the embedder.
     with caplog.at_level(logging.WARNING, logger="lcg.embedding.select"):
         run_demo(tmp_path / "demo", Console(file=io.StringIO(), width=200), articles=1)
     warnings = [r for r in caplog.records if "no local embedding model" in r.getMessage()]
@@ -44,7 +44,7 @@ def test_the_embedder_fallback_warning_is_printed_once(
 def test_the_closing_hint_names_lcg_as_this_shell_can_run_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 14 item 7: `lcg --home .lcg-demo status` fails when the venv is not activated.
+    # `lcg --home .lcg-demo status` fails when the venv is not activated.
     script = tmp_path / ".venv" / "bin" / "lcg"
     script.parent.mkdir(parents=True)
     script.write_text("#!/bin/sh\n")

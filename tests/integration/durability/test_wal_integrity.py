@@ -1,4 +1,4 @@
-"""Issue 15 items 3-5: a corrupt or shortened WAL is never half-applied, never silent, never
+"""A corrupt or shortened WAL is never half-applied, never silent, never
 makes a seq name two writes; and one process writes a WAL root at a time.
 
 Every reproduction runs a real engine on a real Kuzu database and edits the real WAL files.
@@ -89,7 +89,7 @@ async def _commit_episode(engine: Engine) -> None:
 async def test_a_batch_with_a_corrupt_line_is_not_applied_and_is_reported(
     settings: Settings,
 ) -> None:
-    """Issue 15 item 3: corrupt the first line of an 8-line episode batch, delete the database,
+    """Corrupt the first line of an 8-line episode batch, delete the database,
     start: none of the batch is applied (no fact without its source entity), and
     knowledge_status names the group, the seq range and the file."""
     engine = open_engine(settings)
@@ -207,7 +207,7 @@ async def test_a_batch_with_an_unknown_operation_is_not_applied_and_is_reported(
 async def test_a_database_ahead_of_its_wal_is_reported_and_no_seq_is_reused(
     settings: Settings, rebuild_first: bool
 ) -> None:
-    """Issue 15 item 4: after a clean shutdown, cut the last WAL line mid-way and start: the
+    """After a clean shutdown, cut the last WAL line mid-way and start: the
     database (applied seq 2) is ahead of the WAL (max seq 1) — reported in status and
     telemetry — and the next write gets seq 3, not 2 again; also after a full rebuild has
     re-derived the group from the WAL (which no longer reaches seq 2)."""
@@ -282,7 +282,7 @@ def _open_elsewhere(home: Path, wal_dir: Path) -> str:
 def test_a_second_process_cannot_write_the_same_wal_root(
     settings: Settings, tmp_path: Path
 ) -> None:
-    """Issue 15 item 5: another process with its own database but the same WAL directory is
+    """Another process with its own database but the same WAL directory is
     refused, with an error naming the holder's pid; the lock goes with the holder's close."""
     engine = open_engine(settings)
     try:

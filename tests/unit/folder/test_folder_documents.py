@@ -55,7 +55,7 @@ def test_an_impossible_date_in_a_name_is_not_a_date(tmp_path: Path) -> None:
 
 
 def test_front_matter_that_is_not_valid_yaml_is_dropped_and_reported() -> None:
-    # Issue 14 item 4: broken front matter is metadata, not prose; it was ingested as body text.
+    # Broken front matter is metadata, not prose; it was ingested as body text.
     meta, body, problem = split_front_matter("---\n: [unclosed\n---\nBody")
     assert meta == {}
     assert body == "Body"
@@ -116,7 +116,7 @@ def test_unreadable_files_are_reported_with_their_place(
 def test_a_bad_front_matter_date_is_reported_and_the_file_falls_back(
     tmp_path: Path, value: str, shown: str
 ) -> None:
-    # Issue 14 item 4: one bad date crashed the run; unparseable ones were silently ignored.
+    # One bad date crashed the run; unparseable ones were silently ignored.
     path = write(
         tmp_path / "note.md", f"---\ntitle: T\ndate: {value}\n---\nBody.", mtime=1_700_000_000
     )

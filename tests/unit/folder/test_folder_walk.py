@@ -72,7 +72,7 @@ def test_a_missing_root_is_an_error(tmp_path: Path) -> None:
 
 
 def test_files_no_glob_takes_are_listed_as_skipped(tmp_path: Path) -> None:
-    # Issue 14 item 7: a folder of PDFs reported "0 files ingested" and nothing else.
+    # A folder of PDFs reported "0 files ingested" and nothing else.
     root = tree(tmp_path, {"a.md": "x", "report.pdf": "%PDF", "sub/b.png": "", ".git/c.pdf": ""})
     scan = scan_sources([root])
     assert [s.source_file for s in scan.sources] == ["a.md"]

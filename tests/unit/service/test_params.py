@@ -358,7 +358,7 @@ def test_every_registered_method_has_a_params_model() -> None:
 
 
 def test_a_bare_date_is_its_midnight_utc_wherever_a_timestamp_is_accepted() -> None:
-    # Issue 14 item 7: `since: "2025-05-01"` was refused by knowledge_get_changes. All four
+    # `since: "2025-05-01"` was refused by knowledge_get_changes. All four
     # param modules share one validator (lcg.service.params.timestamp), so all accept it.
     from lcg.service.methods.curation import CrossGroupEdgeParams
     from lcg.service.methods.graph import EdgesByGroupParams

@@ -199,7 +199,7 @@ def _episode_batch(first: int, size: int) -> list[bytes]:
 
 @pytest.mark.parametrize("broken", [0, 1, 4, 7])
 def test_a_batch_with_an_unreadable_line_is_not_yielded_at_all(tmp_path: Path, broken: int) -> None:
-    """Issue 15 item 3: the readable lines after (or before) a corrupt one are no batch."""
+    """The readable lines after (or before) a corrupt one are no batch."""
     lines = _episode_batch(1, 8)
     lines[broken] = b'{"seq":' + b"#" * 20 + b"\n"
     (tmp_path / "a.jsonl").write_bytes(line(0) + b"".join(lines) + line(9))
