@@ -69,3 +69,16 @@ def test_what_lcg_demo_reads_is_package_data() -> None:
     for relative in (SOURCE, CHANGELOG):
         assert PACKAGE / relative in shipped, relative
         assert (PACKAGE / relative).resolve().is_file()
+
+
+def test_the_package_reads_no_data_from_outside_the_repository() -> None:
+    # ../shared/data/ (apollo, beam, changelogs) is for tests and benchmarks: no default of lcg's
+    # own (`lcg eval --corpus`, the demo) may look there.
+    outside = "shared/" + "data"  # in pieces, so that this file does not match itself
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if outside in line
+    ]
+    assert found == []
