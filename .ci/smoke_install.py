@@ -7,6 +7,7 @@ runs, from a temporary directory (no source checkout to lean on):
 
     lcg --help
     lcg demo                      (in an empty directory)
+    the installed package holds no file of examples/apollo/ (third-party: tests only)
     lcg serve                     (polls health_check on its Unix socket until healthy,
                                    then SIGTERM, and checks it exits 0)
     lcg mcp                       (an MCP client of the `mcp` SDK, run by the venv's own
@@ -30,6 +31,13 @@ from pathlib import Path
 
 SERVE_READY_S = 60.0
 STEP_TIMEOUT_S = 300.0
+
+# Run by the venv's Python: every file of the installed lcg package, relative to it.
+LIST_PACKAGE = """
+import pathlib, lcg
+root = pathlib.Path(lcg.__file__).parent
+print("\\n".join(str(p.relative_to(root)) for p in sorted(root.rglob("*"))))
+"""
 
 # Run by the venv's Python: the installed `mcp` SDK's stdio client against `lcg mcp`.
 MCP_CLIENT = """
@@ -161,6 +169,13 @@ def main() -> None:
         demo_dir = tmp / "demo"
         demo_dir.mkdir()
         run([str(lcg), "demo"], cwd=demo_dir, env=env, title="lcg demo")
+
+        step("the installed package carries no third-party corpus (examples/apollo/)")
+        listed = run([str(python), "-c", LIST_PACKAGE], cwd=tmp, env=env, title="package files")
+        if "apollo" in listed.lower():
+            raise SystemExit("smoke-install: the package ships examples/apollo/ (test data only)")
+        if "examples/demo/articles.jsonl" not in listed.splitlines():
+            raise SystemExit("smoke-install: the package lacks the demo's examples/demo/")
 
         step("lcg serve until health_check is healthy, then SIGTERM")
         home = tmp / "home"

@@ -1,9 +1,10 @@
-"""`lcg demo`: ingest 20 Apollo articles with whatever extractor is configured, then query them.
+"""`lcg demo`: ingest 20 short articles with whatever extractor is configured, then query them.
 
-The articles (examples/apollo/, Simple English Wikipedia, CC BY-SA 4.0) go through the real
-ingestion pipeline (`knowledge_process_chunk`): the configured LLM when one is configured
+The articles (examples/demo/articles.jsonl: a fictional software company and its Atlas project,
+written for lcg and shipped with it; examples/demo/README.md) go through the real ingestion
+pipeline (`knowledge_process_chunk`): the configured LLM when one is configured
 (LCG_EXTRACTOR=llm with a provider), else the offline heuristic extractor — no API key, no
-server. Then it prints what the graph holds, three searches, what changed in the 1960s
+server. Then it prints what the graph holds, three searches, what changed in spring 2025
 (`knowledge_get_changes`), the time views of a short dated changelog (lcg.cli.demo_time), and
 deletes the database to show the WAL rebuilding it identically.
 
@@ -40,15 +41,19 @@ from lcg.storage.store import delete_database_files
 __all__ = ["run_demo"]
 
 ARTICLES = 20
-GROUP = "apollo"
-SOURCE = "examples/apollo/corpus_prose.jsonl"
-# Articles carry no date of their own: they are stamped a day apart from here.
-FIRST_REFERENCE = datetime(2024, 1, 1, tzinfo=UTC)
+GROUP = "fernhill"
+SOURCE = "examples/demo/articles.jsonl"
+# Articles carry no date of their own: written after the events they tell, they are stamped a
+# day apart from here.
+FIRST_REFERENCE = datetime(2025, 7, 1, tzinfo=UTC)
 SEARCHES = (
-    ("knowledge_find_entities", "Saturn rocket", "entities"),
-    ("knowledge_find_relationships", "launched from Kennedy Space Center", "facts"),
-    ("knowledge_search_passages", "space station crew", "passages"),
+    ("knowledge_find_entities", "Platform Team", "entities"),
+    ("knowledge_find_relationships", "moved to the Lisbon office", "facts"),
+    ("knowledge_search_passages", "security review of the sync command", "passages"),
 )
+# What the articles say became true or ended in this span (knowledge_get_changes): the Atlas
+# project changing hands, among other things.
+CHANGES = ("2025-03-01", "2025-05-01")
 
 
 def _articles(limit: int) -> list[dict[str, Any]]:
@@ -133,17 +138,20 @@ async def _queries(engine: Engine, console: Console) -> None:
         for item in _first_list(result)[:3]:
             console.print(f"  • {escape(_label(item))}", no_wrap=True, overflow="ellipsis")
     if "knowledge_get_changes" in REGISTRY:
+        since, until = CHANGES
         changes = await dispatch(
             engine,
             "knowledge_get_changes",
             {
-                "since": "1969-01-01T00:00:00Z",
-                "until": "1970-01-01T00:00:00Z",
+                "since": f"{since}T00:00:00Z",
+                "until": f"{until}T00:00:00Z",
                 "group_ids": [GROUP],
-                "num_results": 5,
+                "num_results": 10,
             },
         )
-        console.print("\n[bold]knowledge_get_changes[/] what became true or ended during 1969:")
+        console.print(
+            f"\n[bold]knowledge_get_changes[/] what became true or ended from {since} to {until}:"
+        )
         for entry in changes["changes"]:
             console.print(
                 escape(f"  {entry['at'][:10]} {entry['kind']:<8} {_label(entry['fact'])}"),
@@ -191,7 +199,7 @@ def lcg_command() -> str:
 
 
 def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> None:
-    """Reset `directory`, ingest the first `articles` Apollo articles there, show the graph."""
+    """Reset `directory`, ingest the first `articles` demo articles there, show the graph."""
     if directory.exists():
         shutil.rmtree(directory)
     settings = _settings(directory)
@@ -247,8 +255,7 @@ def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> 
     console.print(
         escape(
             f"\nTry: {lcg} --home {directory} status   |   LCG_HOME={directory} {lcg} mcp   "
-            f"(Apollo texts: Simple English Wikipedia, CC BY-SA 4.0; see "
-            f"examples/apollo/README.md)"
+            f"(the articles: examples/demo/README.md)"
         ),
         highlight=False,
     )

@@ -28,19 +28,19 @@ from lcg.telemetry import NullSink
 __all__ = ["eval_command"]
 
 console = Console(stderr=True)
-_DEFAULT_CORPORA = (
-    Path("examples/apollo/corpus_prose.jsonl"),
-    Path("../shared/data/apollo/corpus_prose.jsonl"),
-)
+# The repository's test corpus, run from a source checkout (it is not in the package).
+_DEFAULT_CORPUS = Path("examples/apollo/corpus_prose.jsonl")
 
 
 def _corpus(path: Path | None) -> Path:
     if path is not None:
         return path
-    for candidate in _DEFAULT_CORPORA:
-        if candidate.is_file():
-            return candidate
-    raise click.UsageError("no corpus found: pass --corpus PATH (Apollo JSON Lines format)")
+    if _DEFAULT_CORPUS.is_file():
+        return _DEFAULT_CORPUS
+    raise click.UsageError(
+        f"no corpus found: pass --corpus PATH (JSON Lines as {_DEFAULT_CORPUS}, which is read "
+        "from the working directory of a source checkout)"
+    )
 
 
 def _ontology(path: Path | None, mode: str | None) -> Ontology | None:

@@ -200,7 +200,11 @@ def rebuild(ctx: click.Context, groups: tuple[str, ...], force_clear: bool, dry_
     help="Workspace for the demo; it is reset on every run.",
 )
 def demo(directory: str) -> None:
-    """Build a small bi-temporal graph from examples/ and show what it knows."""
+    """Build a small bi-temporal graph from the bundled examples and show what it knows.
+
+    20 short articles about a fictional software company (examples/demo/) and a dated changelog
+    (examples/changelog/atlas.md), offline unless an LLM is configured.
+    """
     from lcg.cli.demo import run_demo
 
     run_demo(Path(directory), console)
