@@ -198,6 +198,9 @@ def lcg_command() -> str:
     return f"{_relative(Path(sys.executable))} -m lcg.cli"
 
 
+_STORE_NAMES = {"ladybug": "LadybugDB", "kuzu": "Kuzu"}
+
+
 def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> None:
     """Reset `directory`, ingest the first `articles` demo articles there, show the graph."""
     if directory.exists():
@@ -211,7 +214,8 @@ def run_demo(directory: Path, console: Console, *, articles: int = ARTICLES) -> 
     engine = open_engine(settings, embedder=embedder)
     try:
         console.print(
-            f"[bold]lcg demo[/] — workspace {escape(str(directory))}/: Kuzu + JSONL WAL, "
+            f"[bold]lcg demo[/] — workspace {escape(str(directory))}/: "
+            f"{_STORE_NAMES.get(settings.embedded_store, settings.embedded_store)} + JSONL WAL, "
             f"{escape(engine.parts.embedder.identity.model)} embeddings, "
             f"{escape(_extractor_line(engine))}"
         )

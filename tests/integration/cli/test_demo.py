@@ -34,6 +34,7 @@ def test_demo_ingests_its_articles_offline_queries_them_and_rebuilds_identically
     run_demo(tmp_path / "demo", Console(file=out, width=200))
     text = out.getvalue()
     assert "heuristic extractor (offline: no model, no API key)" in text
+    assert "LadybugDB + JSONL WAL" in text  # the default engine, named as it is
     row = re.search(r"│ +(\d+) │ +(\d+) │ +(\d+) │ +(\d+) │", text)
     assert row, text
     episodes, entities, facts, current = map(int, row.groups())
