@@ -17,7 +17,7 @@ from lcg.models import Entity, Episode
 from lcg.search.passages import WINDOW_CHARS
 from lcg.search.strategy import HYBRID_RRF
 from lcg.service.registry import dispatch
-from lcg.temporal import context, evidence
+from lcg.temporal import context, evidence, turns
 
 pytestmark = pytest.mark.anyio
 
@@ -249,3 +249,53 @@ async def test_context_quotes_no_barely_related_episode_to_fill_its_budget(engin
     assert weak and all(scores[u] < evidence.RELATIVE_FLOOR * best for u in weak), scores
     got = await _call(engine, "knowledge_get_context", query=query)
     assert sorted(got["included_episode_ids"]) == [f"ep-answer-{i}" for i in range(3)]
+
+
+async def _chat(engine: Engine, turns: list[tuple[str, str, str]], at: datetime) -> None:
+    for uuid, source, text in turns:
+        await _episode(engine, uuid, text, at, source)
+
+
+async def test_context_quotes_the_reply_to_a_turn_the_search_found(engine: Engine) -> None:
+    # The user's question names the quokka; the assistant's answer says none of the query's
+    # words. It is the turn after a hit, by the other speaker, on the same day: quoted.
+    await _chat(
+        engine,
+        [
+            ("ep-ask", "user turn", "Where should I go to see a quokka colony?"),
+            ("ep-answer", "assistant turn", "Take the morning ferry from Fremantle to Rottnest."),
+            ("ep-later", "user turn", "Thanks. Now a different topic: tax forms."),
+        ],
+        MARCH,
+    )
+    found = await _call(engine, "knowledge_search_passages", query="quokka colony")
+    assert [p["uuid"] for p in found["passages"]] == ["ep-ask"]
+    got = await _call(engine, "knowledge_get_context", query="quokka colony")
+    assert got["included_episode_ids"][:2] == ["ep-ask", "ep-answer"]
+    assert "Fremantle" in got["context"] and "tax forms" not in got["context"]
+    saved = turns.REPLY_SHARE
+    turns.REPLY_SHARE = 0.0
+    try:
+        got = await _call(engine, "knowledge_get_context", query="quokka colony")
+    finally:
+        turns.REPLY_SHARE = saved
+    assert got["included_episode_ids"] == ["ep-ask"]
+
+
+async def test_one_sources_text_and_another_days_turn_lend_no_score(engine: Engine) -> None:
+    # Releases of one changelog (one source description): the next one is no reply.
+    await _chat(
+        engine,
+        [
+            ("ep-r1", "CHANGES.md", "Added quokka colony support."),
+            ("ep-r2", "CHANGES.md", "Fixed the ferry timetable parser."),
+        ],
+        MARCH,
+    )
+    got = await _call(engine, "knowledge_get_context", query="quokka colony")
+    assert got["included_episode_ids"] == ["ep-r1"]
+    # A turn of another speaker a month later is another session: no reply either.
+    await _episode(engine, "ep-ask", "Is the quokka colony open?", MARCH, "user turn")
+    await _episode(engine, "ep-next", "Ferries run hourly in summer.", APRIL, "assistant turn")
+    got = await _call(engine, "knowledge_get_context", query="is the quokka colony open")
+    assert "ep-next" not in got["included_episode_ids"]
