@@ -10,8 +10,9 @@ passage partition (documents are appended in commit order, lcg.search.partition)
 **turn** of a dialogue only if another source wrote each of its neighbours (their source
 descriptions differ from its own: the speakers take turns), and then a neighbour is its
 **reply** if dated within `REPLY_GAP` of it (the same session). Releases of one changelog,
-chunks of one file, notes of one writer keep one source description: they are no turns, and
-their neighbours are never lent a score.
+notes of one writer keep one source description: they are no turns, and their neighbours are
+never lent a score; nor is a chunk of a file (an episode with a `source_file` or `chunk_id`,
+knowledge_process_chunk), a document whatever its neighbours are.
 
 `with_replies` lends each reply of the first `REPLY_SEEDS` hits `REPLY_SHARE` of its hit's
 fused score; an episode ranks by the better of its own score and what it is lent.
@@ -71,10 +72,15 @@ def _adjacent(engine: Engine, hits: Sequence[Hit]) -> dict[str, list[str]]:
     return out
 
 
+def _chunk(ep: Episode) -> bool:
+    return bool(ep.source_file or ep.chunk_id)
+
+
 def _replies(hit: Episode, near: Sequence[Episode]) -> list[Episode]:
     """The neighbours of a dialogue turn dated within `REPLY_GAP` of it (module docstring)."""
-    if any(n.source_description == hit.source_description for n in near):
-        return []  # one source's text on either side: no dialogue
+    if _chunk(hit) or any(n.source_description == hit.source_description for n in near):
+        return []  # a file's chunk, or one source's text on either side: no dialogue
+    near = [n for n in near if not _chunk(n)]
     a = _when(hit)
     return [n for n in near if a is not None and (b := _when(n)) and abs(a - b) <= REPLY_GAP]
 

@@ -38,13 +38,16 @@ def _long_text() -> str:
     return f"{block}\n\n{block}\n\n{ANSWER}\n\n{block}\n\n{block}"
 
 
-async def _episode(engine: Engine, uuid: str, content: str, at: datetime, source: str) -> None:
+async def _episode(
+    engine: Engine, uuid: str, content: str, at: datetime, source: str, source_file: str = ""
+) -> None:
     ep = Episode(
         uuid=uuid,
         group_id=G,
         name=f"turn {uuid}",
         content=content,
         source_description=source,
+        source_file=source_file,
         created_at=at,
         valid_at=at,
     )
@@ -299,3 +302,15 @@ async def test_one_sources_text_and_another_days_turn_lend_no_score(engine: Engi
     await _episode(engine, "ep-next", "Ferries run hourly in summer.", APRIL, "assistant turn")
     got = await _call(engine, "knowledge_get_context", query="is the quokka colony open")
     assert "ep-next" not in got["included_episode_ids"]
+
+
+async def test_a_files_chunk_lends_no_score_to_the_next_file(engine: Engine) -> None:
+    # One-chunk files of a folder, each its own source description: documents, not turns.
+    for i, text in enumerate(["Quokka colony census notes.", "Ferry timetable for May."]):
+        await _episode(engine, f"ep-file-{i}", text, MARCH, f"notes/{i}.md", f"notes/{i}.md")
+    await _episode(engine, "ep-file-2", "Parking fees at the harbour.", MARCH, "notes/2.md")
+    got = await _call(engine, "knowledge_get_context", query="quokka colony census")
+    assert got["included_episode_ids"] == ["ep-file-0"]
+    # The chunk is no reply to a turn either.
+    got = await _call(engine, "knowledge_get_context", query="parking fees at the harbour")
+    assert got["included_episode_ids"] == ["ep-file-2"]
