@@ -6,7 +6,8 @@ project") with many turns that share only the chat's topic with it; the turn jus
 after one the search found is often among them (docs/search.md, "Ranking for broad
 questions": 31 of the 84 evidence turns `bench/evidence.py --quick --losses` found lost). An
 episode's neighbours are the live episodes indexed just before and after it in its group's
-passage partition (documents are appended in commit order, lcg.search.partition). A hit is a
+passage partition (documents are appended in commit order, lcg.search.partition; a partition
+built from the store holds them in the store's scan order). A hit is a
 **turn** of a dialogue only if another source wrote each of its neighbours (their source
 descriptions differ from its own: the speakers take turns), and then a neighbour is its
 **reply** if dated within `REPLY_GAP` of it (the same session). Releases of one changelog,
@@ -35,10 +36,13 @@ __all__ = ["REPLY_GAP", "REPLY_SEEDS", "REPLY_SHARE", "with_replies"]
 # The share of a hit's fused score its replies are lent (0: none). `python bench/evidence.py
 # --quick --grid` (BEAM get_context budget share, `hash` / MiniLM int8; the changelogs 1.0 in
 # every row): 0 0.672 / 0.698; 0.5 0.672; 0.7 0.679; 0.75 0.695 / 0.770; 0.8 0.709 / 0.772;
-# 0.85 0.700 / 0.747; 0.9 0.710 / 0.759; 1.0 0.711 / 0.757 (docs/search.md, "Ranking for broad
-# questions"). Fused scores are reciprocal ranks: below ~0.6 a reply ranks past what is quoted.
+# 0.85 0.700 / 0.747; 0.9 0.710 / 0.759; 1.0 0.711 / 0.757; the full run (`hash`) 0 0.600, 0.8
+# 0.617 (docs/search.md, "Replies"). Fused scores are reciprocal ranks: below ~0.6 a reply
+# ranks past what is quoted.
 REPLY_SHARE = 0.8
-# The hits, best first, whose replies are looked up.
+# The hits, best first, whose replies are looked up (at share 0.8, `--quick` `hash` / MiniLM:
+# 5 — / 0.750, 7 0.709 / 0.774, 10 0.709 / 0.772, 15 0.709 / 0.772; the full run 3 0.613, 5
+# 0.614, 10 0.617).
 REPLY_SEEDS = 10
 # The most a reply's date may differ from its hit's.
 REPLY_GAP = timedelta(days=1)
