@@ -3,7 +3,8 @@ facts it shows were read from.
 
 `find_passages` ranks episodes by hybrid passage search (BM25 + vector, fused by reciprocal rank,
 each list on its own evidence: lcg.search.floor), keeps those scoring at least `RELATIVE_FLOOR`
-of the best one, and appends the episodes the seed facts cite; an
+of the best one, ranks with them the turns that asked or answered the best of them in a
+conversation (lcg.temporal.turns), and appends the episodes the seed facts cite; an
 episode recorded after the reference instant (`as_of`) is never quoted. Each passage quotes the
 piece of its episode that holds the most of the query's weight (lcg.search.passages), cut from
 the index window the search found the episode by (`Hit.window`; an episode a fact cites: from
@@ -24,6 +25,7 @@ from lcg.graph import hybrid
 from lcg.models import Episode, Fact
 from lcg.search.passages import best_window, passage_scores, query_stems, windows
 from lcg.search.strategy import HYBRID_RRF
+from lcg.temporal.turns import with_replies
 
 if TYPE_CHECKING:
     from lcg.engine import Engine
@@ -147,7 +149,7 @@ def find_passages(
         )
         least = RELATIVE_FLOOR * max(scores)
         hits = [hit for hit, score in zip(hits, scores, strict=True) if score >= least]
-    episodes = [ep for ep, _ in hits]
+    episodes = with_replies(engine, hits)[:limit]
     spans = {ep.uuid: hit.window for ep, hit in hits if hit.window is not None}
     seen = {ep.uuid for ep in episodes}
     cited = [u for f in facts for u in f.episodes if u not in seen]

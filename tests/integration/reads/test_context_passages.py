@@ -17,7 +17,7 @@ from lcg.models import Entity, Episode
 from lcg.search.passages import WINDOW_CHARS
 from lcg.search.strategy import HYBRID_RRF
 from lcg.service.registry import dispatch
-from lcg.temporal import context, evidence
+from lcg.temporal import context, evidence, turns
 
 pytestmark = pytest.mark.anyio
 
@@ -38,13 +38,16 @@ def _long_text() -> str:
     return f"{block}\n\n{block}\n\n{ANSWER}\n\n{block}\n\n{block}"
 
 
-async def _episode(engine: Engine, uuid: str, content: str, at: datetime, source: str) -> None:
+async def _episode(
+    engine: Engine, uuid: str, content: str, at: datetime, source: str, source_file: str = ""
+) -> None:
     ep = Episode(
         uuid=uuid,
         group_id=G,
         name=f"turn {uuid}",
         content=content,
         source_description=source,
+        source_file=source_file,
         created_at=at,
         valid_at=at,
     )
@@ -249,3 +252,65 @@ async def test_context_quotes_no_barely_related_episode_to_fill_its_budget(engin
     assert weak and all(scores[u] < evidence.RELATIVE_FLOOR * best for u in weak), scores
     got = await _call(engine, "knowledge_get_context", query=query)
     assert sorted(got["included_episode_ids"]) == [f"ep-answer-{i}" for i in range(3)]
+
+
+async def _chat(engine: Engine, turns: list[tuple[str, str, str]], at: datetime) -> None:
+    for uuid, source, text in turns:
+        await _episode(engine, uuid, text, at, source)
+
+
+async def test_context_quotes_the_reply_to_a_turn_the_search_found(engine: Engine) -> None:
+    # The user's question names the quokka; the assistant's answer says none of the query's
+    # words. It is the turn after a hit, by the other speaker, on the same day: quoted.
+    await _chat(
+        engine,
+        [
+            ("ep-ask", "user turn", "Where should I go to see a quokka colony?"),
+            ("ep-answer", "assistant turn", "Take the morning ferry from Fremantle to Rottnest."),
+            ("ep-later", "user turn", "Thanks. Now a different topic: tax forms."),
+        ],
+        MARCH,
+    )
+    found = await _call(engine, "knowledge_search_passages", query="quokka colony")
+    assert [p["uuid"] for p in found["passages"]] == ["ep-ask"]
+    got = await _call(engine, "knowledge_get_context", query="quokka colony")
+    assert got["included_episode_ids"][:2] == ["ep-ask", "ep-answer"]
+    assert "Fremantle" in got["context"] and "tax forms" not in got["context"]
+    saved = turns.REPLY_SHARE
+    turns.REPLY_SHARE = 0.0
+    try:
+        got = await _call(engine, "knowledge_get_context", query="quokka colony")
+    finally:
+        turns.REPLY_SHARE = saved
+    assert got["included_episode_ids"] == ["ep-ask"]
+
+
+async def test_one_sources_text_and_another_days_turn_lend_no_score(engine: Engine) -> None:
+    # Releases of one changelog (one source description): the next one is no reply.
+    await _chat(
+        engine,
+        [
+            ("ep-r1", "CHANGES.md", "Added quokka colony support."),
+            ("ep-r2", "CHANGES.md", "Fixed the ferry timetable parser."),
+        ],
+        MARCH,
+    )
+    got = await _call(engine, "knowledge_get_context", query="quokka colony")
+    assert got["included_episode_ids"] == ["ep-r1"]
+    # A turn of another speaker a month later is another session: no reply either.
+    await _episode(engine, "ep-ask", "Is the quokka colony open?", MARCH, "user turn")
+    await _episode(engine, "ep-next", "Ferries run hourly in summer.", APRIL, "assistant turn")
+    got = await _call(engine, "knowledge_get_context", query="is the quokka colony open")
+    assert "ep-next" not in got["included_episode_ids"]
+
+
+async def test_a_files_chunk_lends_no_score_to_the_next_file(engine: Engine) -> None:
+    # One-chunk files of a folder, each its own source description: documents, not turns.
+    for i, text in enumerate(["Quokka colony census notes.", "Ferry timetable for May."]):
+        await _episode(engine, f"ep-file-{i}", text, MARCH, f"notes/{i}.md", f"notes/{i}.md")
+    await _episode(engine, "ep-file-2", "Parking fees at the harbour.", MARCH, "notes/2.md")
+    got = await _call(engine, "knowledge_get_context", query="quokka colony census")
+    assert got["included_episode_ids"] == ["ep-file-0"]
+    # The chunk is no reply to a turn either.
+    got = await _call(engine, "knowledge_get_context", query="parking fees at the harbour")
+    assert got["included_episode_ids"] == ["ep-file-2"]
