@@ -59,7 +59,7 @@ from lcg.errors import StorageError
 from lcg.fsmodes import private_dir, private_file, write_private
 from lcg.storage.leaked_refs import give_back, leak_per_value
 from lcg.storage.schema import MIGRATIONS
-from lcg.storage.spool import copy_via_file
+from lcg.storage.spool import copy_via_file, remove_stale
 
 __all__ = [
     "COMPANION_SUFFIXES",
@@ -366,9 +366,9 @@ class Conn:
         # database holds more than bulk loads.
         self.copy_ok = True
         self.bulk_loads = 0  # bulk loads run on this connection (storage.bulk)
-        # Where `copy_from` spools a table to a file when the engine would keep it (the writer's:
-        # beside the database; None: COPY from the table itself).
-        self.spool_dir: Path | None = None
+        # The database beside which `copy_from` spools a table to a file when the engine would
+        # keep the table (set on the writer; None: COPY from the table itself).
+        self.spool_beside: Path | None = None
         self._sizes: dict[str, list[int]] = {}  # table -> [rows, uses before a recount]
         self._meta: dict[str, str | None] = {}  # writer: Meta values it read or wrote (`meta`)
         self._meta_valid = True
@@ -522,7 +522,7 @@ class Conn:
         """`COPY <table> FROM <pyarrow table>` (the engine resolves the variable by name), or
         from a Parquet file of it where the engine would keep the table alive (`spool`)."""
         self.copies += 1
-        spool = self.spool_dir if self.traits.copy_keeps_frame else None
+        spool = self.spool_beside if self.traits.copy_keeps_frame else None
         if spool is not None and copy_via_file(self.run, table, frame, options, spool):
             return
         arrow_frame = frame  # noqa: F841  referenced by name inside the COPY statement
@@ -616,6 +616,7 @@ class Store:
         # transaction commits: a failed COPY into it is recovered by starting over (`_rolled_back`).
         self._fresh = found is None
         self._db = self._open_database()
+        remove_stale(path)  # a killed bulk load's spool files (lcg.storage.spool)
         private_file(path)  # the engine creates its file under the process umask
         if found is None:
             _write_stamp(path, self.engine)
@@ -659,7 +660,7 @@ class Store:
             raise StorageError(str(exc)) from exc
         conn = Conn(raw, self._epoch, schema_owner=writer, traits=self.traits)
         if writer:
-            conn.spool_dir = self.path.parent
+            conn.spool_beside = self.path
         return conn
 
     # -- schema ---------------------------------------------------------------------------

@@ -437,9 +437,13 @@ def test_a_bulk_copy_keeps_no_pyarrow_table_alive_and_leaves_no_file(tmp_path: P
         with pytest.raises(StorageError), store.transaction() as tx:
             tx.bulk_loads += 1
             tx.copy_from("Meta", pa.table({"key": ["k000001"], "value": ["again"]}))
-        assert not [p.name for p in path.parent.iterdir() if p.name.startswith(".copy-")]
+        assert not [p.name for p in path.parent.iterdir() if ".copy-" in p.name]
     finally:
         store.close()
+    left = path.parent / f".{path.name}.copy-killed.parquet"  # as a killed process leaves one
+    left.write_bytes(b"")
+    Store(path, buffer_pool_mb=64).close()
+    assert not left.exists()
 
 
 def test_hit_lookups_keep_no_buffer_pool_a_whole_group_read_needs(tmp_path: Path) -> None:
