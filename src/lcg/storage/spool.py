@@ -1,11 +1,16 @@
-"""`COPY` from a Parquet file written beside the database, for an engine that keeps every
-pyarrow table a `COPY` scanned until the connection closes (`EngineTraits.copy_keeps_frame`).
+"""Giving back the pyarrow table a `COPY` scanned, on an engine that keeps it until the
+connection closes (`EngineTraits.copy_keeps_frame`).
 
-LadybugDB 0.22.0 holds a reference to the scanned table until its `Connection` is closed (a
-1M-row table: 134 MB of Arrow buffers still allocated after the COPY, its commit and a
-CHECKPOINT; Kuzu frees it when the COPY returns): a bulk load's tables (~0.8 GB at 1M facts)
-then all stay alive until the store reopens the handle after the commit, beside the search
-partitions the replay builds meanwhile. A COPY from a file holds nothing once it returns;
+LadybugDB 0.22.0 holds the scanned table until its `Connection` is closed (a 1M-row table: 134
+MB of Arrow buffers still allocated after the COPY, its commit and a CHECKPOINT; Kuzu frees it
+when the COPY returns): a bulk load's tables (~0.8 GB at 1M facts) then all stay alive until
+the store reopens the handle after the commit, beside the search partitions the replay builds
+meanwhile. What holds it is the binding's implicit prepared-statement cache: `COPY T FROM name`
+is rewritten into a parameter and the statement is cached with the table bound to it.
+`forget_scans` drops those cached COPY statements after the COPY (nothing else is cached for
+them: lcg prepares its own statements). A binding without that cache gets a COPY from a
+Parquet file instead (`copy_via_file`, ~20% more CPU for the COPY), which holds nothing once it
+returns;
 the file is written uncompressed beside the database (`.<db>.copy-*.parquet`) and removed as
 soon as the COPY ends, whatever the outcome; one a killed process left behind is removed when
 the store next opens the database (`remove_stale`, with the database's lock held).
@@ -22,7 +27,27 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-__all__ = ["copy_via_file", "remove_stale"]
+__all__ = ["copy_via_file", "forget_scans", "holds_scans", "remove_stale"]
+
+_CACHE = "_pybind_implicit_prepared_cache"  # ladybug.Connection's (0.22.0)
+
+
+def forget_scans(raw: Any) -> bool:
+    """Drop the COPY statements the binding of `raw` (a `ladybug.Connection`) cached with their
+    scanned tables bound; False when it has no such cache (then spool: `copy_via_file`)."""
+    cache = getattr(raw, _CACHE, None)
+    if not isinstance(cache, dict):
+        return False
+    lock = getattr(raw, "_prepared_cache_lock", None)
+    with lock if lock is not None else contextlib.nullcontext():
+        for key in [k for k in cache if isinstance(k, tuple) and str(k[0]).startswith("COPY ")]:
+            del cache[key]
+    return True
+
+
+def holds_scans(raw: Any) -> bool:
+    """Whether `forget_scans` can give back what a COPY from a table keeps on `raw`."""
+    return isinstance(getattr(raw, _CACHE, None), dict)
 
 
 def _prefix(database: Path) -> str:

@@ -29,8 +29,8 @@ Hazards this module answers (`EngineTraits` says which apply to which engine):
   keeps none;
 - LadybugDB: every `COPY` keeps ~17 MB of native memory until the Database is closed, so a
   commit that ran one reopens the handle after its checkpoint (`Store.copies_pending`); and
-  it keeps the pyarrow table a COPY scanned until the connection closes, so the writer's
-  COPYs read a Parquet file of the table instead (`lcg.storage.spool`).
+  it keeps the pyarrow table a COPY scanned until the connection closes (its binding's statement
+  cache holds it), so that statement is dropped after each COPY (`lcg.storage.spool`).
 
 Every engine exception becomes a `StorageError` here, chained to the original.
 """
@@ -59,7 +59,7 @@ from lcg.errors import StorageError
 from lcg.fsmodes import private_dir, private_file, write_private
 from lcg.storage.leaked_refs import give_back, leak_per_value
 from lcg.storage.schema import MIGRATIONS
-from lcg.storage.spool import copy_via_file, remove_stale
+from lcg.storage.spool import copy_via_file, forget_scans, holds_scans, remove_stale
 
 __all__ = [
     "COMPANION_SUFFIXES",
@@ -519,14 +519,21 @@ class Conn:
         return rows[0][0] if rows else None
 
     def copy_from(self, table: str, frame: Any, options: str = "") -> None:
-        """`COPY <table> FROM <pyarrow table>` (the engine resolves the variable by name), or
-        from a Parquet file of it where the engine would keep the table alive (`spool`)."""
+        """`COPY <table> FROM <pyarrow table>` (the engine resolves the variable by name); where
+        the engine would keep the table alive, the binding's statement that holds it is dropped
+        after, or, on a binding that does not expose it, the COPY reads a Parquet file of the
+        table (`lcg.storage.spool`)."""
         self.copies += 1
-        spool = self.spool_beside if self.traits.copy_keeps_frame else None
+        keeps = self.traits.copy_keeps_frame
+        spool = self.spool_beside if keeps and not holds_scans(self._raw) else None
         if spool is not None and copy_via_file(self.run, table, frame, options, spool):
             return
         arrow_frame = frame  # noqa: F841  referenced by name inside the COPY statement
-        self.run(f"COPY {table} FROM arrow_frame{options}")
+        try:
+            self.run(f"COPY {table} FROM arrow_frame{options}")
+        finally:
+            if keeps:
+                forget_scans(self._raw)
 
     def release(self) -> None:
         """Drop this connection's prepared statements: LadybugDB's `Database.close()` keeps

@@ -412,15 +412,21 @@ def test_a_failed_bulk_copy_into_a_fresh_database_leaves_a_working_store(
         store.close()
 
 
-def test_a_bulk_copy_keeps_no_pyarrow_table_alive_and_leaves_no_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("through_file", [False, True])
+def test_a_bulk_copy_keeps_no_pyarrow_table_alive_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, through_file: bool
+) -> None:
     """LadybugDB 0.22 keeps the pyarrow table a COPY scanned until the connection closes (at
     1M facts a bulk load's tables, ~0.8 GB, stayed allocated beside the search build until
-    the handle was reopened): the writer's COPY reads a Parquet file of it instead, removed
-    when the COPY ends, whether it succeeded or failed."""
+    the handle was reopened): the binding's cached statement that holds it is dropped after
+    the COPY, or (`through_file`: a binding that does not expose it) the COPY reads a Parquet
+    file of the table, removed when the COPY ends, whether it succeeded or failed."""
     import gc
 
     import pyarrow as pa
 
+    if through_file:
+        monkeypatch.setattr(store_module, "holds_scans", lambda raw: False)
     path = tmp_path / "db"
     store = Store(path, buffer_pool_mb=64)
     try:
