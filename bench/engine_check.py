@@ -231,8 +231,8 @@ def copy_memory(db: Db, quick: bool) -> dict[str, Any]:
 
 def copy_keeps_frame(db: Db, quick: bool) -> dict[str, Any]:
     """Arrow memory still allocated after a COPY from a pyarrow table returned and committed,
-    the table dropped: LadybugDB keeps the table until the connection closes (so lcg's writer
-    COPYs from a Parquet file of it: lcg.storage.spool)."""
+    the table dropped: LadybugDB keeps the table until the connection closes (its binding's
+    statement cache holds it bound; lcg's writer drops that statement: lcg.storage.spool)."""
     import gc
 
     import pyarrow as pa
