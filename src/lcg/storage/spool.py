@@ -10,10 +10,9 @@ is rewritten into a parameter and the statement is cached with the table bound t
 `forget_scans` drops those cached COPY statements after the COPY (nothing else is cached for
 them: lcg prepares its own statements). A binding without that cache gets a COPY from a
 Parquet file instead (`copy_via_file`, ~20% more CPU for the COPY), which holds nothing once it
-returns;
-the file is written uncompressed beside the database (`.<db>.copy-*.parquet`) and removed as
-soon as the COPY ends, whatever the outcome; one a killed process left behind is removed when
-the store next opens the database (`remove_stale`, with the database's lock held).
+returns; the file is written uncompressed beside the database (`.<db>.copy-*.parquet`) and
+removed as soon as the COPY ends, whatever the outcome; one a killed process left behind is
+removed when the store next opens the database (`remove_stale`, with the database's lock held).
 """
 
 from __future__ import annotations
