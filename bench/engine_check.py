@@ -52,6 +52,7 @@ EXPECTED: dict[str, dict[str, bool]] = {
         "null_after_update": False,
         "checkpoint_memory": False,
         "copy_memory": True,
+        "copy_keeps_frame": True,
         "key_lookup_unwind": False,
         "key_lookup_in_list": True,
         "rollback_writes": False,
@@ -66,6 +67,7 @@ EXPECTED: dict[str, dict[str, bool]] = {
         "null_after_update": True,
         "checkpoint_memory": True,
         "copy_memory": False,
+        "copy_keeps_frame": False,
         "key_lookup_unwind": True,
         "key_lookup_in_list": True,
         "rollback_writes": True,
@@ -225,6 +227,37 @@ def copy_memory(db: Db, quick: bool) -> dict[str, Any]:
     _trim()
     per = (rss_mb() - before) / copies
     return {"copies": copies, "mb_per_copy": round(per, 2), "defect": per > 4}
+
+
+def copy_keeps_frame(db: Db, quick: bool) -> dict[str, Any]:
+    """Arrow memory still allocated after a COPY from a pyarrow table returned and committed,
+    the table dropped: LadybugDB keeps the table until the connection closes (its binding's
+    statement cache holds it bound; lcg's writer drops that statement: lcg.storage.spool)."""
+    import gc
+
+    import pyarrow as pa
+
+    rows = 50_000 if quick else 500_000
+    db.run("CREATE NODE TABLE T(uuid STRING PRIMARY KEY, s STRING)")
+    before = pa.total_allocated_bytes()
+
+    def one() -> int:
+        frame = pa.table({"uuid": [f"k{i}" for i in range(rows)], "s": ["x" * 40] * rows})
+        made = int(frame.nbytes)
+        db.run("BEGIN TRANSACTION")
+        db.conn.execute("COPY T FROM frame").close()
+        db.run("COMMIT")
+        return made
+
+    made = one()
+    gc.collect()
+    kept = pa.total_allocated_bytes() - before
+    return {
+        "rows": rows,
+        "table_mb": round(made / 2**20, 2),
+        "kept_mb": round(kept / 2**20, 2),
+        "defect": kept > made // 2,
+    }
 
 
 def _lookup_ms(db: Db, rows: int, text: str, reps: int) -> float:
@@ -479,6 +512,7 @@ CHECKS: dict[str, Callable[[Db, bool], dict[str, Any]]] = {
         null_after_update,
         checkpoint_memory,
         copy_memory,
+        copy_keeps_frame,
         key_lookup_unwind,
         key_lookup_in_list,
         rollback_writes,

@@ -4,8 +4,9 @@
 holds no rows yet (a full replay starts from an empty or purged group) and runs this inside one
 transaction. On LadybugDB, `COPY` runs only into a database that holds nothing but bulk loads
 (`Conn.copy_ok`, set by the store): each one keeps ~17 MB of native memory until the handle
-closes (the store reopens it after the commit), and a failed one is recovered by starting that
-database over (`Store._rolled_back`). Into any other database (a rebuild of one group beside
+closes (the store reopens it after the commit), it would keep each table alive until then
+(`Conn.copy_from` drops the binding's cached statement that holds it: `lcg.storage.spool`), and a
+failed one is recovered by starting that database over (`Store._rolled_back`). Into any other database (a rebuild of one group beside
 others) the same tables go in `UNWIND ... CREATE` batches (`_BATCH` rows a statement).
 """
 

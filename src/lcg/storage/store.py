@@ -28,7 +28,9 @@ Hazards this module answers (`EngineTraits` says which apply to which engine):
   `EngineTraits.recycle_every` checkpoints the handle is reopened (`_recycle`); LadybugDB
   keeps none;
 - LadybugDB: every `COPY` keeps ~17 MB of native memory until the Database is closed, so a
-  commit that ran one reopens the handle after its checkpoint (`Store.copies_pending`).
+  commit that ran one reopens the handle after its checkpoint (`Store.copies_pending`); and
+  it keeps the pyarrow table a COPY scanned until the connection closes (its binding's statement
+  cache holds it), so that statement is dropped after each COPY (`lcg.storage.spool`).
 
 Every engine exception becomes a `StorageError` here, chained to the original.
 """
@@ -57,6 +59,7 @@ from lcg.errors import StorageError
 from lcg.fsmodes import private_dir, private_file, write_private
 from lcg.storage.leaked_refs import give_back, leak_per_value
 from lcg.storage.schema import MIGRATIONS
+from lcg.storage.spool import copy_via_file, forget_scans, holds_scans, remove_stale
 
 __all__ = [
     "COMPANION_SUFFIXES",
@@ -90,6 +93,7 @@ class EngineTraits:
     checkpoint_after_rollback: bool  # rows a rolled-back transaction updated stay conflicted
     recycle_every: int  # reopen the handle after this many checkpoints (0: never)
     copy_recycles: bool  # each COPY keeps native memory until the Database closes
+    copy_keeps_frame: bool  # a COPY keeps the table it scanned until the connection closes
     unwind_lookups: bool  # an UNWIND that MATCHes by primary key is an index lookup
     deprecated: bool
 
@@ -100,6 +104,7 @@ ENGINES: dict[str, EngineTraits] = {
         checkpoint_after_rollback=False,
         recycle_every=0,
         copy_recycles=True,
+        copy_keeps_frame=True,
         unwind_lookups=True,
         deprecated=False,
     ),
@@ -112,6 +117,7 @@ ENGINES: dict[str, EngineTraits] = {
         # at one checkpoint per 100 commits every ~3,200 commits, ~9 MB at most.
         recycle_every=32,
         copy_recycles=False,
+        copy_keeps_frame=False,
         unwind_lookups=False,
         deprecated=True,
     ),
@@ -360,6 +366,9 @@ class Conn:
         # database holds more than bulk loads.
         self.copy_ok = True
         self.bulk_loads = 0  # bulk loads run on this connection (storage.bulk)
+        # The database beside which `copy_from` spools a table to a file when the engine would
+        # keep the table (set on the writer; None: COPY from the table itself).
+        self.spool_beside: Path | None = None
         self._sizes: dict[str, list[int]] = {}  # table -> [rows, uses before a recount]
         self._meta: dict[str, str | None] = {}  # writer: Meta values it read or wrote (`meta`)
         self._meta_valid = True
@@ -510,10 +519,21 @@ class Conn:
         return rows[0][0] if rows else None
 
     def copy_from(self, table: str, frame: Any, options: str = "") -> None:
-        """`COPY <table> FROM <pyarrow table>` (Kuzu resolves the variable by name)."""
-        arrow_frame = frame  # noqa: F841  referenced by name inside the COPY statement
+        """`COPY <table> FROM <pyarrow table>` (the engine resolves the variable by name); where
+        the engine would keep the table alive, the binding's statement that holds it is dropped
+        after, or, on a binding that does not expose it, the COPY reads a Parquet file of the
+        table (`lcg.storage.spool`)."""
         self.copies += 1
-        self.run(f"COPY {table} FROM arrow_frame{options}")
+        keeps = self.traits.copy_keeps_frame
+        spool = self.spool_beside if keeps and not holds_scans(self._raw) else None
+        if spool is not None and copy_via_file(self.run, table, frame, options, spool):
+            return
+        arrow_frame = frame  # noqa: F841  referenced by name inside the COPY statement
+        try:
+            self.run(f"COPY {table} FROM arrow_frame{options}")
+        finally:
+            if keeps:
+                forget_scans(self._raw)
 
     def release(self) -> None:
         """Drop this connection's prepared statements: LadybugDB's `Database.close()` keeps
@@ -603,6 +623,7 @@ class Store:
         # transaction commits: a failed COPY into it is recovered by starting over (`_rolled_back`).
         self._fresh = found is None
         self._db = self._open_database()
+        remove_stale(path)  # a killed bulk load's spool files (lcg.storage.spool)
         private_file(path)  # the engine creates its file under the process umask
         if found is None:
             _write_stamp(path, self.engine)
@@ -644,7 +665,10 @@ class Store:
             raw = self._module.Connection(self._db, num_threads=1)
         except RuntimeError as exc:
             raise StorageError(str(exc)) from exc
-        return Conn(raw, self._epoch, schema_owner=writer, traits=self.traits)
+        conn = Conn(raw, self._epoch, schema_owner=writer, traits=self.traits)
+        if writer:
+            conn.spool_beside = self.path
+        return conn
 
     # -- schema ---------------------------------------------------------------------------
 

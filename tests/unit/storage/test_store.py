@@ -412,6 +412,46 @@ def test_a_failed_bulk_copy_into_a_fresh_database_leaves_a_working_store(
         store.close()
 
 
+@pytest.mark.parametrize("through_file", [False, True])
+def test_a_bulk_copy_keeps_no_pyarrow_table_alive_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, through_file: bool
+) -> None:
+    """LadybugDB 0.22 keeps the pyarrow table a COPY scanned until the connection closes (at
+    1M facts a bulk load's tables, ~0.8 GB, stayed allocated beside the search build until
+    the handle was reopened): the binding's cached statement that holds it is dropped after
+    the COPY, or (`through_file`: a binding that does not expose it) the COPY reads a Parquet
+    file of the table, removed when the COPY ends, whether it succeeded or failed."""
+    import gc
+
+    import pyarrow as pa
+
+    if through_file:
+        monkeypatch.setattr(store_module, "holds_scans", lambda raw: False)
+    path = tmp_path / "db"
+    store = Store(path, buffer_pool_mb=64)
+    try:
+        before = pa.total_allocated_bytes()
+        with store.transaction() as tx:
+            tx.bulk_loads += 1  # what storage.bulk.load_folded counts
+            keys = [f"k{i:06d}" for i in range(20_000)]
+            tx.copy_from("Meta", pa.table({"key": keys, "value": ["v" * 40] * len(keys)}))
+            gc.collect()
+            kept = pa.total_allocated_bytes() - before
+        assert kept < 64 * 1024  # outside the transaction: a failure here must not roll it back
+        with store.read() as r:
+            assert r.scalar("MATCH (m:Meta) WHERE m.key STARTS WITH 'k' RETURN count(*)") == 20_000
+        with pytest.raises(StorageError), store.transaction() as tx:
+            tx.bulk_loads += 1
+            tx.copy_from("Meta", pa.table({"key": ["k000001"], "value": ["again"]}))
+        assert not [p.name for p in path.parent.iterdir() if ".copy-" in p.name]
+    finally:
+        store.close()
+    left = path.parent / f".{path.name}.copy-killed.parquet"  # as a killed process leaves one
+    left.write_bytes(b"")
+    Store(path, buffer_pool_mb=64).close()
+    assert not left.exists()
+
+
 def test_hit_lookups_keep_no_buffer_pool_a_whole_group_read_needs(tmp_path: Path) -> None:
     """Search hits are read back by uuid with cached statements of every key count (1-16) on
     each connection, for entities, facts with their hops and the provenance of endpoints; a
