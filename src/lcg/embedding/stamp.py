@@ -100,6 +100,16 @@ def restamp_group(conn: GraphWriter, group_id: str, identity: EmbedderIdentity) 
         clear_stamp(conn, group_id)
 
 
+def restamp_wanted(conn: GraphReader, group_id: str, identity: EmbedderIdentity) -> bool:
+    """Whether `restamp_group` would change the group's stamp: when not, its transaction is
+    spared (on LadybugDB a commit that is not a bulk load ends the database's bulk-only state,
+    and with it COPY for the groups loaded after it: lcg.storage.bulk)."""
+    raw = conn.get_meta(stamp_key(group_id))
+    if _has_vectors(conn, group_id):
+        return raw != encode_stamp(identity)
+    return raw is not None
+
+
 def clear_stamp(conn: GraphWriter, group_id: str) -> None:
     conn.set_meta(stamp_key(group_id), None, group_id)
 

@@ -256,9 +256,13 @@ class CatchUp:
     def stamp_replayed(self, group_id: str, full: bool) -> None:
         """After a replay (write lock held): a group re-derived whole (`full`) holds only vectors
         of the embedder in use, so it is stamped with it; a tail leaves the stamp as it was."""
-        if full:
-            with self._store().transaction() as tx:
-                stamp.restamp_group(tx, group_id, self.embedder.identity)
+        if not full:
+            return
+        with self._store().read_for_write() as conn:
+            if not stamp.restamp_wanted(conn, group_id, self.embedder.identity):
+                return  # a bulk replay stamps the group in its own transaction
+        with self._store().transaction() as tx:
+            stamp.restamp_group(tx, group_id, self.embedder.identity)
 
     def emit_replay(self, report: ReplayReport) -> None:
         self.events.emit(

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lcg.embedding.base import Embedder
+from lcg.embedding.stamp import restamp_group
 from lcg.embedding.vectors import embed_for_bulk, embed_plan, plan_for_changes, plan_for_rows
 from lcg.errors import StorageError
 from lcg.gcpause import no_gc
@@ -327,6 +328,9 @@ def _bulk(
     try:
         with store.transaction() as tx:
             tx.load_folded(folded, vectors)
+            # Stamped here, not in a commit of its own after it: the next group's bulk load
+            # still finds a database that holds only bulk loads (lcg.storage.bulk: COPY).
+            restamp_group(tx, group_id, embedder.identity)
             if folded.last_seq is not None:
                 write_position(tx, group_id, folded.last_seq, generation)
     except BaseException as exc:
