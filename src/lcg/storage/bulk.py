@@ -55,7 +55,9 @@ def _put(conn: Conn, table: str, frame: pa.Table, rel: tuple[str, str] | None = 
             )
         ]
         text = (
-            f"UNWIND $rows AS r MATCH (a:{rel[0]} {{{_KEYS[rel[0]]}: r.a}}), "
+            # One MATCH per endpoint: one comma-joined MATCH scans on LadybugDB (lcg.storage.graph
+            # `_NEW_FACTS`).
+            f"UNWIND $rows AS r MATCH (a:{rel[0]} {{{_KEYS[rel[0]]}: r.a}}) MATCH "
             f"(b:{rel[1]} {{{_KEYS[rel[1]]}: r.b}}) CREATE (a)-[:{table}]->(b)"
         )
     else:
