@@ -410,7 +410,13 @@ def test_unit_tests_mirror_the_packages() -> None:
     unit = Path(__file__).resolve().parent
     packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
     foundations = {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
-    project_wide = {"layering", "declared_dependencies", "public_api", "self_contained"}
+    project_wide = {
+        "layering",
+        "declared_dependencies",
+        "package_data",
+        "public_api",
+        "self_contained",
+    }
     strays = sorted(
         d.name
         for d in unit.iterdir()
