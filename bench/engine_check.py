@@ -54,6 +54,8 @@ EXPECTED: dict[str, dict[str, bool]] = {
         "copy_memory": True,
         "copy_keeps_frame": True,
         "key_lookup_unwind": False,
+        "key_lookup_unwind_pairs": False,
+        "key_lookup_unwind_joined": True,
         "key_lookup_in_list": True,
         "rollback_writes": False,
         "copy_rollback_checkpoint": True,
@@ -69,6 +71,8 @@ EXPECTED: dict[str, dict[str, bool]] = {
         "copy_memory": False,
         "copy_keeps_frame": False,
         "key_lookup_unwind": True,
+        "key_lookup_unwind_pairs": True,
+        "key_lookup_unwind_joined": True,
         "key_lookup_in_list": True,
         "rollback_writes": True,
         "copy_rollback_checkpoint": False,
@@ -260,20 +264,23 @@ def copy_keeps_frame(db: Db, quick: bool) -> dict[str, Any]:
     }
 
 
-def _lookup_ms(db: Db, rows: int, text: str, reps: int) -> float:
+def _lookup_ms(db: Db, rows: int, text: str, reps: int, pairs: bool = False) -> float:
     import random
 
     rng = random.Random(rows)
     times = []
     for _ in range(reps):
         keys = [f"k{rng.randrange(rows):07d}" for _ in range(64)]
+        rows_of: list[Any] = keys
+        if pairs:  # rows of two endpoints, as lcg's UNWIND statements that create edges bind
+            rows_of = [{"a": k, "b": keys[(i * 7) % 64]} for i, k in enumerate(keys)]
         started = time.perf_counter()
-        db.run(text, {"keys": keys})
+        db.run(text, {"keys": rows_of})
         times.append(time.perf_counter() - started)
     return round(statistics.median(times) * 1000, 3)
 
 
-def _key_lookup(db: Db, quick: bool, text: str) -> dict[str, Any]:
+def _key_lookup(db: Db, quick: bool, text: str, pairs: bool = False) -> dict[str, Any]:
     """64 keys looked up in a table of n rows and of 25n rows (COPY-loaded, as a rebuild
     loads them): a lookup through the primary key costs about the same at both sizes, a scan
     many times more. Kuzu scanned for UNWIND (35.7 ms at 200k rows); both scan for IN."""
@@ -294,8 +301,8 @@ def _key_lookup(db: Db, quick: bool, text: str) -> dict[str, Any]:
         db.conn.execute("COPY T FROM frame").close()
         db.run("CHECKPOINT")
         loaded = size
-        _lookup_ms(db, size, text, 3)  # warm-up
-        out[f"ms_at_{size}_rows"] = _lookup_ms(db, size, text, 9 if quick else 15)
+        _lookup_ms(db, size, text, 3, pairs)  # warm-up
+        out[f"ms_at_{size}_rows"] = _lookup_ms(db, size, text, 9 if quick else 15, pairs)
     one = "MATCH (t:T {uuid: $u}) RETURN t.uuid, t.s"
     point = [db.run(one, {"u": f"k{i:07d}"}) for i in range(64)]  # prepare, warm
     started = time.perf_counter()
@@ -312,6 +319,28 @@ def _key_lookup(db: Db, quick: bool, text: str) -> dict[str, Any]:
 
 def key_lookup_unwind(db: Db, quick: bool) -> dict[str, Any]:
     return _key_lookup(db, quick, "UNWIND $keys AS u MATCH (t:T {uuid: u}) RETURN t.uuid, t.s")
+
+
+def key_lookup_unwind_pairs(db: Db, quick: bool) -> dict[str, Any]:
+    """Both endpoints of a row by key, a MATCH each: how lcg.storage.graph `_NEW_FACTS` and
+    lcg.storage.bulk's UNWIND batches find the two ends of the edges they create."""
+    return _key_lookup(
+        db,
+        quick,
+        "UNWIND $keys AS r MATCH (a:T {uuid: r.a}) MATCH (b:T {uuid: r.b}) RETURN a.uuid, b.s",
+        pairs=True,
+    )
+
+
+def key_lookup_unwind_joined(db: Db, quick: bool) -> dict[str, Any]:
+    """The same in one comma-joined MATCH, which LadybugDB 0.22.0 answers with a scan
+    (bench/results/ladybug-0.22.0.md, "Both endpoints of an UNWIND row"): lcg avoids it."""
+    return _key_lookup(
+        db,
+        quick,
+        "UNWIND $keys AS r MATCH (a:T {uuid: r.a}), (b:T {uuid: r.b}) RETURN a.uuid, b.s",
+        pairs=True,
+    )
 
 
 def key_lookup_in_list(db: Db, quick: bool) -> dict[str, Any]:
@@ -514,6 +543,8 @@ CHECKS: dict[str, Callable[[Db, bool], dict[str, Any]]] = {
         copy_memory,
         copy_keeps_frame,
         key_lookup_unwind,
+        key_lookup_unwind_pairs,
+        key_lookup_unwind_joined,
         key_lookup_in_list,
         rollback_writes,
         copy_rollback_checkpoint,
