@@ -321,26 +321,20 @@ def key_lookup_unwind(db: Db, quick: bool) -> dict[str, Any]:
     return _key_lookup(db, quick, "UNWIND $keys AS u MATCH (t:T {uuid: u}) RETURN t.uuid, t.s")
 
 
+def _pairs(db: Db, quick: bool, match: str) -> dict[str, Any]:
+    return _key_lookup(db, quick, f"UNWIND $keys AS r {match} RETURN a.uuid, b.s", pairs=True)
+
+
 def key_lookup_unwind_pairs(db: Db, quick: bool) -> dict[str, Any]:
     """Both endpoints of a row by key, a MATCH each: how lcg.storage.graph `_NEW_FACTS` and
     lcg.storage.bulk's UNWIND batches find the two ends of the edges they create."""
-    return _key_lookup(
-        db,
-        quick,
-        "UNWIND $keys AS r MATCH (a:T {uuid: r.a}) MATCH (b:T {uuid: r.b}) RETURN a.uuid, b.s",
-        pairs=True,
-    )
+    return _pairs(db, quick, "MATCH (a:T {uuid: r.a}) MATCH (b:T {uuid: r.b})")
 
 
 def key_lookup_unwind_joined(db: Db, quick: bool) -> dict[str, Any]:
     """The same in one comma-joined MATCH, which LadybugDB 0.22.0 answers with a scan
     (bench/results/ladybug-0.22.0.md, "Both endpoints of an UNWIND row"): lcg avoids it."""
-    return _key_lookup(
-        db,
-        quick,
-        "UNWIND $keys AS r MATCH (a:T {uuid: r.a}), (b:T {uuid: r.b}) RETURN a.uuid, b.s",
-        pairs=True,
-    )
+    return _pairs(db, quick, "MATCH (a:T {uuid: r.a}), (b:T {uuid: r.b})")
 
 
 def key_lookup_in_list(db: Db, quick: bool) -> dict[str, Any]:

@@ -369,8 +369,8 @@ _UNWIND_MAX_ENTITIES = 1_000
 # Many new facts and their hops: each row's endpoints matched by uuid, the row created with its
 # columns in the pattern. A row whose endpoint is missing matches nothing and creates nothing.
 # One MATCH per endpoint: LadybugDB looks each up by its key, but scans the table for the two
-# in one comma-joined MATCH (4,000 rows into 20k nodes: 0.011 against 1.38 ms CPU a row; Kuzu
-# 0.87 against 1.42, it scans either way: bench/results/ladybug-0.22.0.md).
+# in one comma-joined MATCH (64 rows in 50k: 0.66 against 614 ms; Kuzu scans either way:
+# `bench/engine_check.py --only key_lookup_unwind_pairs key_lookup_unwind_joined`).
 _NEW_FACTS = (
     "UNWIND $rows AS r MATCH (a:Entity {uuid: r.source_uuid}) "
     "MATCH (b:Entity {uuid: r.target_uuid}) "
