@@ -24,6 +24,10 @@ Hazards this module answers (`EngineTraits` says which apply to which engine):
   followed by one (if it cannot run then, the next transaction runs it before it begins).
   LadybugDB has no such state, and a CHECKPOINT after rolling back a failed COPY can crash it:
   there a rollback is not followed by a checkpoint;
+- both engines: after a rolled-back COPY into a table holding committed rows not yet
+  checkpointed, any checkpoint of that handle overruns a heap buffer and the process aborts,
+  and `Database.close()` runs one: a failed transaction that ran a COPY closes its handle
+  without that checkpoint (`force_checkpoint_on_close=false`) and replaces it (`_rolled_back`);
 - Kuzu: every CHECKPOINT keeps ~289 KB of native memory until the Database is closed, so every
   `EngineTraits.recycle_every` checkpoints the handle is reopened (`_recycle`); LadybugDB
   keeps none;
