@@ -17,7 +17,10 @@ to show it) and does not fail the run.
 The checks: string dictionary growth per checkpoint, a NULL written after a checkpointed
 update, native memory kept per CHECKPOINT and per COPY, the cost of an UNWIND key lookup as
 the table grows (and of an IN-list), writes after ROLLBACK, CHECKPOINT after a rolled-back
-failed COPY, the file lock after close() with a live prepared statement, the reference count
+failed COPY, close() after a COPY rolled back into a table with committed rows not yet
+checkpointed (a child process: it aborts) and the same close with its checkpoint turned off,
+whether lcg's drop of the binding's cached COPY statement still frees the table it scanned,
+the file lock after close() with a live prepared statement, the reference count
 of DATE/TIMESTAMP values read, a soak of small writes each followed by a checkpoint, and the
 buffer pool kept by live `UNION ALL` lookup statements.
 """
@@ -59,6 +62,9 @@ EXPECTED: dict[str, dict[str, bool]] = {
         "key_lookup_in_list": True,
         "rollback_writes": False,
         "copy_rollback_checkpoint": True,
+        "copy_rollback_close": True,
+        "copy_rollback_close_guarded": False,
+        "copy_frame_forgotten": False,
         "close_with_statement": True,
         "timestamp_refs": True,
         "small_write_soak": False,
@@ -76,6 +82,9 @@ EXPECTED: dict[str, dict[str, bool]] = {
         "key_lookup_in_list": True,
         "rollback_writes": True,
         "copy_rollback_checkpoint": False,
+        "copy_rollback_close": True,
+        "copy_rollback_close_guarded": False,
+        "copy_frame_forgotten": False,
         "close_with_statement": False,
         "timestamp_refs": True,
         "small_write_soak": True,
@@ -528,6 +537,98 @@ def union_statement_pool(db: Db, quick: bool) -> dict[str, Any]:
     }
 
 
+# The smallest sequence that aborted lcg's process: one row committed (not checkpointed) in a
+# table, a COPY of more rows into it in a transaction, ROLLBACK, then close(), which runs a
+# CHECKPOINT (LadybugDB 0.22.0: "malloc_consolidate(): invalid chunk size" or a segfault; Kuzu
+# 0.11.3: a segfault). `guard` sets force_checkpoint_on_close=false before the close, as
+# lcg's store does for a handle whose COPY was rolled back (lcg.storage.store `_rolled_back`).
+_ROLLED_BACK_COPY = r"""
+import sys, importlib
+import pyarrow as pa
+m = importlib.import_module(sys.argv[1])
+db = m.Database(sys.argv[2], buffer_pool_size=64 * 2**20, max_num_threads=1, auto_checkpoint=False)
+c = m.Connection(db, num_threads=1)
+c.execute("CREATE NODE TABLE T(k STRING PRIMARY KEY, v STRING)")
+c.execute("CREATE (:T {k: 'committed', v: 'x'})")
+c.execute("BEGIN TRANSACTION")
+frame = pa.table({"k": [f"k{i}" for i in range(100)], "v": ["v"] * 100})
+c.execute("COPY T FROM frame")
+c.execute("ROLLBACK")
+if sys.argv[3] == "guard":
+    c.execute("CALL force_checkpoint_on_close=false")
+c.close()
+db.close()
+print("closed", flush=True)
+"""
+
+
+def _rolled_back_copy_close(db: Db, guard: bool) -> dict[str, Any]:
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _ROLLED_BACK_COPY,
+            db.m.__name__,
+            str(db.path.with_name("rolled-back-copy.db")),
+            "guard" if guard else "plain",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    lines = child.stderr.strip().splitlines() or [""]
+    return {
+        "returncode": child.returncode,
+        "stderr": lines[-1][:160] if child.returncode else None,
+        "defect": child.returncode != 0,
+    }
+
+
+def copy_rollback_close(db: Db, quick: bool) -> dict[str, Any]:
+    """close() after a rolled-back COPY into a table holding a committed row not checkpointed:
+    the close's CHECKPOINT overruns a heap buffer and the process aborts (a child process)."""
+    return _rolled_back_copy_close(db, guard=False)
+
+
+def copy_rollback_close_guarded(db: Db, quick: bool) -> dict[str, Any]:
+    """The same close with force_checkpoint_on_close=false first, what lcg's store does after a
+    failed transaction that ran a COPY: it must not abort (nor the setting be refused)."""
+    return _rolled_back_copy_close(db, guard=True)
+
+
+def copy_frame_forgotten(db: Db, quick: bool) -> dict[str, Any]:
+    """Whether lcg's `spool.forget_scans` still gives back the pyarrow table a COPY scanned
+    (it drops the COPY statement from a private attribute of the binding): the table still
+    allocated after it is the defect (lcg then says so and COPYs from a Parquet file)."""
+    import pyarrow as pa
+
+    from lcg.storage import spool
+
+    rows = 20_000 if quick else 200_000
+    db.run("CREATE NODE TABLE T(uuid STRING PRIMARY KEY, s STRING)")
+    before = pa.total_allocated_bytes()
+
+    def one() -> tuple[int, bool, bool]:
+        frame = pa.table({"uuid": [f"k{i}" for i in range(rows)], "s": ["x" * 40] * rows})
+        db.run("BEGIN TRANSACTION")
+        db.conn.execute("COPY T FROM frame").close()
+        db.run("COMMIT")
+        has_cache = spool.holds_scans(db.conn)
+        return int(frame.nbytes), has_cache, spool.forget_scans(db.conn) if has_cache else False
+
+    made, has_cache, dropped = one()
+    gc.collect()
+    kept = pa.total_allocated_bytes() - before
+    return {
+        "binding_cache": has_cache,
+        "dropped_copy_statement": dropped,
+        "table_mb": round(made / 2**20, 2),
+        "kept_mb": round(kept / 2**20, 2),
+        "defect": kept > made // 2,
+    }
+
+
 CHECKS: dict[str, Callable[[Db, bool], dict[str, Any]]] = {
     f.__name__: f
     for f in (
@@ -542,6 +643,9 @@ CHECKS: dict[str, Callable[[Db, bool], dict[str, Any]]] = {
         key_lookup_in_list,
         rollback_writes,
         copy_rollback_checkpoint,
+        copy_rollback_close,
+        copy_rollback_close_guarded,
+        copy_frame_forgotten,
         close_with_statement,
         timestamp_refs,
         small_write_soak,

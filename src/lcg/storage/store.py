@@ -24,6 +24,10 @@ Hazards this module answers (`EngineTraits` says which apply to which engine):
   followed by one (if it cannot run then, the next transaction runs it before it begins).
   LadybugDB has no such state, and a CHECKPOINT after rolling back a failed COPY can crash it:
   there a rollback is not followed by a checkpoint;
+- both engines: after a rolled-back COPY into a table holding committed rows not yet
+  checkpointed, any checkpoint of that handle overruns a heap buffer and the process aborts,
+  and `Database.close()` runs one: a failed transaction that ran a COPY closes its handle
+  without that checkpoint (`force_checkpoint_on_close=false`) and replaces it (`_rolled_back`);
 - Kuzu: every CHECKPOINT keeps ~289 KB of native memory until the Database is closed, so every
   `EngineTraits.recycle_every` checkpoints the handle is reopened (`_recycle`); LadybugDB
   keeps none;
@@ -531,9 +535,12 @@ class Conn:
         arrow_frame = frame  # noqa: F841  referenced by name inside the COPY statement
         try:
             self.run(f"COPY {table} FROM arrow_frame{options}")
-        finally:
+        except BaseException:
             if keeps:
-                forget_scans(self._raw)
+                forget_scans(self._raw, copied=False)
+            raise
+        if keeps:
+            forget_scans(self._raw)  # never raises: a failure here would fail the COPY
 
     def release(self) -> None:
         """Drop this connection's prepared statements: LadybugDB's `Database.close()` keeps
@@ -551,6 +558,18 @@ def schema_version(conn: Conn) -> int:
     """The schema version recorded in the database `conn` belongs to (0: none recorded)."""
     value = conn.scalar("MATCH (m:Meta {key: 'schema_version'}) RETURN m.value")
     return int(value) if value is not None else 0
+
+
+# Database handles that must never be closed nor freed (`_keep_open_for_ever`).
+_NEVER_CLOSED: list[Any] = []
+
+
+def _keep_open_for_ever(db: Any) -> None:
+    """Keep engine handle `db` alive until the process ends, its destructor never run (even at
+    interpreter shutdown: one reference is never given back), for a handle whose close would
+    checkpoint state the engine cannot checkpoint (`Store._rolled_back`)."""
+    _NEVER_CLOSED.append(db)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(db))
 
 
 # The files beside a database that belong to it (its journal, lock, shadow pages, stamp).
@@ -647,6 +666,10 @@ class Store:
         self._closed = False
         self.rollbacks = 0
         self._checkpoint_owed = False  # a rollback's CHECKPOINT has not run yet
+        # The handle saw a COPY rolled back and is not replaced yet: never checkpoint it
+        # (`_rolled_back`).
+        self._broken = False
+        self.starts_over = 0  # databases started over empty after a failed bulk COPY
         self.migrate()
 
     def _open_database(self) -> Any:
@@ -712,6 +735,11 @@ class Store:
             StorageError: Kuzu refused a statement, or the CHECKPOINT owed by an earlier
                 rollback still cannot run (the write is refused rather than risked).
         """
+        if self._broken:
+            raise StorageError(
+                f"{self.path}: the database handle of a failed COPY could not be replaced; "
+                "restart the process"
+            )
         if self._checkpoint_owed:
             self.checkpoint(force=True)
         conn = self._writer
@@ -742,24 +770,29 @@ class Store:
 
     def _rolled_back(self, *, copied: bool = False, bulk: bool = False) -> None:
         """End a failed transaction: ROLLBACK (if the engine has not already), then on Kuzu a
-        CHECKPOINT.
+        CHECKPOINT, unless the transaction ran a COPY.
 
         On Kuzu, without the checkpoint, later writes to rows the rolled-back transaction
         updated fail with "write-write conflict" or segfault (bench/results/kuzu-0.11.3.md).
         A checkpoint that cannot run now (a reader outlasted Kuzu's wait) is owed:
-        `transaction()` runs it first. LadybugDB needs none, and after a failed COPY a
-        CHECKPOINT can crash it (bench/results/ladybug-0.22.0.md), so a failed COPY into a
-        database that holds only bulk-loaded rows starts it over empty (`_replace_after_failed_copy`): the
-        load is re-run from the WAL by the next catch-up; any other one reopens the handle
-        without a checkpoint.
+        `transaction()` runs it first. LadybugDB needs none.
+
+        A transaction that ran a COPY is different on both engines: once a COPY appended to a
+        table holding committed rows not yet checkpointed has been rolled back, any checkpoint
+        of that handle overruns a heap buffer (LadybugDB aborts, "malloc_consolidate(): invalid
+        chunk size"; Kuzu segfaults), and `Database.close()` runs one. So that handle is never
+        checkpointed again, not even by its close (`_replace_after_failed_copy`): a database
+        that holds only bulk-loaded rows starts over empty (the next catch-up loads it again
+        from the WAL), any other one is reopened from its files.
         """
         self.rollbacks += 1
-        self._checkpoint_owed = self.traits.checkpoint_after_rollback
         with contextlib.suppress(StorageError):
             self._writer.run("ROLLBACK")
-        if copied and self.traits.copy_recycles:
+        if copied:
+            self._checkpoint_owed = False  # a fresh handle has no rolled-back state to clear
             self._replace_after_failed_copy(start_over=bulk and self._fresh)
             return
+        self._checkpoint_owed = self.traits.checkpoint_after_rollback
         if not self._checkpoint_owed:
             return
         try:
@@ -768,15 +801,30 @@ class Store:
             logger.warning("no checkpoint after a rollback; the next write runs it first")
 
     def _replace_after_failed_copy(self, *, start_over: bool) -> None:
-        """(LadybugDB, after a rolled-back COPY.) Never checkpoint this handle again: start a
-        fresh database over (`start_over`: a bulk load into one that holds only bulk loads),
-        else reopen the handle."""
+        """(After a rolled-back COPY.) Close the handle without the checkpoint its close would
+        run (`_close_without_checkpoint`), then start a fresh database over (`start_over`: a
+        bulk load into one that holds only bulk loads), else reopen the files.
+
+        Raises:
+            StorageError: a reader did not finish, or the engine cannot close the handle
+                without a checkpoint and it is not started over (the handle is kept open and
+                unused: the store refuses writes and checkpoints until the process restarts).
+        """
         logger.warning(
             "a COPY failed on %s: %s",
             self.path,
             "starting the database over empty" if start_over else "reopening its handle",
         )
-        if not self._close_handles(timeout=10.0):
+        self._broken = True  # no checkpoint, no write on this handle from here on
+        safe = self._close_without_checkpoint()
+        if not safe:
+            _keep_open_for_ever(self._db)
+            if not start_over:
+                raise StorageError(
+                    f"{self.path}: after a failed COPY the database handle can neither be "
+                    "checkpointed nor closed safely; restart the process"
+                )
+        if not self._close_handles(timeout=10.0, database=safe):
             raise StorageError(f"{self.path}: a reader did not finish after a failed COPY")
         if start_over:
             delete_database_files(self.path)
@@ -784,8 +832,26 @@ class Store:
         if start_over:
             _write_stamp(self.path, self.engine)
         self._reopen_connections()
+        self._broken = False
+        self.starts_over += start_over
         if start_over:
             self.migrate()
+
+    def _close_without_checkpoint(self) -> bool:
+        """Tell the engine not to checkpoint when the handle closes (`Database.close()` runs a
+        CHECKPOINT unless the database's `force_checkpoint_on_close` is false); False when the
+        engine refuses the setting (then the handle must never be closed or freed)."""
+        try:
+            self._writer.run("CALL force_checkpoint_on_close=false")
+        except StorageError as exc:
+            logger.error(
+                "%s: the engine refused force_checkpoint_on_close=false (%s): the handle of "
+                "the failed COPY is left open and unused for the rest of the process",
+                self.path,
+                exc,
+            )
+            return False
+        return True
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[Conn]:
@@ -869,6 +935,8 @@ class Store:
             self._reads_open.set()
 
     def _checkpoint(self, *, recycle: bool = False) -> bool:
+        if self._broken:
+            raise StorageError(f"{self.path}: no checkpoint of a handle whose COPY failed")
         self._writer.run("CHECKPOINT")
         self._checkpoint_owed = False
         self.commits_since_checkpoint = 0
@@ -896,9 +964,10 @@ class Store:
         self._reopen_connections()
         self.recycles += 1
 
-    def _close_handles(self, timeout: float) -> bool:
+    def _close_handles(self, timeout: float, *, database: bool = True) -> bool:
         """Take every reader back (waiting up to `timeout` each), then close them, the writer
-        and the database, statements first. False (nothing closed) if a reader is not back."""
+        and (`database`) the database, statements first. False (nothing closed) if a reader is
+        not back."""
         readers = []
         try:
             for _ in range(self._reader_total):  # a reader that lost the race puts its back
@@ -910,8 +979,9 @@ class Store:
         for conn in readers:
             conn.close()
         self._writer.close()
-        with contextlib.suppress(RuntimeError):
-            self._db.close()
+        if database:
+            with contextlib.suppress(RuntimeError):
+                self._db.close()
         return True
 
     def _reopen_connections(self) -> None:
@@ -944,5 +1014,8 @@ class Store:
             except queue.Empty:
                 break
         self._writer.close()
+        if self._broken:  # its close would checkpoint it (`_rolled_back`)
+            _keep_open_for_ever(self._db)
+            return
         with contextlib.suppress(RuntimeError):
             self._db.close()
