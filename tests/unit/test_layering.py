@@ -356,6 +356,9 @@ RAW_ATTRIBUTES = frozenset({"write_lock", "_write_lock", "store", "_store", "_db
 RAW_MODULES = (
     "lcg.engine.exclusive",
     "lcg.engine.catchup",
+    "lcg.engine.aftermath",
+    "lcg.engine.namekeeper",
+    "lcg.engine.warmup",
     "lcg.engine.kernel",
     "lcg.storage.store.Store",
 )

@@ -6,8 +6,8 @@ One rebuild, whichever storage mode the engine runs in (docs/design.md, "Storage
 the mode checks the request (steps 4-8: `StorageMode.rebuild_plan`), counts a dry run
 (`rebuild_dry_run`) or purges and replays the group (`rebuild_replay`: the WAL files into the
 embedded store, or a server's stream into its graph), under the write lock. What a replay leaves
-behind is written once, here and in the kernel's catch-up (`CatchUp.replayed`): the embedder
-stamp, the WAL problems, names, search, cross-group hops. A full rebuild also owes the other
+behind is written once, here and in the kernel's aftermath of a replay (`Aftermath.rebuilt`,
+lcg.engine.aftermath): the embedder stamp, the WAL problems, names, search, cross-group hops. A full rebuild also owes the other
 groups something: their cross-group pointers into the re-derived group are re-resolved by name,
 ignoring the staleness gate (after a reset or a bounded restore positions are not comparable).
 """
@@ -22,10 +22,10 @@ import anyio.to_thread
 
 from lcg.curation.pointers import rebind_locked
 from lcg.engine import Engine, exclusive
-from lcg.engine.catchup import PrebuiltSearch
 from lcg.engine.jobs import RebuildJob
 from lcg.engine.modes import RebuildPlan
 from lcg.engine.replay import ReplayReport
+from lcg.engine.warmup import PrebuiltSearch
 from lcg.ontology import record_ingested_ontology
 
 __all__ = ["rebuild_from_wal", "rebuild_groups", "rebuild_status", "start_rebuild"]
@@ -189,20 +189,18 @@ def _after_replay(
     engine: Engine, plan: RebuildPlan, report: ReplayReport, prebuilt: PrebuiltSearch | None
 ) -> dict[str, int] | None:
     """What a rebuild's replay leaves behind, in either mode (write lock held): the catch-up's
-    aftermath of every replay (`CatchUp.replayed`), the name index, the cross-group hops, the
+    aftermath of every replay and the name index, the cross-group hops (`Aftermath.rebuilt`), the
     pointers of other groups into a re-derived group, the group's search index, the event and
     the ontology record. Returns the rebind's counts (None: nothing rebound)."""
-    cu = exclusive.catchup(engine)
+    aftermath = exclusive.aftermath(engine)
     group_id = plan.group_id
-    cu.replayed(report, full=plan.full, prebuilt=prebuilt)
-    cu.reload_names()
-    cu.rewire_cross_group()
+    aftermath.rebuilt(report, full=plan.full, prebuilt=prebuilt)
     # Pointers into a re-derived group are re-resolved by name, ignoring the staleness
     # gate: after a reset or a bounded restore, positions are not comparable.
     rebound = _rebind(engine, group_id) if plan.rebinds else None
     # The group's texts were just embedded by the replay: loading it hits the cache.
-    exclusive.set_indices_built(engine, cu.warm_search([group_id]))
-    cu.emit_replay(report)
+    exclusive.set_indices_built(engine, exclusive.warmup(engine).warm([group_id]))
+    aftermath.emit_replay(report)
     record_ingested_ontology(engine.settings)  # the graph now reflects the current ontology
     return rebound
 

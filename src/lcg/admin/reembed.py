@@ -14,8 +14,8 @@ that hash equals the hash of its owner's text under the embedder in use, and *mi
    are removed, and the group is restamped with the embedder in use (lcg.embedding.stamp).
 
 Search keeps answering from the old vectors while this runs: a workspace stamped by another
-model is searched with that model (`lcg.engine.catchup.CatchUp.settle_search_embedder`, when the model loads
-offline), and only once every group is restamped does the search index swap to the new
+model is searched with that model (`lcg.engine.warmup.SearchWarmup.settle_embedder`, when the
+model loads offline), and only once every group is restamped does the search index swap to the new
 vectors, all at once (`SearchIndex.swap_embedder`) — never a half-old, half-new index.
 
 Vectors are derived data: nothing is appended to the WAL (a rebuild derives the same rows).
@@ -188,7 +188,7 @@ def _run(
         }
     if not dry_run:
         # Every group restamped: search swaps to the new vectors now (they are all cached).
-        exclusive.catchup(engine).settle_search_embedder()
+        exclusive.warmup(engine).settle_embedder()
     totals = {
         key: sum(g[key] for g in per_group.values())
         for key in ("scanned", "embedded", "already_current", "missing", "stale", "removed")

@@ -17,7 +17,8 @@ import anyio.to_thread
 from lcg.curation.pointers import counts_by_state
 from lcg.embedding import stamp
 from lcg.engine import Engine, exclusive
-from lcg.engine.replay import write_position
+from lcg.engine.catchup import group_has_data
+from lcg.engine.replay import applied_position, write_position
 from lcg.errors import LcgError
 from lcg.extraction.extractor import extractor_status
 from lcg.ontology import ontology_status
@@ -141,7 +142,7 @@ def backfill_positions(engine: Engine) -> None:
     `(0, on-disk generation)`. A group whose WAL has lines but no data is hydrated by the
     next startup's bulk catch-up, which recording 0 would turn into a tail replay from seq
     1; a group with data and no position stays unknown — guessing it from the latest
-    episode would make startup tail-replay from the guess (`_catch_up_plan` refuses to
+    episode would make startup tail-replay from the guess (`CatchUp.catch_up_plan` refuses to
     guess: it asks for an explicit rebuild). See README, "Differences from the reference".
     """
     # Only a group without WAL lines can qualify: most calls need no lock at all (a running
@@ -154,10 +155,10 @@ def backfill_positions(engine: Engine) -> None:
         for group_id in candidates:
             try:
                 with writer.connection() as conn:
-                    position = exclusive.catchup(engine).position(conn, group_id)
+                    position = applied_position(conn, group_id)
                     if position is not None and position[0] is not None:
                         continue
-                    if exclusive.catchup(engine).group_has_data(conn, group_id):
+                    if group_has_data(conn, group_id):
                         continue
                 generation = engine.parts.wal.generation(group_id)
                 with exclusive.store(engine).transaction() as tx:

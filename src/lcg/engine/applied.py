@@ -28,7 +28,9 @@ from typing import Any
 
 from lcg.engine.catchup import CatchUp
 from lcg.engine.replay import ReplayReport, applied_position
+from lcg.engine.walproblems import WalProblems
 from lcg.storage.backend import GraphBackend, GraphReader
+from lcg.telemetry import EventSink
 from lcg.wal.layout import first_seq, ordered_files
 from lcg.wal.reader import parse_line
 from lcg.wal.records import WalRecord
@@ -145,7 +147,12 @@ def shortfall(conn: GraphReader, directory: Path, through: int) -> Shortfall | N
 
 
 def check(
-    catchup: CatchUp, store: GraphBackend, wal: Wal, groups: Sequence[str] | None = None
+    catchup: CatchUp,
+    store: GraphBackend,
+    wal: Wal,
+    problems: WalProblems,
+    events: EventSink,
+    groups: Sequence[str] | None = None,
 ) -> list[ReplayReport]:
     """(Write lock held, at open.) Check each group's last applied batches against the store
     and replay what it lacks; returns the reports of those replays."""
@@ -168,20 +175,9 @@ def check(
             found.from_seq,
             found.to_seq,
         )
-        report = catchup.replay(
-            store,
-            directory,
-            group_id,
-            catchup.embedder,
-            generation=position[1],
-            from_seq=found.from_seq,
-            to_seq=found.to_seq,
-            batch_size=catchup.settings.replay_batch_size,
-        )
-        catchup.replayed(report, full=False, prebuilt=None)
-        catchup.emit_replay(report)
-        catchup.problems.record_shortfall(group_id, _entry(found, report.failed_lines == 0))
-        catchup.events.emit("store_missing_applied_rows", group_id=group_id, **_entry(found))
+        report = catchup.replay_range(group_id, position[1], found.from_seq, found.to_seq)
+        problems.record_shortfall(group_id, _entry(found, report.failed_lines == 0))
+        events.emit("store_missing_applied_rows", group_id=group_id, **_entry(found))
         repaired.append(report)
     return repaired
 

@@ -10,9 +10,10 @@ An admin pass that only needs the write lock held, or reads on the writer connec
 - `store`: that transaction, the write of a backfilled WAL position outside any commit, a
   checkpoint on demand, the store's own status, and its name in a WAL export's or import's
   result (a degraded engine has none: clearing it is refused);
-- `mode`, `catchup`, `jobs`, `wal_problems`, `is_open`, `set_indices_built`: the rebuild,
-  status and recovery drive the storage mode's plan and replay, the catch-up's aftermath of a
-  replay, the background jobs and the record of the WAL's problems, which no commit touches.
+- `mode`, `aftermath`, `warmup`, `jobs`, `wal_problems`, `is_open`, `set_indices_built`: the
+  rebuild, status, re-embedding and recovery drive the storage mode's plan and replay, what a
+  replay leaves behind, the search index's load and model, the background jobs and the record
+  of the WAL's problems, which no commit touches.
 
 Every other module goes through `Engine.read`, `Engine.write`, `Engine.writer` and
 `Engine.commit_episode`; tests/unit/test_layering.py fails when a module outside `engine/`,
@@ -23,21 +24,23 @@ from __future__ import annotations
 
 import threading
 
-from lcg.engine.catchup import CatchUp
+from lcg.engine.aftermath import Aftermath
 from lcg.engine.jobs import JobTable
 from lcg.engine.kernel import Engine
 from lcg.engine.modes import StorageMode
 from lcg.engine.walproblems import WalProblems
+from lcg.engine.warmup import SearchWarmup
 from lcg.storage.backend import GraphBackend
 
 __all__ = [
-    "catchup",
+    "aftermath",
     "is_open",
     "jobs",
     "mode",
     "set_indices_built",
     "store",
     "wal_problems",
+    "warmup",
     "write_lock",
 ]
 
@@ -62,10 +65,16 @@ def mode(engine: Engine) -> StorageMode:
     return engine._mode
 
 
-def catchup(engine: Engine) -> CatchUp:
-    """The engine's catch-up machinery (positions, replay, what a replay leaves behind), for a
-    rebuild run under the write lock (lcg.admin.rebuild)."""
-    return engine._catchup
+def aftermath(engine: Engine) -> Aftermath:
+    """What a replay leaves behind (the stamp, the losses, the projections reloaded, the
+    cross-group hops, the event), for a rebuild run under the write lock (lcg.admin.rebuild)."""
+    return engine._aftermath
+
+
+def warmup(engine: Engine) -> SearchWarmup:
+    """The search index's load and the model it answers with, for a rebuild (lcg.admin.rebuild)
+    and a re-embed (lcg.admin.reembed), under the write lock."""
+    return engine._warmup
 
 
 def jobs(engine: Engine) -> JobTable:

@@ -10,7 +10,8 @@ commits of other processes, and the rules for a write that lost the race to one 
 - **Catching up.** `Follower.sync(group)` reads the stream from that position, embeds the
   texts the new operations need (outside the write lock: the embedding cache serves texts
   seen before), and applies the operations under the lock to the name index and the search
-  partitions, incrementally, as the replay of a commit (`index_names`, `SearchIndex.apply`).
+  partitions, incrementally, as the kernel does a commit (`Projection.apply` of each,
+  lcg.wal.projection; a batch this version cannot read has each reload the group).
   Lines below the position (this process's own commits, applied when committed) are skipped.
 - **Following.** `Follower.start()` runs a daemon thread that does this for every group of the
   store (learning new groups every `GROUPS_EVERY_S`), waiting on the stream between rounds;
@@ -35,28 +36,16 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from lcg.embedding.base import Embedder
 from lcg.embedding.vectors import embed_plan, plan_for_changes
-from lcg.engine.names import NameIndex
 from lcg.errors import ConflictError, WalOpError
 from lcg.search.index import SearchIndex
 from lcg.storage.backend import GraphBackend, GroupMovedError
-from lcg.wal.changes import (
-    Change,
-    CypherExec,
-    EntityUpsert,
-    EpisodeAdd,
-    EpisodeDelete,
-    FactInvalidate,
-    FactUpsert,
-    GroupPurge,
-    MentionsAdd,
-    decode_all,
-)
+from lcg.wal.changes import Change, decode_all
+from lcg.wal.projection import Projection
 from lcg.wal.records import Op, WalRecord
 
 __all__ = [
     "ATTEMPTS",
     "Follower",
-    "index_names",
     "lost_race",
     "retrying",
 ]
@@ -112,22 +101,6 @@ def retrying(attempt: Callable[[], T]) -> T:
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def index_names(
-    names: NameIndex, group: str, changes: Sequence[Change], reload: Callable[[], None]
-) -> None:
-    """Bring the name index up to a commit of `changes` to `group`."""
-    for change in changes:
-        match change:
-            case EntityUpsert(e):
-                names.put(group, e.name, e.uuid, e.created_at, "Merged" in e.labels)
-            case GroupPurge():
-                names.drop_group(group)
-            case CypherExec():
-                reload()
-            case FactUpsert() | EpisodeAdd() | FactInvalidate() | EpisodeDelete() | MentionsAdd():
-                pass
-
-
 @runtime_checkable
 class _Waits(Protocol):
     """A store that can wait for the next commit of any of several groups
@@ -165,20 +138,18 @@ class Follower:
         self,
         store: Callable[[], GraphBackend],
         lock: threading.RLock,
-        names: NameIndex,
+        projections: Sequence[Projection],
         search: SearchIndex,
         embedder: Embedder,
-        reload_names: Callable[[], None],
         *,
         follows: bool,
     ) -> None:
         self._store = store
         self._follows = follows  # whether other processes commit to the store (lcg.engine.modes)
         self._lock = lock
-        self._names = names
-        self._search = search
+        self._projections = projections  # the name and search indexes (lcg.wal.projection)
+        self._search = search  # whose long episodes' windows are embedded before the lock
         self._embedder = embedder
-        self._reload_names = reload_names
         self._positions: dict[str, int] = {}
         self._epoch = 0  # bumped by `reset`: records read before it are not applied after it
         self._thread: threading.Thread | None = None
@@ -260,12 +231,11 @@ class Follower:
             for (batch, _), rows, typed in zip(batches, vectors, changes, strict=True):
                 if epoch != self._epoch or batch[0].seq != self.at(group):
                     continue  # this process committed it (or it was applied meanwhile)
-                if typed is None:  # an operation this version cannot read: both reload
-                    self._reload_names()
-                    self._search.invalidate([group])
-                else:
-                    index_names(self._names, group, typed, self._reload_names)
-                    self._search.apply(group, typed, rows)
+                for projection in self._projections:
+                    if typed is None:  # an operation this version cannot read: a reload
+                        projection.reload([group])
+                    else:
+                        projection.apply(group, typed, rows)
                 self._positions[group] = batch[-1].seq + 1
                 applied += len(batch)
                 self._stats["applied_commits"] += 1

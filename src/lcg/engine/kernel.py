@@ -34,18 +34,21 @@ from lcg.embedding.base import Embedder
 from lcg.embedding.select import build_embedder
 from lcg.embedding.vectors import embed_plan, plan_for_changes
 from lcg.engine import applied
+from lcg.engine.aftermath import Aftermath
 from lcg.engine.carryover import move_aside, settle
 from lcg.engine.catchup import CatchUp, Replay
 from lcg.engine.checkpointer import Checkpointer
 from lcg.engine.commits import Batch, EpisodeCommit, check_commit_references, episode_ops
-from lcg.engine.follow import Follower, index_names, retrying
+from lcg.engine.follow import Follower, retrying
 from lcg.engine.jobs import JobTable
 from lcg.engine.modes import EmbeddedMode, ModeParts, ServerMode, StorageMode
+from lcg.engine.namekeeper import NameKeeper
 from lcg.engine.names import NameIndex, Names
 from lcg.engine.parts import EngineState, Parts
 from lcg.engine.replay import ReplayReport, applied_position, replay_group
 from lcg.engine.walproblems import WalProblems
 from lcg.engine.walscan import WalScan
+from lcg.engine.warmup import SearchWarmup
 from lcg.errors import UnavailableError
 from lcg.extraction.llm import LlmClient
 from lcg.extraction.select import LlmSlot
@@ -59,6 +62,7 @@ from lcg.storage.kuzu_backend import KuzuBackend
 from lcg.storage.select import open_backend
 from lcg.telemetry import EventSink, NullSink
 from lcg.wal.changes import decode_all
+from lcg.wal.projection import Projection, SavedProjection
 from lcg.wal.records import Op, WalRecord
 from lcg.wal.writer import Wal
 
@@ -133,7 +137,10 @@ class Engine:
         self._wal = wal
         self._write_lock = threading.RLock()
         self._names = NameIndex()
-        self.names = Names(self._names, lambda: self._catchup.reload_names())
+        # Saved next to an embedded database only, as the search index (lcg.engine.namekeeper).
+        saved_names = settings.db_path.parent / "name-index" if mode.saves_indexes else None
+        self._name_keeper = NameKeeper(lambda: self._db, self._names, saved_names)
+        self.names = Names(self._names, self._name_keeper.reload)
         self._search = SearchIndex(
             self._read,
             embedder,
@@ -154,27 +161,37 @@ class Engine:
         # The ingest pipeline (lcg.ingest: an area the kernel does not import), built on the
         # first ingest unless given: reached through the engine, never through a side table.
         self.ingest = ingest
+        # The in-memory projections of the WAL, in the order each follows a commit: the name
+        # index, then the search index (lcg.wal.projection); both saved at close.
+        self._projections: tuple[Projection, ...] = (self._name_keeper, self._search)
         self._problems = WalProblems(lambda: self._db, wal, events)
+        self._aftermath = Aftermath(
+            lambda: self._db,
+            settings,
+            embedder,
+            events,
+            self._problems,
+            self._search,
+            self._name_keeper,
+        )
         self._catchup = CatchUp(
             lambda: self._db,
             wal,
             settings,
             embedder,
-            events,
-            self._names,
-            self._search,
             replay,
-            self._problems,
-            saves_indexes=mode.saves_indexes,
+            self._aftermath,
+            self._name_keeper,
+            self._search,
         )
+        self._warmup = SearchWarmup(lambda: self._db, settings, embedder, self._search)
         # Server mode: other processes' commits, followed into the indexes (lcg.engine.follow).
         self._follow = Follower(
             lambda: self._db,
             self._write_lock,
-            self._names,
+            self._projections,
             self._search,
             embedder,
-            self._catchup.reload_names,
             follows=mode.follows,
         )
         self._indices_built = False
@@ -190,7 +207,9 @@ class Engine:
                 embedder,
                 events,
                 self._search,
+                self._projections,
                 self._catchup,
+                self._problems,
                 self._follow,
                 self._checkpointer,
                 self._write_lock,
@@ -281,7 +300,11 @@ class Engine:
             self._search.reset()
             journal = self._mode.journal()
             crashed = journal is not None and journal.journal_at_open > 0
-            reports = applied.check(self._catchup, self._db, self._wal) if crashed else []
+            reports = (
+                applied.check(self._catchup, self._db, self._wal, self._problems, self.parts.events)
+                if crashed
+                else []
+            )
             found = [(g, self._catchup.catch_up_plan(g)) for g in self._wal.groups()]
             plans = [(g, plan) for g, plan in found if plan is not None]
             for group, plan in plans:
@@ -289,9 +312,9 @@ class Engine:
                 if report is not None:
                     reports.append(report)
             if reports:
-                self._catchup.rewire_cross_group()
-            self._catchup.load_names()
-        self._indices_built = self._catchup.warm_search()
+                self._aftermath.rewire_cross_group()
+            self._name_keeper.load()
+        self._indices_built = self._warmup.warm()
         return reports
 
     def close(self) -> None:
@@ -303,10 +326,23 @@ class Engine:
         self._checkpointer.stop()  # after the checkpoint it may be running
         with self._write_lock:
             if self._store is not None:
-                self._catchup.save_indexes()
+                self._save_projections()
             self._wal.close()
             self._wal.unlock()
             self._mode.close()
+
+    def _save_projections(self) -> None:
+        """(Write lock held, at close.) Save the search and name indexes for the next open:
+        derived data, so a failed save only means rebuilding it at the next open."""
+        saved: tuple[tuple[str, SavedProjection], ...] = (
+            ("search index", self._search),
+            ("name index", self._name_keeper),
+        )
+        for name, projection in saved:
+            try:
+                projection.save()
+            except Exception:
+                logger.exception("%s: could not save it for the next open", name)
 
     def reopen(
         self,
@@ -380,8 +416,8 @@ class Engine:
         """A batch is durable: the in-memory projections take its operations, decoded once
         (`Batch.changes`)."""
         changes = batch.changes
-        index_names(self._names, batch.group_id, changes, self._catchup.reload_names)
-        self._search.apply(batch.group_id, changes, batch.vectors)
+        for projection in self._projections:
+            projection.apply(batch.group_id, changes, batch.vectors)
 
     def _commit_planned(
         self, batches: Sequence[Batch | tuple[str, list[Op]]]

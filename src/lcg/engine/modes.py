@@ -34,11 +34,13 @@ from lcg.config import Settings
 from lcg.embedding.base import Embedder
 from lcg.embedding.vectors import embed_plan, plan_for_rows
 from lcg.engine.carryover import CarryOver
-from lcg.engine.catchup import CatchUp, PrebuiltSearch
+from lcg.engine.catchup import CatchUp, group_has_data
 from lcg.engine.checkpointer import Checkpointer
 from lcg.engine.commits import Batch, first_vectors, settle_stamp, store_commit
 from lcg.engine.follow import Follower
-from lcg.engine.replay import ReplayReport, write_position
+from lcg.engine.replay import ReplayReport, applied_position, write_position
+from lcg.engine.walproblems import WalProblems
+from lcg.engine.warmup import PrebuiltSearch
 from lcg.errors import (
     ConflictError,
     InvalidRequestError,
@@ -56,6 +58,7 @@ from lcg.storage.store import Store
 from lcg.telemetry import EventSink
 from lcg.wal.fold import fold
 from lcg.wal.layout import fsync_dir, group_dir, ordered_files
+from lcg.wal.projection import Projection
 from lcg.wal.reader import ReadStats, iter_records
 from lcg.wal.records import Op, WalRecord
 from lcg.wal.writer import Wal
@@ -127,7 +130,9 @@ class ModeParts:
     embedder: Embedder
     events: EventSink
     search: SearchIndex
+    projections: Sequence[Projection]  # the name and search indexes (lcg.wal.projection)
     catchup: CatchUp
+    problems: WalProblems
     follow: Follower
     checkpointer: Checkpointer
     lock: threading.RLock  # the engine's write lock
@@ -293,7 +298,7 @@ class StorageMode(ABC):
         its WAL into the store; `dropping()` runs just before the store changes where the
         group's indexes go stale while it does. Returns the replay's report and the search
         partitions its bulk load built (None: none). What every replay leaves behind
-        (`CatchUp.replayed`, the names, the indexes) is the caller's.
+        (`Aftermath.rebuilt`, lcg.engine.aftermath; the indexes) is the caller's.
 
         Raises:
             ConflictError: (server) another process committed to the group meanwhile.
@@ -371,11 +376,10 @@ class EmbeddedMode(StorageMode):
         Returns True when the write turned out to be committed (the COMMIT raised but the
         positions it set are visible), False when it was rolled back and its lines were removed.
         """
-        catchup = self.parts.catchup
         if body_done:
             with self._db().read_for_write() as conn:
                 if all(
-                    (catchup.position(conn, g) or (None, None))[0] == last
+                    (applied_position(conn, g) or (None, None))[0] == last
                     for g, _, last in appended
                 ):
                     return True
@@ -387,7 +391,7 @@ class EmbeddedMode(StorageMode):
                 logger.exception(
                     "could not remove WAL lines of group %r; applying them instead", group_id
                 )
-                catchup.catch_up(group_id)
+                self.parts.catchup.catch_up(group_id)
         return False
 
     def position(self, group_id: str) -> tuple[str | None, int]:
@@ -455,7 +459,7 @@ class EmbeddedMode(StorageMode):
     def _wal_state(self, conn: GraphReader, group_id: str) -> dict[str, Any]:
         bounds = self.parts.wal.bounds(group_id)
         generation = self.parts.wal.generation(group_id)
-        position = self.parts.catchup.position(conn, group_id)
+        position = applied_position(conn, group_id)
         applied = position[0] if position else None
         max_seq = bounds.max_seq
         if generation is not None:
@@ -501,8 +505,8 @@ class EmbeddedMode(StorageMode):
             parts.wal.drop_stream(group_id)
             parts.wal.stream(group_id)  # its generation, minted now
             parts.catchup.catch_up(group_id)
-            parts.search.invalidate([group_id])
-            parts.catchup.reload_names()
+            for projection in parts.projections:  # replayed: each reloads the group
+                projection.reload([group_id])
 
     def empty_store(self, preserve_wal: bool) -> None:
         return None  # the reopen's `prepare` deletes the database files themselves
@@ -527,9 +531,9 @@ class EmbeddedMode(StorageMode):
         """The WAL files' generation decides: a generation changed since the group was
         applied is a reset (a full rebuild whatever was asked)."""
         directory = self._rebuild_directory(group_id)
-        catchup, wal = self.parts.catchup, self.parts.wal
-        position = catchup.position(conn, group_id)
-        has_data = catchup.group_has_data(conn, group_id)
+        wal = self.parts.wal
+        position = applied_position(conn, group_id)
+        has_data = group_has_data(conn, group_id)
         applied, previous = position if position else (None, None)
         generation = wal.generation(group_id)
         if applied is not None and generation is None:
@@ -598,7 +602,7 @@ class EmbeddedMode(StorageMode):
             progress=progress,
             loaded=prebuilt,
         )
-        catchup.problems.check_database_ahead([group_id])  # its stream was dropped: floor it
+        parts.problems.check_database_ahead([group_id])  # its stream was dropped: floor it
         max_seq = parts.wal.bounds(group_id).max_seq
         if (
             plan.to_seq is not None
@@ -829,7 +833,7 @@ class ServerMode(StorageMode):
             )
         # A tail: the lines applied again on top of the group's rows (none when from_seq is
         # past the stream's end, as with the WAL files).
-        has_data = from_seq == 0 and self.parts.catchup.group_has_data(conn, group_id)
+        has_data = from_seq == 0 and group_has_data(conn, group_id)
         if has_data:
             _refuse_full_rebuild(group_id, dry_run, force_clear, tails=False)
         return RebuildPlan(group_id, from_seq, None, has_data, False, None, None, 1, False, records)

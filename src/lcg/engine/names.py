@@ -60,7 +60,7 @@ NameRow = tuple[str, str, str, datetime | None, bool]
 def name_rows_of(entities: Iterable[Entity]) -> list[NameRow]:
     """The name index's rows of entities a bulk replay loaded, as the database returns them
     (`GraphReader.name_rows`: no name is "", created_at in UTC, merged is the "Merged" label),
-    so the index is made without reading every entity back (lcg.engine.catchup)."""
+    so the index is made without reading every entity back (lcg.engine.namekeeper)."""
     return [
         (
             e.group_id,

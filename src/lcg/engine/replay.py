@@ -64,7 +64,7 @@ Progress = Callable[[dict[str, Any]], None]
 
 class Loaded(Protocol):
     """What a bulk replay's rows also feed (the group's search partitions,
-    lcg.engine.catchup.PrebuiltSearch), so that nothing reads them back from the database."""
+    lcg.engine.warmup.PrebuiltSearch), so that nothing reads them back from the database."""
 
     def build(self, folded: FoldedGroup) -> None:
         """Build from the rows: runs in a thread of its own while the database loads them

@@ -7,7 +7,9 @@ their endpoints, relation type, sentence and start, so that the same fact told a
 episode becomes a mention of the stored one instead of a second copy (docs/facts.md).
 It is loaded from the committed graph on first use, updated from each episode the pipeline
 commits, and reloaded whenever the group's WAL moved past the position it was built at (any
-other writer — a direct assert, a merge, a delete, raw Cypher — shows up there). Resolution thus
+other writer — a direct assert, a merge, a delete, raw Cypher — shows up there). It is one of
+the projections of the WAL (lcg.wal.projection): `apply` takes other processes' committed
+batches of the group in place (server mode, lcg.ingest.catchup), `reload` marks it for a reload. Resolution thus
 costs O(extracted items), not O(graph): no scan per episode, no per-entity query.
 
 Only the event loop thread mutates an index; loading runs in a worker thread and is swapped in.
@@ -15,6 +17,7 @@ Only the event loop thread mutates an index; loading runs in a worker thread and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import defaultdict
@@ -25,7 +28,18 @@ from functools import lru_cache
 import numpy as np
 
 from lcg.embedding.base import Vectors
-from lcg.models import Entity, Fact, normalize_name
+from lcg.models import EmbeddingRow, Entity, Fact, normalize_name
+from lcg.wal.changes import (
+    Change,
+    CypherExec,
+    EntityUpsert,
+    EpisodeAdd,
+    EpisodeDelete,
+    FactInvalidate,
+    FactUpsert,
+    GroupPurge,
+    MentionsAdd,
+)
 
 RetiredKey = tuple[str, str, str, str, str]  # source, target, relation type, sentence, valid_at
 
@@ -194,6 +208,63 @@ class GroupIndex:
     def __post_init__(self) -> None:
         self.names = self.names or Matrix(self.dim)
         self.fact_vectors = self.fact_vectors or Matrix(self.dim)
+
+    # -- following the WAL (lcg.wal.projection.Projection) --------------------------------------
+
+    def apply(self, group: str, changes: Sequence[Change], vectors: Sequence[EmbeddingRow]) -> None:
+        """Take a committed batch of the group in place when it holds only what ingestion itself
+        writes (new or updated entities under their name, facts, supersessions, episodes,
+        mentions); anything else (a merge, a rename, a delete, a purge, a raw statement) marks
+        the index for a reload instead. `vectors`: the batch's rows, of which the `entity_name`
+        rows of new entities and the `fact` rows are used. The position is the caller's."""
+        if group != self.group_id:
+            return
+        if not all(self._takes(change) for change in changes):
+            self.reload()
+            return
+        new = {
+            c.entity.uuid
+            for c in changes
+            if isinstance(c, EntityUpsert) and c.entity.uuid not in self.entities
+        }
+        vec = {row.key: row.vec for row in vectors}
+        for change in changes:
+            match change:
+                case EntityUpsert(entity):
+                    known = entity.uuid not in new
+                    self.put_entity(
+                        entity, None if known else vec.get(f"entity_name:{entity.uuid}")
+                    )
+                case FactUpsert(fact):
+                    self.put_fact(fact, vec.get(f"fact:{fact.uuid}"))
+                case FactInvalidate(uuid, invalid_at, expired_at):
+                    held = self.facts.get(uuid)
+                    if held is not None:
+                        self.put_fact(
+                            dataclasses.replace(held, invalid_at=invalid_at, expired_at=expired_at),
+                            None,
+                        )
+                case EpisodeAdd() | MentionsAdd() | EpisodeDelete() | GroupPurge() | CypherExec():
+                    pass
+
+    def _takes(self, change: Change) -> bool:
+        """Whether `apply` takes the change in place."""
+        match change:
+            case EntityUpsert(entity):
+                known = self.entities.get(entity.uuid)
+                return "Merged" not in entity.labels and (
+                    known is None or known.name == entity.name
+                )
+            case FactUpsert() | FactInvalidate() | EpisodeAdd() | MentionsAdd():
+                return True
+            case EpisodeDelete() | GroupPurge() | CypherExec():
+                return False
+
+    def reload(self, groups: Sequence[str] | None = None) -> None:
+        """Mark the index for a reload from the committed graph before its next use (the
+        pipeline's), when `groups` (None: every group) holds its group."""
+        if groups is None or self.group_id in groups:
+            self.position = None
 
     # -- entities ------------------------------------------------------------------------------
 

@@ -571,7 +571,7 @@ class IngestPipeline:
                 continue
             except InvalidRequestError as exc:
                 # A writer outside the pipeline removed something the index still held.
-                index.position = None
+                index.reload()
                 if retried_invalid or exc.field not in ("facts", "invalidations"):
                     raise
                 retried_invalid = True
@@ -630,7 +630,7 @@ class IngestPipeline:
     ) -> None:
         """Bring the index up to date with what was just committed (or mark it for reload)."""
         if expected is None or not seqs or seqs[0][0] != expected[1]:
-            index.position = None
+            index.reload()
             return
         vec_of = {
             e.name: extracted.name_vectors[i]

@@ -19,7 +19,8 @@ Lifecycle (driven by lcg.engine):
   filled before the lock was taken), so the next search sees them; anything else marks the
   group's partitions stale;
 - `invalidate(groups)` / `reset()` drop partitions after deletes, purges, rebuilds, raw Cypher,
-  clear_all and reopening; they reload on the next search;
+  clear_all and reopening; they reload on the next search (`apply` and `reload`, either of
+  them, are what the engine drives every projection of the WAL with: lcg.wal.projection);
 - `swap_embedder(embedder, floor)` changes the model the index answers with (a workspace whose
   vectors another model made is served with that model until a re-embed completes,
   lcg.admin.reembed): every partition is built with the new model first, then all are
@@ -495,6 +496,14 @@ class SearchIndex:
                         known.add(group)
                     else:
                         self._pending[family].add(group)
+
+    def reload(self, groups: Sequence[str] | None = None) -> None:
+        """(`lcg.wal.projection.Projection`.) The partitions of `groups` (None: all, `reset`)
+        dropped (`invalidate`): they reload from the database on the next search."""
+        if groups is None:
+            self.reset()
+        else:
+            self.invalidate(groups)
 
     def _target(self, family: str, group: str) -> Partition | None:
         """The installed partition a commit applies to, creating it for a brand-new group."""

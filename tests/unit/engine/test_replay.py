@@ -103,7 +103,7 @@ def test_a_stream_with_a_raw_statement_is_read_again_and_replayed_op_by_op(
 def test_prebuilt_partitions_are_installed_unless_discarded(tmp_path: Path) -> None:
     """A bulk load that fails discards what was built beside it (`Loaded.discard`): nothing is
     installed, even when the build finishes after the discard."""
-    from lcg.engine.catchup import PrebuiltSearch
+    from lcg.engine.warmup import PrebuiltSearch
     from lcg.search.index import FAMILIES, SearchIndex
     from lcg.wal.fold import fold
     from lcg.wal.reader import iter_records
