@@ -305,17 +305,36 @@ class Engine:
                 if crashed
                 else []
             )
-            found = [(g, self._catchup.catch_up_plan(g)) for g in self._wal.groups()]
-            plans = [(g, plan) for g, plan in found if plan is not None]
-            for group, plan in plans:
-                report = self._catchup.catch_up(group, plan)
+            failed: set[str] = set()
+            for group in self._wal.groups():
+                report = self._catchup.catch_up(group)
                 if report is not None:
                     reports.append(report)
+                    if report.mode == "bulk" and report.transactions_rolled_back:
+                        failed.add(group)
+            if failed:
+                reports += self._load_again(failed)
             if reports:
                 self._aftermath.rewire_cross_group()
             self._name_keeper.load()
         self._indices_built = self._warmup.warm()
         return reports
+
+    def _load_again(self, failed: set[str]) -> list[ReplayReport]:
+        """(At open, after a bulk load failed.) Catch up once more every group but the failed
+        ones: a bulk load that failed after its COPY starts a database holding only this
+        open's bulk loads over empty (lcg.storage.store), so the groups loaded before it lost
+        their rows. A failed group waits for the next open (its failure is in the replay
+        report and `wal_problems`): loading it again here could fail the same way."""
+        again: list[ReplayReport] = []
+        for group in self._wal.groups():
+            if group in failed:
+                continue
+            report = self._catchup.catch_up(group)
+            if report is not None:
+                logger.warning("group %r: loaded again after a failed bulk load", group)
+                again.append(report)
+        return again
 
     def close(self) -> None:
         # A background rebuild commits per batch and holds the write lock while it runs: wait
