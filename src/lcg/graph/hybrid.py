@@ -180,7 +180,8 @@ def _window_counts(view: View, docs: Ints) -> Ints:
     first = docs - col[docs]
     at = np.searchsorted(firsts, first, side="right")
     after = np.where(at < len(firsts), firsts[np.minimum(at, len(firsts) - 1)], view.n)
-    return np.maximum(after - first, 1)
+    counts: Ints = np.maximum(after - first, 1)
+    return counts
 
 
 def _top_windows(
