@@ -8,7 +8,8 @@ centre entity), and fetches the winning rows from the database. Scores are highe
 
 Episodes are searched by window (lcg.search.windows: a long episode is several documents of one
 uuid): each list ranks episodes by their best window (BM25 adds `WINDOW_REST` times its other
-windows' scores), and a hit carries its best window's offsets. Passage search weighs its lists
+windows' scores, and divides by `1 + WINDOW_PENALTY * ln(windows)`: the best of many windows
+is a best of many tries), and a hit carries its best window's offsets. Passage search weighs its lists
 (`PASSAGE_VECTOR_WEIGHT`, `PASSAGE_VECTOR_DEPTH`; the table of settings measured is in
 docs/search.md, "Passages").
 
@@ -50,6 +51,14 @@ MaskFn = Callable[[str, View], Mask]
 # An episode's BM25 score: its best window's plus this share of its other windows' (0: the best
 # window alone; 1: their sum).
 WINDOW_REST = 0.0
+# An episode's BM25 score is also divided by `1 + WINDOW_PENALTY * ln(its window count)`: the
+# best of ten windows is the best of ten tries at the query's words, so a long turn or release
+# outranked a short one saying the same (a one-line standing instruction, a user's request).
+# `python bench/evidence.py` (`hash`, full run; BEAM get_context budget / search_passages
+# all@10): 0 0.667 / 0.347, 0.3 0.679 / 0.421, 0.5 0.689 / 0.441 (docs/search.md, "Lines and
+# ranking"). Ranking only: a passage's reported score is unchanged. Not applied to the vector
+# list (subtracting 0.02 or 0.05 times ln(windows) from the best cosine changed nothing measured).
+WINDOW_PENALTY = 0.5
 # Passage search: the vector list's weight in the fusion (BM25's is 1), and its length as a
 # multiple of the results asked for (BM25's is the strategy's `candidates`, 3). One: a long
 # episode has many windows, so many chances at a high cosine, and a deeper vector list fills the
@@ -138,6 +147,8 @@ def _lexical(
         if WINDOW in view.columns:
             found = np.flatnonzero(eligible & (scores > 0.0))
             docs, best = _per_uuid(view, found, scores[found], rest)
+            if WINDOW_PENALTY > 0 and len(docs):
+                best = best / (1.0 + WINDOW_PENALTY * np.log(_window_counts(view, docs)))
             for i in top_k(best, pool):
                 hits.append((view.uuids[docs[i]], group, int(docs[i]), float(best[i])))
             continue
@@ -160,6 +171,17 @@ def _per_uuid(view: View, docs: Ints, scores: Floats, rest: float) -> tuple[Ints
     if rest:
         best = best + rest * (np.add.reduceat(scores, starts) - best)
     return docs[starts], best
+
+
+def _window_counts(view: View, docs: Ints) -> Ints:
+    """How many windows the episode of each of `docs` (documents of a windowed view) has."""
+    col = view.columns[WINDOW][: view.n]
+    firsts = np.flatnonzero(col == 0)
+    first = docs - col[docs]
+    at = np.searchsorted(firsts, first, side="right")
+    after = np.where(at < len(firsts), firsts[np.minimum(at, len(firsts) - 1)], view.n)
+    counts: Ints = np.maximum(after - first, 1)
+    return counts
 
 
 def _top_windows(

@@ -40,9 +40,9 @@ __all__ = [
     "passage_line",
 ]
 
-# Episodes ranked by passage search for one context (more than a 2,000-token block holds, so a
-# misfit leaves room for the next).
-MAX_PASSAGES = 40
+# Episodes ranked by passage search for one context (more than a 2,000-token block holds, ~40
+# lines, so a misfit leaves room for the next).
+MAX_PASSAGES = 60
 MISFITS = 8
 # The longest piece of an episode one passage line quotes (lcg.search.passages.windows): the
 # sentence or two of it that hold the most of the query's weight, so a block reaches further
@@ -168,7 +168,9 @@ def find_passages(
 
 
 def passage_line(label: str, p: Passage) -> str:
-    """`[P1] 2024-03-15 · turn 28 · user turn: "…" (episode <uuid>, chars 0-812 of 2189)`."""
+    """`[P1] 2024-03-15 · turn 28 · user turn: …text… (chars 0-812 of 2189)`: the episode's uuid
+    is not on the line (36 bytes, a fifth of a typical line) but in the result's
+    `included_episode_ids`, in label order."""
     ep = p.episode
     when = _when(ep)
     parts = [when.date().isoformat() if when else "undated"]
@@ -177,7 +179,7 @@ def passage_line(label: str, p: Passage) -> str:
     before = "…" if p.start > 0 else ""
     after = "…" if p.end < len(ep.content) else ""
     where = f"chars {p.start}-{p.end} of {len(ep.content)}"
-    return f"[{label}] {' · '.join(parts)}: {before}{text}{after} (episode {ep.uuid}, {where})\n"
+    return f"[{label}] {' · '.join(parts)}: {before}{text}{after} ({where})\n"
 
 
 def pack_passages(

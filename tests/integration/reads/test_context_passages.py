@@ -70,10 +70,12 @@ async def test_context_quotes_the_window_that_answers(engine: Engine) -> None:
     assert len(lines) == 1
     line = lines[0]
     start = text.index(ANSWER)
-    # The verbatim window, its date, the episode's name and source, its uuid and offsets.
+    # The verbatim window, its date, the episode's name and source, and offsets; the uuid is
+    # the label's entry of included_episode_ids, not repeated on the line.
     assert line.startswith("[P1] 2024-03-15 · turn ep-long · user turn: …")
     assert ANSWER in line and FILLER.strip() not in line
-    assert f"(episode ep-long, chars {start}-{start + len(ANSWER)} of {len(text)})" in line
+    assert line.endswith(f"(chars {start}-{start + len(ANSWER)} of {len(text)})")
+    assert "(episode " not in got["context"]
     assert got["context"].index("Passages:\n") > got["context"].index("Facts:\n")
 
 
@@ -224,9 +226,10 @@ async def test_context_quotes_from_the_window_the_search_found(engine: Engine) -
     start = text.index(closing)
     assert hits[0][1].window == (start, len(text))  # the premise: the index found it there
     got = await _call(engine, "knowledge_get_context", query=query)
-    line = next(x for x in got["context"].splitlines() if "(episode ep-long" in x)
+    label = f"[P{got['included_episode_ids'].index('ep-long') + 1}]"
+    line = next(x for x in got["context"].splitlines() if x.startswith(label))
     assert closing in line and "came up twice" not in line, line
-    assert line.endswith(f"(episode ep-long, chars {start}-{len(text)} of {len(text)})")
+    assert line.endswith(f"(chars {start}-{len(text)} of {len(text)})")
     assert text[start : len(text)] == closing
 
 

@@ -140,3 +140,24 @@ def test_windows_come_back_from_the_saved_index(settings: Settings) -> None:
         assert window is not None and window[0] <= at < window[1]
     finally:
         eng.close()
+
+
+async def test_of_two_equal_windows_the_episode_cut_into_fewer_ranks_first(
+    windowed: Engine,
+) -> None:
+    # An episode ranks by its best window, and one of many windows has more chances at a high
+    # score: the count's penalty (lcg.graph.hybrid.WINDOW_PENALTY) breaks the tie. "ep-z" holds
+    # only the long episode's best window, word for word (the same BM25 score); on a tie the
+    # uuid order would put "ep-long" first.
+    text, _ = await _load(windowed)
+    hits = await anyio.to_thread.run_sync(
+        lambda: episode_hits(windowed, "zyxquartz", [G], 5, LEXICAL_ONLY)
+    )
+    ep, hit = hits[0]
+    assert ep.uuid == "ep-long" and hit.window is not None
+    start, end = hit.window
+    await windowed.commit_episode(EpisodeCommit(G, Episode("ep-z", G, "note", text[start:end])))
+    hits = await anyio.to_thread.run_sync(
+        lambda: episode_hits(windowed, "zyxquartz", [G], 5, LEXICAL_ONLY)
+    )
+    assert [e.uuid for e, _ in hits][:2] == ["ep-z", "ep-long"]
