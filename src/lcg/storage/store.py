@@ -669,7 +669,6 @@ class Store:
         # The handle saw a COPY rolled back and is not replaced yet: never checkpoint it
         # (`_rolled_back`).
         self._broken = False
-        self.starts_over = 0  # databases started over empty after a failed bulk COPY
         self.migrate()
 
     def _open_database(self) -> Any:
@@ -833,7 +832,6 @@ class Store:
             _write_stamp(self.path, self.engine)
         self._reopen_connections()
         self._broken = False
-        self.starts_over += start_over
         if start_over:
             self.migrate()
 
