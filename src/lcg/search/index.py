@@ -52,11 +52,13 @@ import pyarrow.compute as pc
 from lcg.embedding.base import Embedder, Vectors
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.search import standing
 from lcg.search import vectors as vectors_mod
 from lcg.search.factrows import FactRows
 from lcg.search.partition import WINDOW, Partition, View
 from lcg.search.rows import EPISODE_ROWS, LRU_ROWS, ROWS_PER_FAMILY, RowCache
 from lcg.search.snapshot import Snapshots
+from lcg.search.standing import STANDING
 from lcg.search.text import Vocabulary
 from lcg.search.vectors import SAMPLE_ROWS, layout_for
 from lcg.search.vectors import Vectors as VectorStore
@@ -104,8 +106,9 @@ _FACT_COLUMNS = (
     "source",
     "target",
 )
-# An episode's documents: its windows, numbered, with their offsets `[start, end)` in its text.
-_EPISODE_COLUMNS = (WINDOW, "start", "end")
+# An episode's documents: its windows, numbered, with their offsets `[start, end)` in its text
+# and the standing instructions or preferences each holds (lcg.search.standing).
+_EPISODE_COLUMNS = (WINDOW, "start", "end", STANDING)
 
 
 def entity_text(name: str, summary: str) -> str:
@@ -650,7 +653,12 @@ class SearchIndex:
                             ep.uuid,
                             text,
                             {"episode": vec},
-                            columns={WINDOW: i, "start": a, "end": b},
+                            columns={
+                                WINDOW: i,
+                                "start": a,
+                                "end": b,
+                                STANDING: standing.kind(text),
+                            },
                         )
                 case FactInvalidate(uuid, invalid_at, expired_at):
                     flush()
@@ -772,7 +780,7 @@ def _episode_documents(
     uuids: Sequence[str], contents: Sequence[str]
 ) -> tuple[list[str], list[str], dict[str, npt.NDArray[np.int64]]]:
     """An episode partition's documents: (uuid, text) per window of each episode, in order,
-    and their `_EPISODE_COLUMNS` (window number, start, end)."""
+    and their `_EPISODE_COLUMNS` (window number, start, end, standing marks)."""
     owners: list[str] = []
     texts: list[str] = []
     numbers: list[int] = []
@@ -797,6 +805,7 @@ def _episode_documents(
         WINDOW: np.array(numbers, dtype=np.int64),
         "start": np.array(starts, dtype=np.int64),
         "end": np.array(ends, dtype=np.int64),
+        STANDING: np.array([standing.kind(t) for t in texts], dtype=np.int64),
     }
     return owners, texts, values
 

@@ -29,6 +29,7 @@ import Stemmer
 
 from lcg.search.index import SearchIndex
 from lcg.search.scoring import bm25_idf
+from lcg.search.standing import STANDING
 from lcg.search.text import STOPWORDS, tokens
 from lcg.search.windows import WINDOW_CHARS, windows
 
@@ -39,6 +40,7 @@ __all__ = [
     "passage_scores",
     "query_stems",
     "query_weights",
+    "standing_hits",
     "windows",
 ]
 
@@ -179,3 +181,46 @@ def passage_scores(
                     held += w
         out.append(max(cosine, held / total if total > 0 else 0.0))
     return out
+
+
+def standing_hits(
+    index: SearchIndex,
+    query: str,
+    groups: Sequence[str] | None,
+    vector: npt.NDArray[np.float32] | None,
+) -> list[tuple[str, tuple[int, int], float, int]]:
+    """The episodes of `groups` with a window that holds a standing instruction or preference
+    (lcg.search.standing), as (uuid, the window's offsets, score, the window's marks), best
+    first, each at its best marked window. `score` is the better of the window's cosine to
+    `vector` (the query's; None for none) and the share of the query's idf weight the window
+    holds (as `passage_scores`, but of the window alone: one array pass per term, however
+    many windows are marked)."""
+    weights = query_weights(index, query, groups)
+    views = index.views("episode", groups)
+    n_docs = max(1, sum(v.live_docs for _, v in views))
+    unknown = index.vocab.query_terms(query)[1]
+    total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
+    best: dict[str, tuple[str, tuple[int, int], float, int]] = {}
+    for _, view in views:
+        marks = view.columns.get(STANDING)
+        if marks is None or view.n == 0:
+            continue
+        docs = np.flatnonzero((marks[: view.n] != 0) & view.live())
+        if not len(docs):
+            continue
+        held = np.zeros(len(docs), dtype=np.float64)
+        for term, w in weights.items():
+            held += w * np.isin(docs, view.postings(term)[0])
+        scores = held / total if total > 0 else held
+        has = view.has_vector.get("episode")
+        if vector is not None and has is not None and has[docs].any():
+            cosines = np.zeros(len(docs), dtype=np.float64)
+            with_vector = has[docs]
+            cosines[with_vector] = view.vectors_of("episode", docs[with_vector]) @ vector
+            scores = np.maximum(scores, cosines)
+        for doc, score in zip(docs.tolist(), scores.tolist(), strict=True):
+            uuid = view.uuids[doc]
+            if uuid not in best or score > best[uuid][2]:
+                span = (int(view.columns["start"][doc]), int(view.columns["end"][doc]))
+                best[uuid] = (uuid, span, score, int(marks[doc]))
+    return sorted(best.values(), key=lambda h: (-h[2], h[0]))
