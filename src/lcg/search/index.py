@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -90,6 +91,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _UTC_MICROS = pa.timestamp("us", tz="UTC")
 # Texts whose vectors a partition build asks the embedder for at once (see `_vectors`).
 _EMBED_CHUNK = 65_536
+QUERY_VECTORS = 64
 
 FAMILIES: dict[str, tuple[str, ...]] = {
     "entity": ("entity_name", "entity_summary"),
@@ -150,6 +152,9 @@ class SearchIndex:
         self._pending: dict[str, set[str]] = {f: set() for f in FAMILIES}
         self._loading: dict[tuple[str, str], threading.Lock] = {}
         self.generation = 0  # swaps of the embedder so far
+        # The last `QUERY_VECTORS` query vectors, by (generation, text): one context read embeds
+        # its query for the entity, fact and passage searches (a model call each, ~5 ms).
+        self._query_vectors: OrderedDict[tuple[int, str], npt.NDArray[np.float32]] = OrderedDict()
         # Hydrated result rows (lcg.search.rows); None where other processes write the same
         # store (server mode): their commits reach this index late, so the rows would too.
         self.rows: dict[str, RowCache[Any]] | None = (
@@ -233,11 +238,24 @@ class SearchIndex:
     # -- embedding ------------------------------------------------------------------------------
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        """A query vector, from the model itself (queries are not written to the embedding cache)."""
+        """A query vector, from the model itself (queries are not written to the embedding
+        cache), kept for the next reads of the same query (`QUERY_VECTORS`); read-only."""
+        key = (self.generation, text)
+        with self._lock:
+            held = self._query_vectors.get(key)
+            if held is not None:
+                self._query_vectors.move_to_end(key)
+                return held
         inner = (
             self._embedder.inner if isinstance(self._embedder, CachedEmbedder) else self._embedder
         )
-        return np.asarray(inner.embed([text])[0], dtype=np.float32)
+        vector = np.asarray(inner.embed([text])[0], dtype=np.float32)
+        vector.flags.writeable = False
+        with self._lock:
+            self._query_vectors[key] = vector
+            while len(self._query_vectors) > QUERY_VECTORS:
+                self._query_vectors.popitem(last=False)
+        return vector
 
     @property
     def lexical_only(self) -> bool:
