@@ -380,3 +380,25 @@ async def test_a_standing_instruction_follows_the_episode_and_the_clock(engine: 
     await _call(engine, "knowledge_delete_episode", episode_uuid="ep-rule")
     gone = await _call(engine, "knowledge_get_context", query=query)
     assert "ep-rule" not in gone["included_episode_ids"]
+
+
+async def test_a_context_read_embeds_its_query_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _login_turns(engine, 3)
+    index = engine.parts.search
+    inner = getattr(index._embedder, "inner", index._embedder)
+    calls: list[list[str]] = []
+    embed = inner.embed
+
+    def counted(texts: list[str]) -> Any:
+        calls.append(list(texts))
+        return embed(texts)
+
+    monkeypatch.setattr(inner, "embed", counted)
+    query = "how do I implement the login feature"
+    await _call(engine, "knowledge_get_context", query=query)
+    assert calls.count([query]) == 1
+    vector = index.embed_query(query)
+    assert not vector.flags.writeable  # shared between reads: nobody may change it
+    assert calls.count([query]) == 1
