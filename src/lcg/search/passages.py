@@ -18,7 +18,9 @@ passage found by its words never scores 0.0 (docs/search.md, "Passages").
 from __future__ import annotations
 
 import bisect
+import functools
 import math
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,8 +66,9 @@ def best_window(
 ) -> Window:
     """The window of `text` holding the most query weight (`stems`: the query's word stems ->
     idf, `query_stems`), each stem counted once plus a logarithmic bonus for repeats; the first
-    window on a tie. A stem counts where the lower-cased text holds it (a prefix of its
-    inflections: "migrat" in "migration"), one `str.count` per stem and window."""
+    window on a tie. A stem counts where a word of the lower-cased text starts with it (a prefix
+    of its inflections: "migrat" in "migration"), a number only where it is a whole one ("7" in
+    "3.7" but not in "17": the words and numbers the index splits text into, lcg.search.text)."""
     cut = list(pieces) if pieces is not None else windows(text, size)
     if not cut:
         return Window(0, 0, 0.0)
@@ -81,7 +84,7 @@ def best_window(
         piece = text[lo:hi].lower()
         score = 0.0
         for stem, weight in stems.items():
-            n = piece.count(stem)
+            n = sum(1 for _ in _pattern(stem).finditer(piece)) if stem else 0
             if n:
                 score += weight * (1.0 + math.log(n))
         if score > best_score:
@@ -89,25 +92,27 @@ def best_window(
     return Window(cut[best][0], cut[best][1], best_score)
 
 
+@functools.lru_cache(maxsize=4096)
+def _pattern(stem: str) -> re.Pattern[str]:
+    """Where `stem` starts a word of lower-cased text (and, a number, is the whole number)."""
+    return re.compile(rf"(?<![^\W_]){re.escape(stem)}" + (r"(?!\d)" if stem.isdigit() else ""))
+
+
 def _scores(lower: str, cut: Sequence[tuple[int, int]], stems: Mapping[str, float]) -> list[float]:
     """Each window's score (`best_window`) from one scan of `lower` per stem: an occurrence
-    falls in the window that starts before it, and counts there when it ends inside it, as
-    `str.count` per window counts (windows are split at spaces, so only a word longer than a
-    window is cut)."""
+    falls in the window that starts before it, and counts there when it ends inside it
+    (windows are split at spaces, so only a word longer than a window is cut)."""
     starts = [lo for lo, _ in cut]
     scores = [0.0] * len(cut)
     for stem, weight in stems.items():
         if not stem:
             continue
         per: dict[int, int] = {}
-        pos = lower.find(stem, starts[0])
-        while pos != -1:
+        for match in _pattern(stem).finditer(lower, starts[0]):
+            pos = match.start()
             i = bisect.bisect_right(starts, pos) - 1
             if pos + len(stem) <= cut[i][1]:
                 per[i] = per.get(i, 0) + 1
-                pos = lower.find(stem, pos + len(stem))
-            else:  # across a cut inside a word longer than a window: go on from the next one
-                pos = lower.find(stem, starts[i + 1]) if i + 1 < len(starts) else -1
         for i, n in per.items():
             scores[i] += weight * (1.0 + math.log(n))
     return scores

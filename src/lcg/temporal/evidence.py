@@ -210,13 +210,16 @@ def find_passages(
 
 
 def passage_line(label: str, p: Passage) -> str:
-    """`[P1] 2024-03-15 · turn 28 · user turn: …text… (chars 0-812 of 2189)`: the episode's uuid
+    """`[P1] 2024-03-15 · turn 28 · user turn: …text… (chars 0-812 of 2189)` (the name left out
+    when the source description holds it): the episode's uuid
     is not on the line (36 bytes, a fifth of a typical line) but in the result's
     `included_episode_ids`, in label order."""
     ep = p.episode
     when = _when(ep)
     parts = [when.date().isoformat() if when else "undated"]
-    parts += [x for x in (" ".join(ep.name.split())[:80], ep.source_description[:80]) if x]
+    name, source = " ".join(ep.name.split())[:80], " ".join(ep.source_description.split())[:80]
+    # A file's chunks often carry their name inside their source description: said once.
+    parts += [x for x in (name if name not in source else "", source) if x]
     text = " ".join(p.text.split())
     before = "…" if p.start > 0 else ""
     after = "…" if p.end < len(ep.content) else ""
