@@ -18,11 +18,9 @@ passage found by its words never scores 0.0 (docs/search.md, "Passages").
 from __future__ import annotations
 
 import bisect
-import functools
 import math
-import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,7 +82,7 @@ def best_window(
         piece = text[lo:hi].lower()
         score = 0.0
         for stem, weight in stems.items():
-            n = sum(1 for _ in _pattern(stem).finditer(piece)) if stem else 0
+            n = sum(1 for _ in _starts(piece, stem)) if stem else 0
             if n:
                 score += weight * (1.0 + math.log(n))
         if score > best_score:
@@ -92,10 +90,19 @@ def best_window(
     return Window(cut[best][0], cut[best][1], best_score)
 
 
-@functools.lru_cache(maxsize=4096)
-def _pattern(stem: str) -> re.Pattern[str]:
-    """Where `stem` starts a word of lower-cased text (and, a number, is the whole number)."""
-    return re.compile(rf"(?<![^\W_]){re.escape(stem)}" + (r"(?!\d)" if stem.isdigit() else ""))
+def _starts(lower: str, stem: str, lo: int = 0, hi: int | None = None) -> Iterator[int]:
+    """Where `stem` starts a word of `lower[lo:hi]` (a number: where it is the whole number),
+    as the index splits text into words and numbers (lcg.search.text)."""
+    end = len(lower) if hi is None else hi
+    whole = stem.isdigit()
+    pos = lower.find(stem, lo, end)
+    while pos != -1:
+        after = pos + len(stem)
+        if (pos == 0 or not lower[pos - 1].isalnum()) and not (
+            whole and after < len(lower) and lower[after].isdigit()
+        ):
+            yield pos
+        pos = lower.find(stem, after, end)
 
 
 def _scores(lower: str, cut: Sequence[tuple[int, int]], stems: Mapping[str, float]) -> list[float]:
@@ -108,8 +115,7 @@ def _scores(lower: str, cut: Sequence[tuple[int, int]], stems: Mapping[str, floa
         if not stem:
             continue
         per: dict[int, int] = {}
-        for match in _pattern(stem).finditer(lower, starts[0]):
-            pos = match.start()
+        for pos in _starts(lower, stem, starts[0]):
             i = bisect.bisect_right(starts, pos) - 1
             if pos + len(stem) <= cut[i][1]:
                 per[i] = per.get(i, 0) + 1
