@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -52,11 +53,13 @@ import pyarrow.compute as pc
 from lcg.embedding.base import Embedder, Vectors
 from lcg.embedding.cache import CachedEmbedder, text_hash
 from lcg.models import EmbeddingRow, Entity, Episode, Fact
+from lcg.search import standing
 from lcg.search import vectors as vectors_mod
 from lcg.search.factrows import FactRows
 from lcg.search.partition import WINDOW, Partition, View
 from lcg.search.rows import EPISODE_ROWS, LRU_ROWS, ROWS_PER_FAMILY, RowCache
 from lcg.search.snapshot import Snapshots
+from lcg.search.standing import STANDING
 from lcg.search.text import Vocabulary
 from lcg.search.vectors import SAMPLE_ROWS, layout_for
 from lcg.search.vectors import Vectors as VectorStore
@@ -88,6 +91,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _UTC_MICROS = pa.timestamp("us", tz="UTC")
 # Texts whose vectors a partition build asks the embedder for at once (see `_vectors`).
 _EMBED_CHUNK = 65_536
+QUERY_VECTORS = 64
 
 FAMILIES: dict[str, tuple[str, ...]] = {
     "entity": ("entity_name", "entity_summary"),
@@ -104,8 +108,9 @@ _FACT_COLUMNS = (
     "source",
     "target",
 )
-# An episode's documents: its windows, numbered, with their offsets `[start, end)` in its text.
-_EPISODE_COLUMNS = (WINDOW, "start", "end")
+# An episode's documents: its windows, numbered, with their offsets `[start, end)` in its text
+# and the standing instructions or preferences each holds (lcg.search.standing).
+_EPISODE_COLUMNS = (WINDOW, "start", "end", STANDING)
 
 
 def entity_text(name: str, summary: str) -> str:
@@ -147,6 +152,9 @@ class SearchIndex:
         self._pending: dict[str, set[str]] = {f: set() for f in FAMILIES}
         self._loading: dict[tuple[str, str], threading.Lock] = {}
         self.generation = 0  # swaps of the embedder so far
+        # The last `QUERY_VECTORS` query vectors, by (generation, text): one context read embeds
+        # its query for the entity, fact and passage searches (a model call each, ~5 ms).
+        self._query_vectors: OrderedDict[tuple[int, str], npt.NDArray[np.float32]] = OrderedDict()
         # Hydrated result rows (lcg.search.rows); None where other processes write the same
         # store (server mode): their commits reach this index late, so the rows would too.
         self.rows: dict[str, RowCache[Any]] | None = (
@@ -230,11 +238,24 @@ class SearchIndex:
     # -- embedding ------------------------------------------------------------------------------
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        """A query vector, from the model itself (queries are not written to the embedding cache)."""
+        """A query vector, from the model itself (queries are not written to the embedding
+        cache), kept for the next reads of the same query (`QUERY_VECTORS`); read-only."""
+        key = (self.generation, text)
+        with self._lock:
+            held = self._query_vectors.get(key)
+            if held is not None:
+                self._query_vectors.move_to_end(key)
+                return held
         inner = (
             self._embedder.inner if isinstance(self._embedder, CachedEmbedder) else self._embedder
         )
-        return np.asarray(inner.embed([text])[0], dtype=np.float32)
+        vector = np.asarray(inner.embed([text])[0], dtype=np.float32)
+        vector.flags.writeable = False
+        with self._lock:
+            self._query_vectors[key] = vector
+            while len(self._query_vectors) > QUERY_VECTORS:
+                self._query_vectors.popitem(last=False)
+        return vector
 
     @property
     def lexical_only(self) -> bool:
@@ -650,7 +671,12 @@ class SearchIndex:
                             ep.uuid,
                             text,
                             {"episode": vec},
-                            columns={WINDOW: i, "start": a, "end": b},
+                            columns={
+                                WINDOW: i,
+                                "start": a,
+                                "end": b,
+                                STANDING: standing.kind(text),
+                            },
                         )
                 case FactInvalidate(uuid, invalid_at, expired_at):
                     flush()
@@ -772,7 +798,7 @@ def _episode_documents(
     uuids: Sequence[str], contents: Sequence[str]
 ) -> tuple[list[str], list[str], dict[str, npt.NDArray[np.int64]]]:
     """An episode partition's documents: (uuid, text) per window of each episode, in order,
-    and their `_EPISODE_COLUMNS` (window number, start, end)."""
+    and their `_EPISODE_COLUMNS` (window number, start, end, standing marks)."""
     owners: list[str] = []
     texts: list[str] = []
     numbers: list[int] = []
@@ -797,6 +823,7 @@ def _episode_documents(
         WINDOW: np.array(numbers, dtype=np.int64),
         "start": np.array(starts, dtype=np.int64),
         "end": np.array(ends, dtype=np.int64),
+        STANDING: np.array([standing.kind(t) for t in texts], dtype=np.int64),
     }
     return owners, texts, values
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +29,7 @@ import Stemmer
 
 from lcg.search.index import SearchIndex
 from lcg.search.scoring import bm25_idf
+from lcg.search.standing import STANDING
 from lcg.search.text import STOPWORDS, tokens
 from lcg.search.windows import WINDOW_CHARS, windows
 
@@ -39,6 +40,7 @@ __all__ = [
     "passage_scores",
     "query_stems",
     "query_weights",
+    "standing_hits",
     "windows",
 ]
 
@@ -62,8 +64,9 @@ def best_window(
 ) -> Window:
     """The window of `text` holding the most query weight (`stems`: the query's word stems ->
     idf, `query_stems`), each stem counted once plus a logarithmic bonus for repeats; the first
-    window on a tie. A stem counts where the lower-cased text holds it (a prefix of its
-    inflections: "migrat" in "migration"), one `str.count` per stem and window."""
+    window on a tie. A stem counts where a word of the lower-cased text starts with it (a prefix
+    of its inflections: "migrat" in "migration"), a number only where it is a whole one ("7" in
+    "3.7" but not in "17": the words and numbers the index splits text into, lcg.search.text)."""
     cut = list(pieces) if pieces is not None else windows(text, size)
     if not cut:
         return Window(0, 0, 0.0)
@@ -79,7 +82,7 @@ def best_window(
         piece = text[lo:hi].lower()
         score = 0.0
         for stem, weight in stems.items():
-            n = piece.count(stem)
+            n = sum(1 for _ in _starts(piece, stem)) if stem else 0
             if n:
                 score += weight * (1.0 + math.log(n))
         if score > best_score:
@@ -87,25 +90,35 @@ def best_window(
     return Window(cut[best][0], cut[best][1], best_score)
 
 
+def _starts(lower: str, stem: str, lo: int = 0, hi: int | None = None) -> Iterator[int]:
+    """Where `stem` starts a word of `lower[lo:hi]` (a number: where it is the whole number),
+    as the index splits text into words and numbers (lcg.search.text)."""
+    end = len(lower) if hi is None else hi
+    whole = stem.isdigit()
+    pos = lower.find(stem, lo, end)
+    while pos != -1:
+        after = pos + len(stem)
+        if (pos == 0 or not lower[pos - 1].isalnum()) and not (
+            whole and after < len(lower) and lower[after].isdigit()
+        ):
+            yield pos
+        pos = lower.find(stem, after, end)
+
+
 def _scores(lower: str, cut: Sequence[tuple[int, int]], stems: Mapping[str, float]) -> list[float]:
     """Each window's score (`best_window`) from one scan of `lower` per stem: an occurrence
-    falls in the window that starts before it, and counts there when it ends inside it, as
-    `str.count` per window counts (windows are split at spaces, so only a word longer than a
-    window is cut)."""
+    falls in the window that starts before it, and counts there when it ends inside it
+    (windows are split at spaces, so only a word longer than a window is cut)."""
     starts = [lo for lo, _ in cut]
     scores = [0.0] * len(cut)
     for stem, weight in stems.items():
         if not stem:
             continue
         per: dict[int, int] = {}
-        pos = lower.find(stem, starts[0])
-        while pos != -1:
+        for pos in _starts(lower, stem, starts[0]):
             i = bisect.bisect_right(starts, pos) - 1
             if pos + len(stem) <= cut[i][1]:
                 per[i] = per.get(i, 0) + 1
-                pos = lower.find(stem, pos + len(stem))
-            else:  # across a cut inside a word longer than a window: go on from the next one
-                pos = lower.find(stem, starts[i + 1]) if i + 1 < len(starts) else -1
         for i, n in per.items():
             scores[i] += weight * (1.0 + math.log(n))
     return scores
@@ -179,3 +192,46 @@ def passage_scores(
                     held += w
         out.append(max(cosine, held / total if total > 0 else 0.0))
     return out
+
+
+def standing_hits(
+    index: SearchIndex,
+    query: str,
+    groups: Sequence[str] | None,
+    vector: npt.NDArray[np.float32] | None,
+) -> list[tuple[str, tuple[int, int], float, int]]:
+    """The episodes of `groups` with a window that holds a standing instruction or preference
+    (lcg.search.standing), as (uuid, the window's offsets, score, the window's marks), best
+    first, each at its best marked window. `score` is the better of the window's cosine to
+    `vector` (the query's; None for none) and the share of the query's idf weight the window
+    holds (as `passage_scores`, but of the window alone: one array pass per term, however
+    many windows are marked)."""
+    weights = query_weights(index, query, groups)
+    views = index.views("episode", groups)
+    n_docs = max(1, sum(v.live_docs for _, v in views))
+    unknown = index.vocab.query_terms(query)[1]
+    total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
+    best: dict[str, tuple[str, tuple[int, int], float, int]] = {}
+    for _, view in views:
+        marks = view.columns.get(STANDING)
+        if marks is None or view.n == 0:
+            continue
+        docs = np.flatnonzero((marks[: view.n] != 0) & view.live())
+        if not len(docs):
+            continue
+        held = np.zeros(len(docs), dtype=np.float64)
+        for term, w in weights.items():
+            held += w * np.isin(docs, view.postings(term)[0])
+        scores = held / total if total > 0 else held
+        has = view.has_vector.get("episode")
+        if vector is not None and has is not None and has[docs].any():
+            cosines = np.zeros(len(docs), dtype=np.float64)
+            with_vector = has[docs]
+            cosines[with_vector] = view.vectors_of("episode", docs[with_vector]) @ vector
+            scores = np.maximum(scores, cosines)
+        for doc, score in zip(docs.tolist(), scores.tolist(), strict=True):
+            uuid = view.uuids[doc]
+            if uuid not in best or score > best[uuid][2]:
+                span = (int(view.columns["start"][doc]), int(view.columns["end"][doc]))
+                best[uuid] = (uuid, span, score, int(marks[doc]))
+    return sorted(best.values(), key=lambda h: (-h[2], h[0]))

@@ -39,8 +39,9 @@ __all__ = ["FORMAT", "Snapshots"]
 logger = logging.getLogger(__name__)
 
 # 2: vectors as `lcg.search.vectors` stores (int8 in large partitions); 3: an episode partition
-# holds one document per window (lcg.search.windows) with window, start and end columns.
-FORMAT = 3
+# holds one document per window (lcg.search.windows) with window, start and end columns; 4: and
+# a column of the standing instructions and preferences each window holds (lcg.search.standing).
+FORMAT = 4
 # The group's applied WAL position, as the database records it (None: never recorded).
 Position = Callable[[str], Any]
 

@@ -4,7 +4,10 @@ facts it shows were read from.
 `find_passages` ranks episodes by hybrid passage search (BM25 + vector, fused by reciprocal rank,
 each list on its own evidence: lcg.search.floor), keeps those scoring at least `RELATIVE_FLOOR`
 of the best one, ranks with them the turns that asked or answered the best of them in a
-conversation (lcg.temporal.turns), and appends the episodes the seed facts cite; an
+conversation (lcg.temporal.turns), puts first the standing instructions and preferences of the
+queried groups that concern the question (lcg.search.standing, `_standing`: an instruction
+holds for every later answer however few of the question's words it shares, so similarity
+alone ranks it far down), and appends the episodes the seed facts cite; an
 episode recorded after the reference instant (`as_of`) is never quoted. Each passage quotes the
 piece of its episode that holds the most of the query's weight (lcg.search.passages), cut from
 the index window the search found the episode by (`Hit.window`; an episode a fact cites: from
@@ -23,12 +26,14 @@ from typing import TYPE_CHECKING
 
 from lcg.graph import hybrid
 from lcg.models import Episode, Fact
-from lcg.search.passages import best_window, passage_scores, query_stems, windows
+from lcg.search.passages import best_window, passage_scores, query_stems, standing_hits, windows
+from lcg.search.standing import INSTRUCTION, PREFERENCE
 from lcg.search.strategy import HYBRID_RRF
 from lcg.temporal.turns import with_replies
 
 if TYPE_CHECKING:
     from lcg.engine import Engine
+    from lcg.search.index import SearchIndex
 
 __all__ = [
     "MAX_PASSAGES",
@@ -55,6 +60,11 @@ QUOTE_CHARS = 150
 # budget share, one ingest, load 8-15): 0 0.672 / 1.0; 0.1, 0.2, 0.22, 0.25, 0.28 0.672 / 1.0;
 # 0.3 0.663 / 1.0; 0.4 0.646; 0.5 0.601 / 0.987; 0.7 0.403 / 0.868 (docs/search.md, "Context").
 RELATIVE_FLOOR = 0.28
+# The standing instructions and preferences (lcg.search.standing) a context quotes before the
+# ranked passages (`_standing`), best first by passage score (as for `RELATIVE_FLOOR`).
+INSTRUCTIONS_MAX = 5
+PREFERENCES_MAX = 3
+PREFERENCE_FLOOR = 0.1
 # Episodes whose cut into quote windows is kept (the same episodes answer many questions of a
 # conversation; cutting a long one is most of a quote's cost).
 CUTS_KEPT = 4096
@@ -130,6 +140,30 @@ def _when(ep: Episode) -> datetime | None:
     return ep.valid_at or ep.created_at
 
 
+def _standing(
+    index: SearchIndex, query: str, groups: list[str] | None
+) -> dict[str, tuple[int, int]]:
+    """The standing instructions and preferences (lcg.search.standing) a context quotes first:
+    the best `INSTRUCTIONS_MAX` instructions whatever their score (one holds for every later
+    answer; whether it applies is the reader's to judge) and the best `PREFERENCES_MAX`
+    preferences scoring at least `PREFERENCE_FLOOR`; uuid -> the offsets of the marked window,
+    best first."""
+    vector = None if index.lexical_only else index.embed_query(query)
+    out: dict[str, tuple[int, int]] = {}
+    taken = {INSTRUCTION: 0, PREFERENCE: 0}
+    for uuid, span, score, marks in standing_hits(index, query, groups, vector):
+        if marks & INSTRUCTION and taken[INSTRUCTION] < INSTRUCTIONS_MAX:
+            taken[INSTRUCTION] += 1
+        elif marks & PREFERENCE and taken[PREFERENCE] < PREFERENCES_MAX:
+            if score < PREFERENCE_FLOOR:
+                continue
+            taken[PREFERENCE] += 1
+        else:
+            continue
+        out[uuid] = span
+    return out
+
+
 def find_passages(
     engine: Engine,
     query: str,
@@ -151,16 +185,24 @@ def find_passages(
         hits = [hit for hit, score in zip(hits, scores, strict=True) if score >= least]
     episodes = with_replies(engine, hits)[:limit]
     spans = {ep.uuid: hit.window for ep, hit in hits if hit.window is not None}
+    standing = _standing(index, query, groups)
+    spans.update((uuid, span) for uuid, span in standing.items() if uuid not in spans)
     seen = {ep.uuid for ep in episodes}
     cited = [u for f in facts for u in f.episodes if u not in seen]
-    if cited:
+    wanted = list(dict.fromkeys([*standing, *cited]))
+    rows = {}
+    if wanted:
         with engine.reader() as conn:
-            rows = conn.episodes_by_uuids(list(dict.fromkeys(cited)))
-        for uuid in dict.fromkeys(cited):
-            ep = rows.get(uuid)
-            if ep is not None and (groups is None or ep.group_id in groups):
-                episodes.append(ep)
-                seen.add(uuid)
+            rows = conn.episodes_by_uuids(wanted)
+    first = [rows[u] for u in standing if u in rows]
+    firsts = {ep.uuid for ep in first}
+    episodes = first + [ep for ep in episodes if ep.uuid not in firsts]
+    seen |= firsts
+    for uuid in dict.fromkeys(cited):
+        ep = rows.get(uuid)
+        if ep is not None and uuid not in seen and (groups is None or ep.group_id in groups):
+            episodes.append(ep)
+            seen.add(uuid)
     if as_of is not None:
         episodes = [ep for ep in episodes if (_when(ep) or as_of) <= as_of]
     stems = query_stems(index, query, groups)
@@ -168,13 +210,16 @@ def find_passages(
 
 
 def passage_line(label: str, p: Passage) -> str:
-    """`[P1] 2024-03-15 · turn 28 · user turn: …text… (chars 0-812 of 2189)`: the episode's uuid
+    """`[P1] 2024-03-15 · turn 28 · user turn: …text… (chars 0-812 of 2189)` (the name left out
+    when the source description holds it): the episode's uuid
     is not on the line (36 bytes, a fifth of a typical line) but in the result's
     `included_episode_ids`, in label order."""
     ep = p.episode
     when = _when(ep)
     parts = [when.date().isoformat() if when else "undated"]
-    parts += [x for x in (" ".join(ep.name.split())[:80], ep.source_description[:80]) if x]
+    name, source = " ".join(ep.name.split())[:80], " ".join(ep.source_description.split())[:80]
+    # A file's chunks often carry their name inside their source description: said once.
+    parts += [x for x in (name if name not in source else "", source) if x]
     text = " ".join(p.text.split())
     before = "…" if p.start > 0 else ""
     after = "…" if p.end < len(ep.content) else ""

@@ -317,3 +317,88 @@ async def test_a_files_chunk_lends_no_score_to_the_next_file(engine: Engine) -> 
     # The chunk is no reply to a turn either.
     got = await _call(engine, "knowledge_get_context", query="parking fees at the harbour")
     assert got["included_episode_ids"] == ["ep-file-2"]
+
+
+INSTRUCTION = (
+    "Always format code snippets with syntax highlighting when I ask about implementation."
+)
+
+
+async def _login_turns(engine: Engine, n: int, at: datetime = APRIL) -> None:
+    """`n` turns about the login feature, each sharing more of the question's words than the
+    standing instruction does, and 24 about something else (the question's words are not in
+    every turn of a chat)."""
+    for i in range(24):
+        await _episode(engine, f"ep-lunch-{i}", f"Lunch was soup number {i}.", at, "user")
+    for i in range(n):
+        await _episode(
+            engine,
+            f"ep-login-{i}",
+            f"Step {i} to implement the login feature: show the form, check the password, set "
+            f"cookie {i}.",
+            at,
+            "assistant turn",
+        )
+
+
+async def test_context_quotes_a_standing_instruction_the_ranking_alone_would_drop(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(evidence, "MAX_PASSAGES", 5)
+    await _episode(engine, "ep-rule", INSTRUCTION, MARCH, "user turn")
+    await _login_turns(engine, 8)
+    query = "Show me how to implement the login feature"
+    # By passage search alone the instruction is not among the first MAX_PASSAGES episodes.
+    ranked = hybrid.episode_hits(engine, query, [G], evidence.MAX_PASSAGES, HYBRID_RRF)
+    assert len(ranked) == evidence.MAX_PASSAGES
+    assert "ep-rule" not in [ep.uuid for ep, _ in ranked]
+    got = await _call(engine, "knowledge_get_context", query=query)
+    assert got["included_episode_ids"][0] == "ep-rule"
+    assert (
+        "[P1] 2024-03-15 · turn ep-rule · user turn: Always format code snippets"
+        in (got["context"])
+    )
+    # An instruction holds for every later answer: quoted whatever the question. A preference
+    # is quoted only where it shares enough of the question's words.
+    await _episode(engine, "ep-taste", "I prefer oat milk in the office coffee.", MARCH, "user")
+    other = await _call(engine, "knowledge_get_context", query="what did the cookie hold")
+    assert other["included_episode_ids"][0] == "ep-rule"
+    assert "ep-taste" not in other["included_episode_ids"]
+    coffee = await _call(engine, "knowledge_get_context", query="which milk for the coffee")
+    assert set(coffee["included_episode_ids"][:2]) == {"ep-rule", "ep-taste"}
+
+
+async def test_a_standing_instruction_follows_the_episode_and_the_clock(engine: Engine) -> None:
+    await _episode(engine, "ep-rule", INSTRUCTION, APRIL, "user turn")
+    await _login_turns(engine, 3, MARCH)
+    query = "how do I implement the login feature"
+    got = await _call(engine, "knowledge_get_context", query=query)
+    assert got["included_episode_ids"][0] == "ep-rule"
+    # Said after the reference instant: not quoted in a past-time read.
+    past = await _call(engine, "knowledge_get_context", query=query, as_of="2024-04-01")
+    assert past["included_episode_ids"] and "ep-rule" not in past["included_episode_ids"]
+    await _call(engine, "knowledge_delete_episode", episode_uuid="ep-rule")
+    gone = await _call(engine, "knowledge_get_context", query=query)
+    assert "ep-rule" not in gone["included_episode_ids"]
+
+
+async def test_a_context_read_embeds_its_query_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _login_turns(engine, 3)
+    index = engine.parts.search
+    inner = getattr(index._embedder, "inner", index._embedder)
+    calls: list[list[str]] = []
+    embed = inner.embed
+
+    def counted(texts: list[str]) -> Any:
+        calls.append(list(texts))
+        return embed(texts)
+
+    monkeypatch.setattr(inner, "embed", counted)
+    query = "how do I implement the login feature"
+    await _call(engine, "knowledge_get_context", query=query)
+    assert calls.count([query]) == 1
+    vector = index.embed_query(query)
+    assert not vector.flags.writeable  # shared between reads: nobody may change it
+    assert calls.count([query]) == 1

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from lcg import Settings, open_engine
+from lcg.engine import EpisodeCommit
+from lcg.models import Episode
 from lcg.search import vectors as vectors_mod
 from lcg.search.snapshot import FORMAT
 from lcg.service.registry import dispatch
@@ -181,5 +183,35 @@ async def test_int8_vectors_are_saved_and_loaded(
             after = await names(engine, "rocket stage 3"), await names(engine, "saturn stag 7")
             assert after == before
             assert after[1][0] == "Saturn stage 7"
+        finally:
+            engine.close()
+
+
+async def test_standing_marks_are_saved_and_loaded(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = {
+        "ep-rule": "Never suggest paid tools when I ask about the quokka tracker.",
+        "ep-other": "The quokka tracker runs on a Pi.",
+    }
+    engine = open_engine(settings)
+    try:
+        for uuid, text in texts.items():
+            episode = Episode(uuid=uuid, group_id="g", name=uuid, content=text)
+            await engine.commit_episode(EpisodeCommit("g", episode))
+        before = await dispatch(engine, "knowledge_get_context", {"query": "quokka tracker"})
+    finally:
+        engine.close()
+    with monkeypatch.context() as patch:
+        forbid_row_reads(patch)
+        engine = open_engine(settings)
+        try:
+            assert engine.state.indices_built
+            ((_, view),) = engine.parts.search.views("episode", ["g"])
+            marks = view.columns["standing"][: view.n].tolist()
+            assert dict(zip(view.uuids, marks, strict=True)) == {"ep-rule": 1, "ep-other": 0}
+            after = await dispatch(engine, "knowledge_get_context", {"query": "quokka tracker"})
+            assert after["included_episode_ids"] == before["included_episode_ids"]
+            assert after["included_episode_ids"][0] == "ep-rule"
         finally:
             engine.close()

@@ -56,3 +56,20 @@ def test_the_best_window_holds_the_query_words() -> None:
     # No query weight: the first window.
     w0 = best_window(text, {}, size=80)
     assert text[w0.start : w0.end].startswith("We talked")
+
+
+def test_a_stem_counts_at_the_start_of_a_word_and_a_number_whole() -> None:
+    # "7" is inside "17" and "2019" holds "1" and "9": none of them is the number 7. The
+    # second paragraph holds it (as the index splits "3.7" into 3 and 7) and "support".
+    text = (
+        "Release 0.17 (2019-11-17) Section: Added, supported platforms\n\n"
+        "Add support for proxy tunnels on Python 3.7 and asyncio."
+    )
+    w = best_window(text, {"7": 1.0, "support": 0.6}, size=70)
+    assert text[w.start : w.end].startswith("Add support")
+    # Inside a word a stem does not count: "port" is not in "support" or "platforms".
+    assert best_window(text, {"port": 1.0}, size=70).score == 0.0
+    # A mixed-case, non-ASCII text (lower-casing moves offsets) is scored the same way.
+    odd = "İstanbul 17 notes\n\nAdd support for 7 tunnels."
+    w = best_window(odd, {"7": 1.0}, size=20)
+    assert odd[w.start : w.end].startswith("Add support")
