@@ -9,8 +9,9 @@ documents may share a uuid, column `WINDOW` numbering them 0, 1, ... within it, 
 first window is `doc - window[doc]`. They are added, replaced and removed together.
 
 Each vector kind's rows are a `lcg.search.vectors.Vectors` store: float32 while the partition is
-small, int8 once a compaction (or a load) finds it has at least `QUANTIZE_MIN_ROWS` documents;
-documents added later are quantised as they arrive.
+small (dimension-major for sparse vectors once a compaction or a load finds enough of them,
+`Vectors.arrange`), int8 once a compaction (or a load) finds it has at least `QUANTIZE_MIN_ROWS`
+documents; documents added later are quantised as they arrive.
 
 Postings are a compressed-sparse-row `base` (built in one go at load and at compaction) plus an
 append-only `delta` of (term, doc, tf) triplets for documents added since, scanned linearly. A
@@ -374,13 +375,20 @@ class Partition:
             self._columns = {k: c[keep] for k, c in self._columns.items()}
             self._first_positions()
         self._n = len(keep)
-        self._quantize_if_large()
+        self._arrange_vectors()
 
     def _quantize_if_large(self) -> None:
         """int8 rows for a partition of `QUANTIZE_MIN_ROWS` documents or more (lock held)."""
         if self._n >= vectors_mod.QUANTIZE_MIN_ROWS:
             for kind, store in self._vectors.items():
                 store.quantize(self._n, self._has[kind])
+
+    def _arrange_vectors(self) -> None:
+        """The layout each vector store suits (lock held): int8 from `QUANTIZE_MIN_ROWS`
+        documents, else float32, dimension-major for sparse vectors (`Vectors.arrange`)."""
+        self._quantize_if_large()
+        for kind, store in self._vectors.items():
+            store.arrange(self._n, self._has[kind])
 
     # -- persistence (lcg.search.snapshot) -------------------------------------------------
 
@@ -455,5 +463,5 @@ class Partition:
                 arr("post_tf"),
             )
             self._vectors, self._has, self._columns = vectors, has, columns
-            self._quantize_if_large()
+            self._arrange_vectors()
             self.dirty = False
