@@ -6,7 +6,8 @@ Layout under `<db dir>/search-index/`:
 - `index.json`: the vocabulary (word and stem ids) and the column codes the partitions use;
 - `<family>/<group digest>/`: one partition (`Partition.save`) and its `stamp.json`: the group,
   the WAL position the database had applied when it was written (`applied_seq`, generation),
-  the embedder identity, the format version and the SHA-256 of each of the partition's files.
+  the embedder identity, the format version (and `LAYOUTS`' layout of its family where it has one)
+  and the SHA-256 of each of the partition's files.
 
 `index.json` and every `stamp.json` carry the SHA-256 of their own content (`lcg.search.sealed`).
 A partition is loaded only when its stamp matches the database's current position for the
@@ -34,14 +35,19 @@ from lcg.gcpause import no_gc
 from lcg.search import sealed
 from lcg.search.partition import Partition
 
-__all__ = ["FORMAT", "Snapshots"]
+__all__ = ["FORMAT", "LAYOUTS", "Snapshots"]
 
 logger = logging.getLogger(__name__)
 
 # 2: vectors as `lcg.search.vectors` stores (int8 in large partitions); 3: an episode partition
-# holds one document per window (lcg.search.windows) with window, start and end columns; 4: and
-# a column of the standing instructions and preferences each window holds (lcg.search.standing).
-FORMAT = 4
+# holds one document per window (lcg.search.windows) with window, start and end columns.
+FORMAT = 3
+# A family's partition layout where it changed within a FORMAT: a saved partition of another
+# layout (or none) is rebuilt from the database at the next open while the vocabulary and the
+# other families' partitions load (bumping FORMAT would rebuild them all: at 1M facts, every
+# entity and fact row read back while the open's other scans run). episode 2: a column of the
+# standing instructions and preferences each window holds (lcg.search.standing).
+LAYOUTS = {"episode": 2}
 # The group's applied WAL position, as the database records it (None: never recorded).
 Position = Callable[[str], Any]
 
@@ -78,17 +84,20 @@ class Snapshots:
         digest = hashlib.blake2b(group.encode(), digest_size=10).hexdigest()
         return self.directory / family / digest
 
-    def _stamp(self, group: str, model: str, dim: int) -> dict[str, Any] | None:
+    def _stamp(self, family: str, group: str, model: str, dim: int) -> dict[str, Any] | None:
         position = self._position(group)
         if position is None:
             return None
-        return {
+        stamp = {
             "format": FORMAT,
             "group": group,
             "position": list(position),
             "model": model,
             "dim": dim,
         }
+        if family in LAYOUTS:
+            stamp["layout"] = LAYOUTS[family]
+        return stamp
 
     def read_index(self) -> dict[str, Any] | None:
         """The saved vocabulary and codes, None when absent, unreadable or damaged."""
@@ -110,7 +119,7 @@ class Snapshots:
         if stamp is None:
             return False
         files = stamp.pop("files", None)
-        wanted = self._stamp(group, model, dim)
+        wanted = self._stamp(family, group, model, dim)
         if wanted is None or stamp != wanted:
             return False
         if not sealed.intact(where, files):
@@ -140,7 +149,7 @@ class Snapshots:
         tmp.replace(self.directory / "index.json")
         written = 0
         for family, group, part in parts:
-            stamp = self._stamp(group, model, dim)
+            stamp = self._stamp(family, group, model, dim)
             if stamp is None:
                 continue
             where = self._dir(family, group)

@@ -13,8 +13,9 @@ import pytest
 from lcg import Settings, open_engine
 from lcg.engine import EpisodeCommit
 from lcg.models import Episode
+from lcg.search import sealed
 from lcg.search import vectors as vectors_mod
-from lcg.search.snapshot import FORMAT
+from lcg.search.snapshot import FORMAT, LAYOUTS
 from lcg.service.registry import dispatch
 from lcg.storage import search_rows
 
@@ -215,3 +216,60 @@ async def test_standing_marks_are_saved_and_loaded(
             assert after["included_episode_ids"][0] == "ep-rule"
         finally:
             engine.close()
+
+
+async def test_episode_partitions_of_the_layout_before_standing_marks_are_rebuilt_alone(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot saved before the episode partitions held standing marks (no `layout` in their
+    stamps, no column file): the episode partitions are rebuilt from the database, with their
+    marks; the vocabulary and the other families' partitions load as saved."""
+    texts = {
+        "ep-rule": "Never suggest paid tools when I ask about the quokka tracker.",
+        "ep-other": "The quokka tracker runs on a Pi.",
+    }
+    engine = open_engine(settings)
+    try:
+        await dispatch(
+            engine, "knowledge_assert_entity", {"name": "Quokka", "summary": "A marsupial."}
+        )
+        for uuid, text in texts.items():
+            episode = Episode(uuid=uuid, group_id="liminis", name=uuid, content=text)
+            await engine.commit_episode(EpisodeCommit("liminis", episode))
+    finally:
+        engine.close()
+    saved = settings.db_path.parent / "search-index"
+    episode_stamps = list((saved / "episode").glob("*/stamp.json"))
+    assert episode_stamps
+    for path in episode_stamps:
+        stamp, _ = sealed.read(path)
+        assert stamp is not None and stamp.pop("layout") == LAYOUTS["episode"]
+        path.write_text(sealed.dumps(stamp))
+        path.with_name("col.standing.npy").unlink()
+
+    reads: list[str] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("only the episode partitions are rebuilt")
+
+    real = search_rows.episode_columns
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append("episode")
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(search_rows, "entity_columns", refuse)
+        patch.setattr(search_rows, "fact_columns", refuse)
+        patch.setattr(search_rows, "episode_columns", counted)
+        engine = open_engine(settings)
+        try:
+            assert await names(engine, "quokka") == ["Quokka"]
+            got = await dispatch(engine, "knowledge_get_context", {"query": "quokka tracker"})
+            assert got["included_episode_ids"][0] == "ep-rule"
+            assert reads == ["episode"]
+        finally:
+            engine.close()
+    for path in (saved / "episode").glob("*/stamp.json"):
+        stamp, _ = sealed.read(path)
+        assert stamp is not None and stamp["layout"] == LAYOUTS["episode"]
