@@ -511,19 +511,12 @@ def main() -> None:
         if args.rebuild:
             command = [sys.executable, __file__, "--measure", str(n), "--embedder", args.embedder]
             command += ["--cache", str(args.cache), "--rebuild", args.rebuild]
-            child = subprocess.run(command, check=True, capture_output=True, text=True)
-            row["rebuild"] = json.loads(child.stdout.strip().splitlines()[-1])
+            row["rebuild"] = _child(command)
         elif not args.build_only:
             command = [sys.executable, __file__, "--measure", str(n), "--embedder", args.embedder]
             command += ["--cache", str(args.cache), "--articles", str(args.articles)]
             command += ["--only", args.only] if args.only else []
-            child = subprocess.run(
-                [*command, "--queries", str(args.queries)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            row.update(json.loads(child.stdout.strip().splitlines()[-1]))
+            row.update(_child([*command, "--queries", str(args.queries)]))
         if args.serve and args.embedder == "hash" and not args.rebuild:
             row["lcg_serve"] = serve_rss(root / "home")
         sizes[label(n)] = row
@@ -541,6 +534,17 @@ def main() -> None:
             indent=2,
         )
     )
+
+
+def _child(command: list[str]) -> dict[str, Any]:
+    """The last JSON line a measuring child prints; on a failure, its stderr and exit status
+    are written to this process's stderr before exiting (a traceback of the child's own, not
+    `CalledProcessError`)."""
+    child = subprocess.run(command, capture_output=True, text=True, check=False)
+    if child.returncode != 0:
+        sys.stderr.write(child.stderr)
+        raise SystemExit(f"bench/scale.py: {' '.join(command)} exited with {child.returncode}")
+    return dict(json.loads(child.stdout.strip().splitlines()[-1]))
 
 
 if __name__ == "__main__":
