@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["INSTRUCTION", "PREFERENCE", "STANDING", "kind"]
+__all__ = ["INSTRUCTION", "PREFERENCE", "STANDING", "kind", "where"]
 
 # The episode partitions' column of the marks.
 STANDING = "standing"
@@ -34,9 +34,9 @@ INSTRUCTION = 1
 PREFERENCE = 2
 
 _INSTRUCTION = re.compile(
-    r"(?:^|[.!?]\s+|\n\s*)(?:please\s+)?"
+    r"(?:^|[.!?]\s+|\n\s*)(?P<said>(?:please\s+)?"
     r"(?:always|never|from now on|going forward|whenever i|make sure to always"
-    r"|do not ever|don't ever|don’t ever|remember to always)\b",
+    r"|do not ever|don't ever|don’t ever|remember to always)\b)",
     re.IGNORECASE,
 )
 _PREFERENCE = re.compile(
@@ -50,3 +50,17 @@ def kind(text: str) -> int:
     """The marks of `text`: `INSTRUCTION | PREFERENCE` bits, 0 for neither."""
     out = INSTRUCTION if _INSTRUCTION.search(text) else 0
     return out | PREFERENCE if _PREFERENCE.search(text) else out
+
+
+_SENTENCE_END = re.compile(r"[.!?]\s+|\n")
+
+
+def where(text: str) -> int | None:
+    """The offset of the sentence that holds `text`'s first mark (None: no mark): where a quote
+    of the instruction or preference starts."""
+    found = [m.start("said") for m in [_INSTRUCTION.search(text)] if m]
+    preference = _PREFERENCE.search(text)
+    if preference:
+        ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, preference.start())]
+        found.append(ends[-1] if ends else 0)
+    return min(found) if found else None

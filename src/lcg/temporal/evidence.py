@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from lcg.graph import hybrid
 from lcg.models import Episode, Fact
 from lcg.search.passages import best_window, passage_scores, query_stems, standing_hits, windows
-from lcg.search.standing import INSTRUCTION, PREFERENCE
+from lcg.search.standing import INSTRUCTION, PREFERENCE, where
 from lcg.search.strategy import HYBRID_RRF
 from lcg.temporal.turns import with_replies
 
@@ -186,7 +186,6 @@ def find_passages(
     episodes = with_replies(engine, hits)[:limit]
     spans = {ep.uuid: hit.window for ep, hit in hits if hit.window is not None}
     standing = _standing(index, query, groups)
-    spans.update((uuid, span) for uuid, span in standing.items() if uuid not in spans)
     seen = {ep.uuid for ep in episodes}
     cited = [u for f in facts for u in f.episodes if u not in seen]
     wanted = list(dict.fromkeys([*standing, *cited]))
@@ -195,6 +194,9 @@ def find_passages(
         with engine.reader() as conn:
             rows = conn.episodes_by_uuids(wanted)
     first = [rows[u] for u in standing if u in rows]
+    for said in first:  # quoted from the sentence that holds its mark
+        lo, hi = standing[said.uuid]
+        spans[said.uuid] = (lo + (where(said.content[lo:hi]) or 0), hi)
     firsts = {ep.uuid for ep in first}
     episodes = first + [ep for ep in episodes if ep.uuid not in firsts]
     seen |= firsts
@@ -206,7 +208,11 @@ def find_passages(
     if as_of is not None:
         episodes = [ep for ep in episodes if (_when(ep) or as_of) <= as_of]
     stems = query_stems(index, query, groups)
-    return [Passage(ep, stems, spans.get(ep.uuid)) for ep in episodes if ep.content.strip()]
+    return [
+        Passage(ep, {} if ep.uuid in firsts else stems, spans.get(ep.uuid))
+        for ep in episodes
+        if ep.content.strip()
+    ]
 
 
 def passage_line(label: str, p: Passage) -> str:

@@ -402,3 +402,19 @@ async def test_a_context_read_embeds_its_query_once(
     vector = index.embed_query(query)
     assert not vector.flags.writeable  # shared between reads: nobody may change it
     assert calls.count([query]) == 1
+
+
+async def test_a_standing_line_quotes_the_instruction_not_the_turn_around_it(
+    engine: Engine,
+) -> None:
+    chatter = "We went through the login feature form and its password check again today. " * 5
+    text = f"{chatter.strip()} Always answer with numbered steps when I ask how to do something."
+    assert len(text) > 2 * evidence.QUOTE_CHARS
+    await _episode(engine, "ep-rule", text, MARCH, "user turn")
+    await _login_turns(engine, 3)
+    got = await _call(engine, "knowledge_get_context", query="the login feature form")
+    assert got["included_episode_ids"][0] == "ep-rule"
+    line = next(x for x in got["context"].splitlines() if x.startswith("[P1]"))
+    start = text.index("Always answer")
+    assert ": …Always answer with numbered steps" in line
+    assert line.endswith(f"(chars {start}-{len(text)} of {len(text)})")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lcg.search.standing import INSTRUCTION, PREFERENCE, kind
+from lcg.search.standing import INSTRUCTION, PREFERENCE, kind, where
 
 
 @pytest.mark.parametrize(
@@ -50,3 +50,12 @@ def test_both_marks_can_hold_at_once() -> None:
 )
 def test_other_uses_of_the_words_are_not_marked(text: str) -> None:
     assert kind(text) == 0
+
+
+def test_where_is_the_start_of_the_sentence_that_holds_the_first_mark() -> None:
+    text = "Thanks for the help. Then I prefer tea over coffee. Never book before noon."
+    assert text[where(text) or 0 :].startswith("Then I prefer tea")
+    rule = "Ok!\nPlease always answer in French."
+    assert rule[where(rule) or 0 :] == "Please always answer in French."
+    assert where("Always cite sources.") == 0
+    assert where("Nothing to keep here.") is None
