@@ -44,9 +44,10 @@ logger = logging.getLogger(__name__)
 FORMAT = 3
 # A family's partition layout where it changed within a FORMAT: a saved partition of another
 # layout (or none) is rebuilt from the database at the next open while the vocabulary and the
-# other families' partitions load (bumping FORMAT would rebuild them all: at 1M facts, every
-# entity and fact row read back while the open's other scans run). episode 2: a column of the
-# standing instructions and preferences each window holds (lcg.search.standing).
+# other families' partitions load. Bumping FORMAT would rebuild them all from the database, and
+# on bench/scale.py's 1M workspace the reads of such an open failed with the buffer pool full.
+# episode 2: a column of the standing instructions and preferences each window holds
+# (lcg.search.standing).
 LAYOUTS = {"episode": 2}
 # The group's applied WAL position, as the database records it (None: never recorded).
 Position = Callable[[str], Any]
