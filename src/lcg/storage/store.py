@@ -56,6 +56,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -586,6 +587,31 @@ def delete_database_files(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+def _journal_unreadable(path: Path, exc: Exception) -> bool:
+    """Whether opening the database at `path` failed on its own journal (`<path>.wal`): a record
+    cut short or failing its checksum, as a kill inside the engine's write of it leaves it
+    (LadybugDB 0.22 replays no torn tail: "Reading past the end of the file <path>.wal",
+    "Checksum verification failed, the WAL file is corrupted")."""
+    text = str(exc)
+    journal = Path(f"{path}.wal")
+    return journal.is_file() and (
+        str(journal) in text or "WAL file is corrupted" in text or "Checksum verification" in text
+    )
+
+
+def set_aside(path: Path) -> Path:
+    """Rename the database at `path` and its companion files to `<path>.damaged-<UTC time>`
+    (+ their suffixes), kept for inspection; the prefix they now share."""
+    aside = Path(f"{path}.damaged-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}")
+    if path.exists():
+        path.rename(aside)
+    for suffix in COMPANION_SUFFIXES:
+        companion = Path(f"{path}{suffix}")
+        if companion.exists():
+            companion.rename(Path(f"{aside}{suffix}"))
+    return aside
+
+
 def pool_mb(path: Path, configured: int = 0) -> int:
     """The buffer pool (MiB) to open the database at `path` with: `configured` if set, else
     sized to the graph: half the database file, at least 256 and at most 1024 MiB (1024 for a
@@ -641,7 +667,21 @@ class Store:
         # A database this store creates holds only what bulk loads put there until another
         # transaction commits: a failed COPY into it is recovered by starting over (`_rolled_back`).
         self._fresh = found is None
-        self._db = self._open_database()
+        try:
+            self._db = self._open_database()
+        except StorageError as exc:
+            if found is None or not _journal_unreadable(path, exc):
+                raise
+            aside = set_aside(path)
+            logger.warning(
+                "the database %s cannot replay its own journal (%s): set aside as %s.*; the "
+                "workspace is rebuilt from its WAL",
+                path,
+                exc,
+                aside,
+            )
+            found, self._fresh, self.journal_at_open = None, True, 0
+            self._db = self._open_database()
         remove_stale(path)  # a killed bulk load's spool files (lcg.storage.spool)
         private_file(path)  # the engine creates its file under the process umask
         if found is None:
