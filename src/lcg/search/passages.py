@@ -28,6 +28,7 @@ import numpy.typing as npt
 import Stemmer
 
 from lcg.search.index import SearchIndex
+from lcg.search.partition import View
 from lcg.search.scoring import bm25_idf
 from lcg.search.standing import STANDING
 from lcg.search.text import STOPWORDS, tokens
@@ -157,6 +158,16 @@ def query_weights(index: SearchIndex, query: str, groups: Sequence[str] | None) 
     return {t: float(x) * terms[t] for t, x in zip(terms, idf.tolist(), strict=True)}
 
 
+def _query_total(
+    index: SearchIndex, query: str, weights: Mapping[int, float], views: Sequence[tuple[str, View]]
+) -> float:
+    """The query's whole idf weight over the episodes of `views`: its indexed terms' `weights`
+    plus, for each query word no episode holds, the highest idf (as the floor counts it)."""
+    n_docs = max(1, sum(v.live_docs for _, v in views))
+    unknown = index.vocab.query_terms(query)[1]
+    return sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
+
+
 def passage_scores(
     index: SearchIndex,
     query: str,
@@ -168,9 +179,7 @@ def passage_scores(
     does), so a partial match scores below 1."""
     weights = query_weights(index, query, groups)
     views = dict(index.views("episode", sorted({g for g, _, _ in hits})))
-    n_docs = max(1, sum(v.live_docs for _, v in index.views("episode", groups)))
-    unknown = index.vocab.query_terms(query)[1]
-    total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
+    total = _query_total(index, query, weights, index.views("episode", groups))
     out: list[float] = []
     # Per group and term, which documents hold it: read once, not once per hit (get_context
     # scores its 40 hits; a postings read scans the partition's delta, `np.isin` per hit
@@ -208,9 +217,7 @@ def standing_hits(
     many windows are marked)."""
     weights = query_weights(index, query, groups)
     views = index.views("episode", groups)
-    n_docs = max(1, sum(v.live_docs for _, v in views))
-    unknown = index.vocab.query_terms(query)[1]
-    total = sum(weights.values()) + unknown * float(bm25_idf(n_docs, np.zeros(1, np.int64))[0])
+    total = _query_total(index, query, weights, views)
     best: dict[str, tuple[str, tuple[int, int], float, int]] = {}
     for _, view in views:
         marks = view.columns.get(STANDING)

@@ -229,8 +229,8 @@ def passage_line(label: str, p: Passage) -> str:
     text = " ".join(p.text.split())
     before = "…" if p.start > 0 else ""
     after = "…" if p.end < len(ep.content) else ""
-    where = f"chars {p.start}-{p.end} of {len(ep.content)}"
-    return f"[{label}] {' · '.join(parts)}: {before}{text}{after} ({where})\n"
+    offsets = f"chars {p.start}-{p.end} of {len(ep.content)}"
+    return f"[{label}] {' · '.join(parts)}: {before}{text}{after} ({offsets})\n"
 
 
 def pack_passages(

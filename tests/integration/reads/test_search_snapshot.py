@@ -40,6 +40,17 @@ def forbid_row_reads(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(search_rows, name, refuse)
 
 
+def count_reads(patch: pytest.MonkeyPatch, family: str, reads: list[str]) -> None:
+    """Append `family` to `reads` each time its rows are read from the database."""
+    real = getattr(search_rows, f"{family}_columns")
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(family)
+        return real(*args, **kwargs)
+
+    patch.setattr(search_rows, f"{family}_columns", counted)
+
+
 async def test_a_reopen_loads_the_saved_index_and_a_stale_one_is_rebuilt(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,14 +142,8 @@ async def test_a_snapshot_of_the_old_format_is_rejected_and_rebuilt(
         stamp.write_text(json.dumps({**json.loads(stamp.read_text()), "format": 1}))
 
     reads: list[str] = []
-    real = search_rows.entity_columns
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        reads.append("entity")
-        return real(*args, **kwargs)
-
     with monkeypatch.context() as patch:
-        patch.setattr(search_rows, "entity_columns", counted)
+        count_reads(patch, "entity", reads)
         engine = open_engine(settings)
         try:
             assert await names(engine, "rocket stage 3") == before
@@ -252,16 +257,10 @@ async def test_episode_partitions_of_the_layout_before_standing_marks_are_rebuil
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("only the episode partitions are rebuilt")
 
-    real = search_rows.episode_columns
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        reads.append("episode")
-        return real(*args, **kwargs)
-
     with monkeypatch.context() as patch:
         patch.setattr(search_rows, "entity_columns", refuse)
         patch.setattr(search_rows, "fact_columns", refuse)
-        patch.setattr(search_rows, "episode_columns", counted)
+        count_reads(patch, "episode", reads)
         engine = open_engine(settings)
         try:
             assert await names(engine, "quokka") == ["Quokka"]
